@@ -1,0 +1,1 @@
+"""Built-in rubric library (markdown files shipped as package data)."""
