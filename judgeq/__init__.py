@@ -1,0 +1,100 @@
+"""judgeq: distributed LLM-as-judge grading on Celery + Redis.
+
+The package root is the pure core: rubrics, rendering, verdict parsing, scoring, metrics and
+aggregation.  It imports no Celery, Redis or SDK (a test holds it to that); those live in
+:mod:`judgeq.workers`, :mod:`judgeq.producer` and :mod:`judgeq.judges`.
+"""
+
+from ._errors import (
+    NULL_REASONS,
+    BatchError,
+    ConfigError,
+    JudgeAPIError,
+    JudgeAuthError,
+    JudgeError,
+    JudgeInvalidRequest,
+    JudgeOverloaded,
+    JudgeqError,
+    JudgeRateLimited,
+    JudgeTimeout,
+    RubricError,
+    StoreError,
+)
+from ._grading import GradingContext, grade_job
+from ._jobs import Job, QuestionJob, ResponseJob
+from ._judge import CallOutcome, Judge, JudgeReply, RetryPolicy, call_with_retries
+from ._render import JudgeRequest, output_schema, render_request, render_system, render_user
+from ._result import Result
+from ._rubric import (
+    Ceiling,
+    CeilingRule,
+    Chunk,
+    Dimension,
+    Golden,
+    RetrievalConfig,
+    Rubric,
+    builtin_names,
+    load_rubric,
+    parse_rubric,
+    parse_weights,
+    weights_from_env,
+)
+from ._safety import SAFETY_CATEGORIES, check_safety
+from ._scoring import Score, apply_ceiling, score_verdict, weighted_overall
+from ._settings import Settings, load_settings, mask_url
+from ._verdict import ParsedVerdict, parse_verdict
+
+__all__ = [
+    "NULL_REASONS",
+    "SAFETY_CATEGORIES",
+    "BatchError",
+    "CallOutcome",
+    "Ceiling",
+    "CeilingRule",
+    "Chunk",
+    "ConfigError",
+    "Dimension",
+    "Golden",
+    "GradingContext",
+    "Job",
+    "Judge",
+    "JudgeAPIError",
+    "JudgeAuthError",
+    "JudgeError",
+    "JudgeInvalidRequest",
+    "JudgeOverloaded",
+    "JudgeRateLimited",
+    "JudgeReply",
+    "JudgeRequest",
+    "JudgeTimeout",
+    "JudgeqError",
+    "ParsedVerdict",
+    "QuestionJob",
+    "ResponseJob",
+    "Result",
+    "RetrievalConfig",
+    "RetryPolicy",
+    "Rubric",
+    "RubricError",
+    "Score",
+    "Settings",
+    "StoreError",
+    "apply_ceiling",
+    "builtin_names",
+    "call_with_retries",
+    "check_safety",
+    "grade_job",
+    "load_rubric",
+    "load_settings",
+    "mask_url",
+    "output_schema",
+    "parse_rubric",
+    "parse_verdict",
+    "parse_weights",
+    "render_request",
+    "render_system",
+    "render_user",
+    "score_verdict",
+    "weighted_overall",
+    "weights_from_env",
+]

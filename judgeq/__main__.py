@@ -1,0 +1,5 @@
+"""``python -m judgeq``."""
+
+from judgeq.cli import main
+
+main()

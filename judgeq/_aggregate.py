@@ -1,0 +1,301 @@
+"""Streaming aggregation of stored results into the run report.
+
+:class:`Aggregator` takes results one at a time and keeps only counters and histograms
+(scores are on a bounded scale with 2 decimals; latencies are kept to the millisecond), so
+a million results aggregate in constant memory and with exact medians and percentiles.
+
+Policies (each metric states its denominator):
+
+* ``overall`` / ``dimensions`` stats (mean, median, std, min, max): over **graded** jobs only;
+  a null is never a 0.  ``std`` is the population standard deviation.  Medians and
+  percentiles interpolate linearly between order statistics (numpy's default).
+* ``pass_rates[t]`` and ``pass_rate``: percent of **all** jobs of the run (graded + null), a
+  null counting as not passed; ``coverage`` (graded / total) stands beside them.
+* ``latency_ms``: grading latency of every job that reached the judge (graded or null).
+* retrieval: ``accuracy``, hit rates and ``mrr`` over all questions (a missing needle is a
+  miss and a reciprocal rank of 0); ``avg_llm_grade`` / ``avg_total_score`` over non-null
+  grades (None when there are none); ``pass_rate_*`` over all questions, null = not passed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from ._result import Result
+
+RETRIEVAL_PASS_THRESHOLDS = {"pass_rate_8": 8.0, "pass_rate_7": 7.0, "pass_rate_6_5": 6.5}
+
+
+def quantile(hist: Mapping[float, int], q: float) -> float | None:
+    """The q-quantile of a histogram {value: count}, interpolating linearly (numpy default)."""
+    n = sum(hist.values())
+    if n == 0:
+        return None
+    pos = q * (n - 1)
+    lo_rank, frac = math.floor(pos), pos - math.floor(pos)
+    hi_rank = min(lo_rank + 1, n - 1)
+    lo_val = hi_val = None
+    seen = 0
+    for value in sorted(hist):
+        seen += hist[value]
+        if lo_val is None and seen > lo_rank:
+            lo_val = value
+        if seen > hi_rank:
+            hi_val = value
+            break
+    assert lo_val is not None and hi_val is not None
+    return lo_val + (hi_val - lo_val) * frac
+
+
+def pct(num: int, den: int) -> float | None:
+    """Percent with 2 decimals; None when the denominator is 0."""
+    return round(100.0 * num / den, 2) if den else None
+
+
+def _r(x: float | None, nd: int = 4) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+@dataclass(slots=True)
+class Stats:
+    """Streaming mean/median/std/min/max over values with at most 2 decimals."""
+
+    hist: Counter[float] = field(default_factory=Counter)
+    n: int = 0
+    total: float = 0.0
+    total_sq: float = 0.0
+
+    def add(self, value: float) -> None:
+        v = round(value, 2)
+        self.hist[v] += 1
+        self.n += 1
+        self.total += v
+        self.total_sq += v * v
+
+    def to_dict(self) -> dict[str, Any]:
+        if not self.n:
+            return {"n": 0, "mean": None, "median": None, "std": None, "min": None, "max": None}
+        mean = self.total / self.n
+        var = max(self.total_sq / self.n - mean * mean, 0.0)
+        return {
+            "n": self.n,
+            "mean": _r(mean),
+            "median": _r(quantile(self.hist, 0.5)),
+            "std": _r(math.sqrt(var)),
+            "min": min(self.hist),
+            "max": max(self.hist),
+        }
+
+
+@dataclass(slots=True)
+class RetrievalStats:
+    """Rank and grade metrics over question jobs."""
+
+    hit_k: tuple[int, ...]
+    n: int = 0
+    found: int = 0
+    hits: Counter[int] = field(default_factory=Counter)
+    rr_sum: float = 0.0
+    grades: Stats = field(default_factory=Stats)
+    totals: Stats = field(default_factory=Stats)
+    passes: Counter[str] = field(default_factory=Counter)
+    nulls: int = 0
+
+    def add(self, r: Result) -> None:
+        self.n += 1
+        if r.rank is not None:
+            self.found += 1
+            self.rr_sum += 1.0 / r.rank
+            for k in {*self.hit_k, 1, 5}:
+                if r.rank <= k:
+                    self.hits[k] += 1
+        if r.llm_grade is None:
+            self.nulls += 1
+        else:
+            self.grades.add(r.llm_grade)
+        if r.total_score is not None:
+            self.totals.add(r.total_score)
+            for name, t in RETRIEVAL_PASS_THRESHOLDS.items():
+                if r.total_score >= t:
+                    self.passes[name] += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        n = self.n
+        return {
+            "questions": n,
+            "accuracy": pct(self.found, n),
+            "hit_at_1_rate": pct(self.hits[1], n),
+            "hit_at_5_rate": pct(self.hits[5], n),
+            "hit_at_k_rates": {str(k): pct(self.hits[k], n) for k in self.hit_k},
+            "mrr": _r(self.rr_sum / n, 6) if n else None,
+            "avg_llm_grade": _r(self.grades.total / self.grades.n) if self.grades.n else None,
+            "avg_total_score": _r(self.totals.total / self.totals.n) if self.totals.n else None,
+            **{name: pct(self.passes[name], n) for name in RETRIEVAL_PASS_THRESHOLDS},
+            "null": self.nulls,
+            "coverage": pct(self.grades.n, n),
+        }
+
+
+@dataclass(slots=True)
+class Summary:
+    """Everything reported for a group of jobs (the whole run, or one model)."""
+
+    dimensions: tuple[str, ...]
+    thresholds: tuple[float, ...]
+    pass_fail: bool
+    hit_k: tuple[int, ...]
+    total: int = 0
+    graded: int = 0
+    null_by_reason: Counter[str] = field(default_factory=Counter)
+    overall: Stats = field(default_factory=Stats)
+    dims: dict[str, Stats] = field(default_factory=dict)
+    passes: Counter[float] = field(default_factory=Counter)
+    passed: int = 0
+    flags: Counter[str] = field(default_factory=Counter)
+    retrieval: RetrievalStats | None = None
+
+    def add(self, r: Result) -> None:
+        self.total += 1
+        if r.kind == "question":
+            if self.retrieval is None:
+                self.retrieval = RetrievalStats(self.hit_k)
+            self.retrieval.add(r)
+        for f in r.flags:
+            self.flags[f] += 1
+        if r.status != "graded" or r.overall is None:
+            self.null_by_reason[r.null_reason or "unknown"] += 1
+            return
+        self.graded += 1
+        self.overall.add(r.overall)
+        for name, value in r.scores.items():
+            stats = self.dims.get(name)
+            if stats is None:
+                stats = self.dims[name] = Stats()
+            stats.add(value)
+        if r.passed:
+            self.passed += 1
+        for t in self.thresholds:
+            if r.overall >= t:
+                self.passes[t] += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        null = sum(self.null_by_reason.values())
+        out: dict[str, Any] = {
+            "counts": {
+                "total": self.total,
+                "graded": self.graded,
+                "null": null,
+                "null_by_reason": dict(sorted(self.null_by_reason.items())),
+            },
+            "coverage": pct(self.graded, self.total),
+            "overall": self.overall.to_dict(),
+            "dimensions": {d: self.dims.get(d, Stats()).to_dict() for d in self.dimensions},
+            "pass_rate": pct(self.passed, self.total),
+        }
+        if not self.pass_fail:
+            out["pass_rates"] = {f"{t:.1f}": pct(self.passes[t], self.total) for t in self.thresholds}
+        out["flags"] = dict(sorted(self.flags.items()))
+        if self.retrieval is not None:
+            out["retrieval"] = self.retrieval.to_dict()
+        return out
+
+
+@cache
+def _prices() -> dict[str, dict[str, float]]:
+    text = resources.files("judgeq").joinpath("data/prices.json").read_text()
+    return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
+
+
+def price_for(model: str) -> dict[str, float] | None:
+    """Prices (USD per million tokens) of the longest known prefix of ``model``."""
+    prices = _prices()
+    best = max((k for k in prices if model.startswith(k)), key=len, default=None)
+    return prices[best] if best else None
+
+
+def estimate_cost(model: str, input_tokens: int, output_tokens: int, cache_read: int = 0) -> float | None:
+    p = price_for(model)
+    if p is None:
+        return None
+    uncached = max(input_tokens - cache_read, 0)
+    cost = uncached * p["input"] + cache_read * p.get("cache_read", p["input"]) + output_tokens * p["output"]
+    return round(cost / 1e6, 6)
+
+
+class Aggregator:
+    """Fold results into a report, streaming."""
+
+    def __init__(
+        self,
+        *,
+        dimensions: Iterable[str] = (),
+        thresholds: Iterable[float] = (8.0, 7.0, 6.5),
+        pass_fail: bool = False,
+        hit_k: Iterable[int] = (1, 3, 5, 10),
+    ) -> None:
+        self._args = (
+            tuple(dimensions),
+            tuple(sorted(set(thresholds), reverse=True)),
+            pass_fail,
+            tuple(sorted(set(hit_k))),
+        )
+        self.run = Summary(*self._args)
+        self.by_model: dict[str, Summary] = {}
+        self.latency: Counter[float] = Counter()
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cache_read_tokens = 0
+        self.attempts = 0
+
+    def add(self, r: Result) -> None:
+        self.run.add(r)
+        if r.model is not None:
+            group = self.by_model.get(r.model)
+            if group is None:
+                group = self.by_model[r.model] = Summary(*self._args)
+            group.add(r)
+        if r.attempts:
+            self.latency[round(r.grading_latency_ms)] += 1
+        self.input_tokens += r.input_tokens
+        self.output_tokens += r.output_tokens
+        self.cache_read_tokens += r.cache_read_input_tokens
+        self.attempts += r.attempts
+
+    def report(self, *, judge_model: str) -> dict[str, Any]:
+        """The aggregate part of ``report.json``."""
+        run = self.run.to_dict()
+        out: dict[str, Any] = {
+            "counts": run.pop("counts"),
+            **run,
+            "latency_ms": {
+                "p50": _r(quantile(self.latency, 0.5), 1),
+                "p95": _r(quantile(self.latency, 0.95), 1),
+                "max": max(self.latency) if self.latency else None,
+            },
+            "usage": {
+                "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens,
+                "cache_read_input_tokens": self.cache_read_tokens,
+                "judge_calls": self.attempts,
+                "estimated_cost_usd": estimate_cost(
+                    judge_model, self.input_tokens, self.output_tokens, self.cache_read_tokens
+                ),
+            },
+        }
+        if self.by_model:
+            out["by_model"] = {}
+            for model in sorted(self.by_model):
+                summary = self.by_model[model].to_dict()
+                if "retrieval" in summary:
+                    out.setdefault("retrieval_by_model", {})[model] = summary["retrieval"]
+                out["by_model"][model] = summary
+        if "retrieval" in out and "retrieval_by_model" in out:
+            out["retrieval"]["by_model"] = out.pop("retrieval_by_model")
+        return out

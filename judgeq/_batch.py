@@ -1,0 +1,279 @@
+"""Reading and validating a JSONL batch, streaming, before anything is enqueued.
+
+:func:`scan_batch` reads the file once, line by line, and checks every line: size (lines
+longer than the limit are skipped without being read into memory), UTF-8, NUL bytes, JSON,
+the object's fields and their sizes, and duplicate ids.  Memory stays flat: per valid line
+it keeps 8 bytes (a hash of the id, for the duplicate check), plus the first errors.
+:func:`iter_jobs` then reads the file again and yields the valid jobs in order.
+
+A batch from standard input is spooled to a temporary file first (:func:`open_batch`), so
+both passes see the same bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import shutil
+import sys
+import tempfile
+from array import array
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from pydantic import ValidationError
+
+from ._errors import BatchError
+from ._jobs import JOB_MODELS, Job, infer_kind
+
+MAX_ERRORS_SHOWN = 20
+MAX_REJECTED_KEPT = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """Size limits (``JUDGEQ_MAX_LINE_BYTES``, ``JUDGEQ_MAX_FIELD_CHARS``)."""
+
+    max_line_bytes: int = 8 * 1024 * 1024
+    max_field_chars: int = 1_000_000
+
+
+@dataclass(slots=True)
+class BatchScan:
+    """The outcome of validating a batch."""
+
+    path: Path
+    name: str
+    lines: int = 0
+    valid: int = 0
+    invalid: int = 0
+    errors: list[str] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    invalid_lines: set[int] = field(default_factory=set)
+    kinds: Counter[str] = field(default_factory=Counter)
+    models: Counter[str] = field(default_factory=Counter)
+
+    def add_error(self, line: int, fld: str, problem: str) -> None:
+        if line not in self.invalid_lines:
+            self.invalid += 1
+            self.invalid_lines.add(line)
+            if len(self.rejected) < MAX_REJECTED_KEPT:
+                self.rejected.append({"line": line, "field": fld, "reason": problem})
+        if len(self.errors) < MAX_ERRORS_SHOWN:
+            self.errors.append(f"{self.name}:{line}: {fld}: {problem}")
+
+    def raise_if_invalid(self) -> None:
+        """Raise BatchError listing the first errors when any line is invalid."""
+        if not self.invalid:
+            return
+        shown = f" (the first {len(self.errors)} are listed)" if self.invalid > len(self.errors) else ""
+        raise BatchError(
+            f"{self.name}: {self.invalid} invalid line(s) of {self.lines}; nothing was enqueued"
+            f"{shown}. Fix them, or pass --skip-invalid to grade only the valid lines.",
+            errors=list(self.errors),
+        )
+
+
+def _read_line(f: BinaryIO, limit: int) -> tuple[bytes | None, int]:
+    """Read one line of at most ``limit`` bytes; (None, size) when longer (rest skipped)."""
+    line = f.readline(limit + 1)
+    if len(line) <= limit or line.endswith(b"\n"):
+        return line, len(line)
+    size = len(line)
+    while True:  # skip the rest of the over-long line in bounded chunks
+        chunk = f.readline(1 << 20)
+        size += len(chunk)
+        if not chunk or chunk.endswith(b"\n"):
+            return None, size
+
+
+def _decode(raw: bytes, line_no: int) -> str:
+    if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    return raw.rstrip(b"\r\n").decode("utf-8")
+
+
+def _field_of(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc if not str(p).startswith("function-")) or "line"
+
+
+def _too_long(obj: Any, limit: int, path: str = "") -> tuple[str, int] | None:
+    if isinstance(obj, str):
+        return (path or "line", len(obj)) if len(obj) > limit else None
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            hit = _too_long(v, limit, f"{path}.{k}" if path else str(k))
+            if hit:
+                return hit
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj[:10_001]):
+            hit = _too_long(v, limit, f"{path}.{i}")
+            if hit:
+                return hit
+    return None
+
+
+def parse_line(text: str, limits: BatchLimits) -> tuple[Job | None, str, str]:
+    """Parse one decoded line: (job, "", "") or (None, field, problem)."""
+    if "\x00" in text:
+        return None, "line", "contains a NUL byte"
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, "line", f"invalid JSON: {exc.msg} (column {exc.colno})"
+    except RecursionError:
+        return None, "line", "invalid JSON: nested too deeply"
+    if not isinstance(obj, dict):
+        return (
+            None,
+            "line",
+            f"expected a JSON object, got {type(obj).__name__ if obj is not None else 'null'}",
+        )
+    kind = infer_kind(obj)
+    model = JOB_MODELS.get(kind)
+    if model is None:
+        return None, "kind", f"unknown kind {kind!r} (use 'response' or 'question')"
+    long = _too_long(obj, limits.max_field_chars)
+    if long:
+        return (
+            None,
+            long[0],
+            (
+                f"{long[1]:,} characters, over the limit of {limits.max_field_chars:,} "
+                "(JUDGEQ_MAX_FIELD_CHARS)"
+            ),
+        )
+    try:
+        return model.model_validate(obj), "", ""
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = err["msg"].removeprefix("Value error, ")
+        fld = _field_of(err["loc"])
+        if err["type"] == "missing":
+            msg = f"required for a {kind} job"
+        elif err["type"] == "extra_forbidden":
+            msg = f"unknown field for a {kind} job"
+        elif fld == "line" and ":" in msg:
+            fld, msg = (p.strip() for p in msg.split(":", 1))
+        return None, fld, msg
+
+
+def _id_hash(job_id: str) -> int:
+    return int.from_bytes(
+        hashlib.blake2b(job_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big"
+    )
+
+
+def _lines(path: Path, limits: BatchLimits) -> Iterator[tuple[int, str | None, str]]:
+    """(line number, decoded text or None, problem) for every line of the file."""
+    with path.open("rb") as f:
+        line_no = 0
+        while True:
+            raw, size = _read_line(f, limits.max_line_bytes)
+            if raw is None:
+                line_no += 1
+                yield (
+                    line_no,
+                    None,
+                    (
+                        f"line is {size:,} bytes, over the limit of {limits.max_line_bytes:,} "
+                        "(JUDGEQ_MAX_LINE_BYTES)"
+                    ),
+                )
+                continue
+            if not raw:
+                return
+            line_no += 1
+            try:
+                yield line_no, _decode(raw, line_no), ""
+            except UnicodeDecodeError as exc:
+                yield line_no, None, f"not valid UTF-8 (byte {exc.start + 1} of the line)"
+
+
+def scan_batch(path: Path, name: str, limits: BatchLimits | None = None) -> BatchScan:
+    """Validate every line of a batch file (one streaming pass plus a duplicate check)."""
+    limits = limits or BatchLimits()
+    scan = BatchScan(path=path, name=name)
+    hashes = array("Q")
+    for line_no, text, problem in _lines(path, limits):
+        scan.lines = line_no
+        if text is None:
+            scan.add_error(line_no, "line", problem)
+            continue
+        if not text.strip():
+            continue
+        job, fld, problem = parse_line(text, limits)
+        if job is None:
+            scan.add_error(line_no, fld, problem)
+            continue
+        scan.valid += 1
+        scan.kinds[job.kind] += 1
+        if job.model:
+            scan.models[job.model] += 1
+        hashes.append(_id_hash(job.id))
+    _check_duplicates(scan, hashes, limits)
+    if scan.valid == 0 and scan.invalid == 0:
+        raise BatchError(f"{name}: the batch is empty (no job lines)")
+    return scan
+
+
+def _check_duplicates(scan: BatchScan, hashes: array, limits: BatchLimits) -> None:
+    ordered = sorted(hashes)
+    dup = {a for a, b in itertools.pairwise(ordered) if a == b}
+    del ordered
+    if not dup:
+        return
+    first_seen: dict[str, int] = {}
+    for line_no, text, _ in _lines(scan.path, limits):
+        if text is None or line_no in scan.invalid_lines or not text.strip():
+            continue
+        job, _, _ = parse_line(text, limits)
+        if job is None or _id_hash(job.id) not in dup:
+            continue
+        if job.id in first_seen:
+            scan.valid -= 1
+            scan.kinds[job.kind] -= 1
+            scan.add_error(line_no, "id", f"duplicate id {job.id!r} (first on line {first_seen[job.id]})")
+        else:
+            first_seen[job.id] = line_no
+
+
+def iter_jobs(scan: BatchScan, limits: BatchLimits | None = None) -> Iterator[tuple[int, Job]]:
+    """Yield (index, job) for every valid line, in input order (index counts valid jobs)."""
+    limits = limits or BatchLimits()
+    index = 0
+    for line_no, text, _ in _lines(scan.path, limits):
+        if text is None or line_no in scan.invalid_lines or not text.strip():
+            continue
+        job, _, _ = parse_line(text, limits)
+        if job is None:  # pragma: no cover - the file changed between the passes
+            raise BatchError(f"{scan.name}:{line_no}: the file changed while it was being read")
+        yield index, job
+        index += 1
+
+
+@contextlib.contextmanager
+def open_batch(ref: str) -> Iterator[tuple[Path, str]]:
+    """Yield (path, display name) for a batch reference; ``-`` spools stdin to a temp file."""
+    if ref == "-":
+        with tempfile.NamedTemporaryFile(prefix="judgeq-stdin-", suffix=".jsonl") as tmp:
+            shutil.copyfileobj(sys.stdin.buffer, tmp, 1 << 20)
+            tmp.flush()
+            yield Path(tmp.name), "<stdin>"
+        return
+    path = Path(ref).expanduser()
+    if not path.exists():
+        raise BatchError(f"{ref}: batch file not found")
+    if path.is_dir():
+        raise BatchError(f"{ref}: is a directory, not a JSONL batch file")
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise BatchError(f"{ref}: cannot read: {exc.strerror}") from None
+    yield path, ref

@@ -1,0 +1,114 @@
+"""The judgeq exception tree.
+
+Callers catch at the level they need::
+
+    JudgeqError                      anything judgeq raises on purpose
+    ├── ConfigError                  bad settings, judge spec, flag or environment variable
+    ├── RubricError                  a rubric cannot be found, parsed or validated
+    ├── BatchError                   a batch file is unreadable or has invalid lines
+    ├── StoreError                   the result store / broker cannot be reached
+    └── JudgeError                   one judge call failed (``reason`` is the null reason)
+        ├── JudgeTimeout             the attempt or the job deadline ran out        -> timeout
+        ├── JudgeRateLimited         HTTP 429                                         -> rate_limited
+        ├── JudgeOverloaded          HTTP 529                                         -> overloaded
+        ├── JudgeAPIError            HTTP 5xx, connection errors                      -> api_error
+        ├── JudgeAuthError           HTTP 401/403: bad key or no access               -> auth_error
+        └── JudgeInvalidRequest      HTTP 400/404/413/422: the request is wrong       -> invalid_request
+
+Errors raised to the user carry one line of text (``str(err)``) that names the file,
+line and field where one applies; the CLI prints that line and exits non-zero, never a
+traceback.  SDK exceptions are translated at the judge adapter, so retry and null-reason
+policy depends on these types only.
+"""
+
+from __future__ import annotations
+
+
+class JudgeqError(Exception):
+    """Base class of every error judgeq raises on purpose."""
+
+
+class ConfigError(JudgeqError):
+    """Invalid settings, judge spec, CLI flag or environment variable."""
+
+
+class RubricError(JudgeqError):
+    """A rubric cannot be resolved, parsed or validated."""
+
+
+class BatchError(JudgeqError):
+    """A batch is unreadable or holds invalid lines."""
+
+    def __init__(self, message: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.errors: list[str] = errors or []
+
+
+class StoreError(JudgeqError):
+    """The result store or the broker cannot be reached."""
+
+
+class JudgeError(JudgeqError):
+    """One judge call failed; ``reason`` is the null reason recorded for the job."""
+
+    reason: str = "api_error"
+    retryable: bool = False
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class JudgeTimeout(JudgeError):
+    """The attempt timed out, or the job's deadline ran out."""
+
+    reason = "timeout"
+    retryable = True
+
+
+class JudgeRateLimited(JudgeError):
+    """The judge answered 429."""
+
+    reason = "rate_limited"
+    retryable = True
+
+
+class JudgeOverloaded(JudgeError):
+    """The judge answered 529 (overloaded)."""
+
+    reason = "overloaded"
+    retryable = True
+
+
+class JudgeAPIError(JudgeError):
+    """A 5xx answer or a connection failure."""
+
+    reason = "api_error"
+    retryable = True
+
+
+class JudgeAuthError(JudgeError):
+    """The key was refused (401/403)."""
+
+    reason = "auth_error"
+
+
+class JudgeInvalidRequest(JudgeError):
+    """The judge rejected the request itself (400/404/413/422)."""
+
+    reason = "invalid_request"
+
+
+NULL_REASONS: tuple[str, ...] = (
+    "timeout",
+    "rate_limited",
+    "overloaded",
+    "api_error",
+    "auth_error",
+    "invalid_request",
+    "parse_error",
+    "refusal",
+    "lost",
+)
+"""Every reason a job's grade can be null. ``lost``: the job never produced a result
+(only ever set by ``judgeq finalize``)."""

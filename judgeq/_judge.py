@@ -1,0 +1,116 @@
+"""The judge seam: a :class:`Judge` turns a :class:`JudgeRequest` into a :class:`JudgeReply`.
+
+Implementations live in :mod:`judgeq.judges` (the Anthropic SDK adapter, the lexical judge)
+and in the tests (scripted doubles).  A judge raises only :class:`~judgeq.JudgeError`
+subclasses; :func:`call_with_retries` owns the retry policy and the per-job deadline, so it
+holds for every judge and every worker pool.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ._errors import JudgeError, JudgeTimeout
+from ._render import JudgeRequest
+
+
+@dataclass(slots=True)
+class JudgeReply:
+    """A judge's answer, as received."""
+
+    text: str = ""
+    tool_input: dict[str, Any] | None = None
+    stop_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    model: str | None = None
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Anything that can grade one rendered request."""
+
+    provider: str
+    model: str
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
+        """One attempt, bounded by ``timeout`` seconds; raises JudgeError subclasses."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Per-attempt timeout, per-job deadline over all attempts, and backoff.
+
+    429/529/5xx/timeouts are retried with exponential backoff and full jitter (at least
+    half the step), or after the judge's ``retry-after`` when it sent one, as long as the
+    next attempt can start before the deadline.
+    """
+
+    timeout: float = 30.0
+    deadline: float = 120.0
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    max_attempts: int = 10
+    min_attempt_time: float = 0.05
+
+
+@dataclass(slots=True)
+class CallOutcome:
+    """The reply (or the final error) and what it took."""
+
+    reply: JudgeReply | None
+    error: JudgeError | None
+    attempts: int
+    elapsed: float
+    errors: list[str] = field(default_factory=list)
+
+
+def _backoff(policy: RetryPolicy, attempt: int, rng: random.Random) -> float:
+    step = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1))
+    return step * (0.5 + rng.random() / 2)
+
+
+def call_with_retries(
+    judge: Judge,
+    request: JudgeRequest,
+    policy: RetryPolicy,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
+) -> CallOutcome:
+    """Call ``judge`` until it answers, fails for good, or the deadline runs out. Never raises
+    a JudgeError: the final error is returned in the outcome."""
+    rng = rng or random.Random()
+    start = clock()
+    end = start + policy.deadline
+    attempts = 0
+    errors: list[str] = []
+    last: JudgeError | None = None
+    while attempts < policy.max_attempts:
+        remaining = end - clock()
+        if remaining < policy.min_attempt_time:
+            break
+        attempts += 1
+        try:
+            reply = judge.complete(request, timeout=min(policy.timeout, remaining))
+            return CallOutcome(reply, None, attempts, clock() - start, errors)
+        except JudgeError as exc:
+            last = exc
+            errors.append(exc.reason)
+            if not exc.retryable:
+                break
+            delay = exc.retry_after if exc.retry_after is not None else _backoff(policy, attempts, rng)
+            if clock() + delay + policy.min_attempt_time > end:
+                break
+            sleep(delay)
+    if last is None:
+        last = JudgeTimeout(f"deadline of {policy.deadline:g}s ran out before an attempt")
+    return CallOutcome(None, last, attempts, clock() - start, errors)

@@ -1,0 +1,72 @@
+"""A run's specification: everything a worker needs to grade its jobs, stored once per run.
+
+It holds the rubric's full text (workers on other machines need no rubric files), the
+judge's provider and model, and the grading settings; never a secret.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._grading import GradingContext
+from ._judge import Judge, RetryPolicy
+from ._rubric import RetrievalConfig, Rubric, parse_rubric
+
+
+def new_run_id() -> str:
+    """``20261122-101500-3f9a1c``: sortable, short, unique enough."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def utcnow() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class RunSpec(BaseModel):
+    """The registered description of a run (JSON in the store)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+    rubric_text: str
+    rubric_source: str
+    weights: dict[str, float] = Field(default_factory=dict)
+    judge_provider: str
+    judge_model: str
+    thresholds: list[float] = Field(default_factory=lambda: [8.0, 7.0, 6.5])
+    total: int = 0
+    batch: str = ""
+    created_at: str = Field(default_factory=utcnow)
+    judge_timeout: float = 30.0
+    judge_deadline: float = 120.0
+    max_tokens: int = 1024
+    safety_gate: bool | None = None
+    safety_cap: float = 0.0
+    retrieval: RetrievalConfig | None = None
+    rejected_count: int = 0
+    rejected: list[dict[str, Any]] = Field(default_factory=list)
+
+    @cached_property
+    def rubric(self) -> Rubric:
+        rubric = parse_rubric(self.rubric_text, self.rubric_source)
+        return rubric.with_weights(self.weights) if self.weights else rubric
+
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(timeout=self.judge_timeout, deadline=self.judge_deadline)
+
+    def context(self, judge: Judge) -> GradingContext:
+        return GradingContext(
+            rubric=self.rubric,
+            judge=judge,
+            policy=self.policy(),
+            max_tokens=self.max_tokens,
+            safety_gate=self.safety_gate,
+            safety_cap=self.safety_cap,
+            retrieval=self.retrieval,
+        )

@@ -1,0 +1,55 @@
+"""The ``judgeq`` command line: one group, one module per subcommand.
+
+Errors judgeq raises on purpose are printed as ``judgeq: error: …`` lines on stderr, never as
+a traceback.  Exit codes: 0 success, 1 runtime failure (Redis unreachable, failed run),
+2 bad input (batch, rubric, flags, settings), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from .._errors import BatchError, ConfigError, JudgeqError, RubricError
+
+INPUT_ERRORS = (BatchError, ConfigError, RubricError)
+
+
+def fail(err: JudgeqError) -> None:
+    """Print a judgeq error as one or more ``judgeq: error:`` lines and exit."""
+    for line in str(err).splitlines() or [type(err).__name__]:
+        click.echo(f"judgeq: error: {line}", err=True)
+    if isinstance(err, BatchError):
+        for line in err.errors:
+            click.echo(f"  {line}", err=True)
+    sys.exit(2 if isinstance(err, INPUT_ERRORS) else 1)
+
+
+class JudgeqGroup(click.Group):
+    """A click group that turns JudgeqError into clean error lines."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except JudgeqError as err:
+            fail(err)
+        except KeyboardInterrupt:
+            click.echo("judgeq: interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=JudgeqGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="judgeq")
+def main() -> None:
+    """judgeq: distributed LLM-as-judge grading on Celery + Redis."""
+
+
+def _register() -> None:
+    from . import rubrics
+
+    main.add_command(rubrics.rubrics)
+
+
+_register()

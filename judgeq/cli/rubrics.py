@@ -1,0 +1,99 @@
+"""``judgeq rubrics list | show | validate``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+import yaml
+
+from .._errors import JudgeqError, RubricError
+from .._render import render_request
+from .._rubric import Rubric, builtin_names, load_rubric, parse_weights, weights_from_env
+
+
+def load_with_overrides(ref: str, weights: str | None) -> Rubric:
+    """Load a rubric and apply ``JUDGEQ_WEIGHT_*`` then ``--weights`` overrides."""
+    rubric = load_rubric(ref)
+    env_weights = weights_from_env(os.environ)
+    if env_weights:
+        rubric = rubric.with_weights(env_weights, origin="JUDGEQ_WEIGHT_*")
+    if weights:
+        rubric = rubric.with_weights(parse_weights(weights), origin="--weights")
+    return rubric
+
+
+@click.group()
+def rubrics() -> None:
+    """List, show and validate rubrics."""
+
+
+@rubrics.command("list")
+def list_() -> None:
+    """List the built-in rubrics (name, version, scale, description)."""
+    rows = []
+    for name in builtin_names():
+        try:
+            r = load_rubric(name)
+            rows.append((r.name, r.version, r.scale, " ".join(r.description.split())))
+        except RubricError as err:
+            rows.append((name, "?", "?", f"INVALID: {err}"))
+    width = max(len(r[0]) for r in rows) if rows else 4
+    click.echo(f"{'NAME':<{width}}  VERSION  SCALE      DESCRIPTION")
+    for name, version, scale, desc in rows:
+        click.echo(f"{name:<{width}}  {version:<7}  {scale:<9}  {desc}")
+
+
+def _sample_fields(rubric: Rubric) -> dict[str, object]:
+    if rubric.goldens:
+        g = rubric.goldens[0]
+        if g.retrieved is not None:
+            return {"question": g.input, "expected_answer": g.expected_answer or "",
+                    "retrieved": g.retrieved}
+        return {"input": g.input, "output": g.output, "context": g.context,
+                "expected_answer": g.expected_answer}
+    return {"input": "What is the capital of France?", "output": "Paris is the capital of France."}
+
+
+@rubrics.command()
+@click.argument("ref")
+@click.option("--weights", help="Weight overrides, e.g. accuracy=0.4,clarity=0.15.")
+def show(ref: str, weights: str | None) -> None:
+    """Show a rubric's frontmatter and the judge request rendered for a sample job."""
+    rubric = load_with_overrides(ref, weights)
+    front = rubric.model_dump(mode="json", exclude={"body", "goldens", "source"}, exclude_none=True,
+                              exclude_defaults=True)
+    click.echo(f"# {rubric.name} {rubric.version}  (source: {rubric.source})")
+    click.echo("## Frontmatter")
+    click.echo(yaml.safe_dump({"name": rubric.name, **front}, sort_keys=False).rstrip())
+    click.echo(f"goldens: {len(rubric.goldens)}")
+    request = render_request(rubric, **_sample_fields(rubric))
+    click.echo("\n## Rendered request (sample job)")
+    for i, block in enumerate(request.system, 1):
+        click.echo(f"--- system block {i} (stable across jobs) ---")
+        click.echo(block)
+    click.echo("--- user message (per job) ---")
+    click.echo(request.user)
+    click.echo("--- output schema ---")
+    click.echo(json.dumps(request.output_schema, indent=2))
+
+
+@rubrics.command()
+@click.argument("refs", nargs=-1, required=True)
+def validate(refs: tuple[str, ...]) -> None:
+    """Validate rubrics; exit 0 when all are valid, else 1 with one line per problem."""
+    bad = 0
+    for ref in refs:
+        try:
+            r = load_with_overrides(ref, None)
+        except JudgeqError as err:
+            bad += 1
+            for line in str(err).splitlines():
+                click.echo(f"INVALID {line}")
+            continue
+        click.echo(f"ok      {r.source}: {r.name} {r.version} ({r.scale}, "
+                   f"{len(r.dimensions)} dimensions, {len(r.goldens)} goldens)")
+    if bad:
+        sys.exit(1)

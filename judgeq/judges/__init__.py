@@ -1,0 +1,60 @@
+"""Judge implementations and the judge-spec parser.
+
+``anthropic:MODEL`` -> :class:`AnthropicJudge` (the SDK is imported only when one is built);
+``lexical`` -> :class:`LexicalJudge`, a deterministic offline judge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._errors import ConfigError
+
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeSpec:
+    """A parsed ``--judge`` value."""
+
+    provider: str
+    model: str
+
+    def __str__(self) -> str:
+        return self.provider if self.provider == "lexical" else f"{self.provider}:{self.model}"
+
+
+def parse_judge_spec(spec: str) -> JudgeSpec:
+    """``anthropic:MODEL``, ``anthropic`` (default model) or ``lexical``."""
+    provider, _, model = spec.strip().partition(":")
+    provider = provider.lower()
+    if provider == "anthropic":
+        model = model.strip() or DEFAULT_ANTHROPIC_MODEL
+        if any(c.isspace() for c in model):
+            raise ConfigError(f"--judge: model name {model!r} contains white space")
+        return JudgeSpec("anthropic", model)
+    if provider == "lexical":
+        if model:
+            raise ConfigError("--judge: 'lexical' takes no model")
+        return JudgeSpec("lexical", "lexical-overlap-v1")
+    raise ConfigError(f"--judge: unknown judge {spec!r} (use anthropic:MODEL or lexical)")
+
+
+__all__ = ["DEFAULT_ANTHROPIC_MODEL", "JudgeSpec", "parse_judge_spec"]
+
+
+def build_judge(provider: str, model: str, *, api_key: str | None = None,
+                base_url: str | None = None) -> object:
+    """Build a judge for a provider/model pair (the SDK is imported only for anthropic)."""
+    if provider == "lexical":
+        from .lexical import LexicalJudge
+
+        return LexicalJudge(model)
+    if provider == "anthropic":
+        from .anthropic import AnthropicJudge
+
+        return AnthropicJudge(model, api_key=api_key, base_url=base_url)
+    raise ConfigError(f"unknown judge provider {provider!r}")
+
+
+__all__ += ["build_judge"]

@@ -1,0 +1,138 @@
+"""The Anthropic Messages API judge (the SDK lives only here, at the edge).
+
+The client is built once per process with ``max_retries=0``: judgeq's own retry loop
+(:func:`judgeq.call_with_retries`) owns retries, so the per-job deadline holds.  SDK
+exceptions are translated into judgeq's :class:`~judgeq.JudgeError` tree here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+
+from .._errors import (
+    JudgeAPIError,
+    JudgeAuthError,
+    JudgeError,
+    JudgeInvalidRequest,
+    JudgeOverloaded,
+    JudgeRateLimited,
+    JudgeTimeout,
+)
+from .._judge import JudgeReply
+from .._render import JudgeRequest
+
+
+def _retry_after(exc: anthropic.APIStatusError) -> float | None:
+    headers = exc.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value:
+            try:
+                seconds = float(value) * scale
+            except ValueError:
+                continue
+            if 0 <= seconds <= 600:
+                return seconds
+    return None
+
+
+def _message(exc: anthropic.APIError) -> str:
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        detail = body["error"].get("message")
+        if detail:
+            return f"{type(exc).__name__}: {str(detail)[:300]}"
+    return f"{type(exc).__name__}: {str(exc.message)[:300]}"
+
+
+def translate_error(exc: Exception) -> JudgeError:
+    """Map an SDK exception onto judgeq's exception tree."""
+    if isinstance(exc, anthropic.APITimeoutError):
+        return JudgeTimeout("the judge did not answer within the attempt timeout")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return JudgeAPIError(f"connection to the judge failed: {type(exc).__name__}")
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        msg = _message(exc)
+        if status == 429:
+            return JudgeRateLimited(msg, retry_after=_retry_after(exc))
+        if status == 529:
+            return JudgeOverloaded(msg, retry_after=_retry_after(exc))
+        if status in (401, 403):
+            return JudgeAuthError(msg)
+        if status == 408:
+            return JudgeTimeout(msg)
+        if status >= 500 or status == 409:
+            return JudgeAPIError(msg, retry_after=_retry_after(exc))
+        return JudgeInvalidRequest(msg)
+    if isinstance(exc, anthropic.CredentialsError):
+        return JudgeAuthError(f"no usable Anthropic credentials: {type(exc).__name__}")
+    return JudgeAPIError(f"unexpected judge failure: {type(exc).__name__}")
+
+
+class AnthropicJudge:
+    """A :class:`~judgeq.Judge` backed by ``anthropic.Anthropic().messages.create``."""
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: anthropic.Anthropic | None = None,
+    ) -> None:
+        self.model = model
+        # api_key/base_url None: the SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL.
+        self._client = client or anthropic.Anthropic(
+            api_key=api_key, base_url=base_url, max_retries=0
+        )
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
+        try:
+            message = self._client.messages.create(
+                **request.to_messages_kwargs(self.model), timeout=timeout
+            )
+        except (anthropic.AnthropicError, OSError) as exc:
+            raise translate_error(exc) from None
+        texts: list[str] = []
+        tool_input: dict[str, Any] | None = None
+        for block in message.content:
+            if block.type == "text":
+                texts.append(block.text)
+            elif block.type == "tool_use" and isinstance(block.input, dict) and tool_input is None:
+                tool_input = block.input
+        usage = message.usage
+        return JudgeReply(
+            text="".join(texts),
+            tool_input=tool_input,
+            stop_reason=message.stop_reason,
+            input_tokens=usage.input_tokens or 0,
+            output_tokens=usage.output_tokens or 0,
+            cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+            cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+            model=message.model,
+        )
+
+    def preflight(self, *, timeout: float = 30.0) -> None:
+        """One tiny call that proves the key and the model work; raises JudgeError."""
+        try:
+            self._client.messages.create(
+                model=self.model,
+                max_tokens=1,
+                messages=[{"role": "user", "content": "ping"}],
+                timeout=timeout,
+            )
+        except (anthropic.AnthropicError, OSError) as exc:
+            raise translate_error(exc) from None
+
+    def count_tokens(self, request: JudgeRequest, *, timeout: float = 30.0) -> int:
+        kwargs = request.to_messages_kwargs(self.model)
+        kwargs.pop("max_tokens")
+        try:
+            return self._client.messages.count_tokens(**kwargs, timeout=timeout).input_tokens
+        except (anthropic.AnthropicError, OSError) as exc:
+            raise translate_error(exc) from None

@@ -1,0 +1,1 @@
+"""Test helpers for judgeq (fake services for tests and benchmarks)."""

@@ -1,0 +1,888 @@
+"""A fake Anthropic Messages API server for judgeq's tests and benchmarks.
+
+Point the real ``anthropic`` SDK at it::
+
+    with FakeMessagesAPI(latency=0.05) as fake:
+        client = anthropic.Anthropic(api_key="test-key", base_url=fake.base_url)
+        msg = client.messages.create(model="claude-haiku-4-5", max_tokens=512, messages=[...])
+
+or run it as a separate process (prints ``READY http://127.0.0.1:PORT`` once serving)::
+
+    python -m judgeq.testing.fake_anthropic --port 0 --latency 0.2 [--api-key K]
+
+Stdlib only. Endpoints:
+
+* ``POST /v1/messages`` -- non-streaming Messages API. Answers JSON conforming to
+  ``output_config.format.schema`` when given (``{"score": N, "reasoning": ...}`` otherwise),
+  deterministically from ``sha256(seed + text of the last user message)``.
+* ``POST /v1/messages/count_tokens`` -- ``{"input_tokens": ceil(len(body) / 4)}``, no latency.
+* ``GET /_fake/stats``, ``POST /_fake/reset``, ``POST /_fake/config`` (``{"latency": s}``):
+  admin endpoints, no authentication.
+
+Like current Claude models, ``/v1/messages`` rejects ``temperature``/``top_p``/``top_k``,
+forced tool use (``tool_choice`` type ``tool``/``any``) and assistant prefill with 400.
+
+Fault injection: put ``[[fake:SPEC]]`` in a user message. SPEC is one of ``429``, ``500``,
+``529``, ``401``, ``400``, ``slow``, ``garbage``, ``truncated``, ``refusal``, ``empty`` or
+``prose=URL-ENCODED-TEXT``, optionally with ``*N`` (transient: only the first N attempts of
+this request fail; attempts are counted per sha256 of the last user message) and
+``,retry_after=S`` (429/529 only; default ``0.05``). Modifiers ``score=N`` (every integer or
+number field becomes N, even out of range) and ``verdict=V`` (enum fields containing V, and any
+string field named ``verdict``, become V) combine with a fault. Comma-separated parts may share
+one directive (``[[fake:score=3,verdict=fail]]``); the first fault found wins. An unknown SPEC
+is answered with 400 so typos are loud.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import math
+import re
+import signal
+import socketserver
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType, TracebackType
+from typing import Any
+from urllib.parse import unquote
+
+__all__ = [
+    "DEFAULT_RETRY_AFTER",
+    "DirectiveError",
+    "Directives",
+    "FakeMessagesAPI",
+    "generate_from_schema",
+    "main",
+    "parse_directives",
+]
+
+DEFAULT_RETRY_AFTER = "0.05"
+MAX_RECORDED_REQUESTS = 10_000
+
+_DIRECTIVE_RE = re.compile(r"\[\[fake:(.*?)\]\]", re.DOTALL)
+_NUM = r"-?\d+(?:\.\d+)?"
+_RANGE_RE = re.compile(rf"from\s+({_NUM})\s+to\s+({_NUM})", re.IGNORECASE)
+# ``anthropic.lib._parse._transform.transform_schema`` moves unsupported keywords into the
+# description as ``{minimum: 1, maximum: 10}``; honour that form too.
+_MIN_RE = re.compile(rf"\bminimum:\s*({_NUM})")
+_MAX_RE = re.compile(rf"\bmaximum:\s*({_NUM})")
+
+_STATUS_FAULTS = {"400": 400, "401": 401, "429": 429, "500": 500, "529": 529}
+_BODY_FAULTS = frozenset({"slow", "garbage", "truncated", "refusal", "empty"})
+_SAMPLING_FIELDS = ("temperature", "top_p", "top_k")
+_SENTENCE_FIELDS = frozenset(
+    {"reasoning", "notes", "rationale", "explanation", "justification", "feedback", "comments"}
+)
+
+_ERROR_DEFAULTS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", "fake: injected invalid request"),
+    401: ("authentication_error", "invalid x-api-key"),
+    404: ("not_found_error", "Not found"),
+    429: (
+        "rate_limit_error",
+        "This request would exceed the rate limit for your organization (fake). "
+        "Please retry after the time given in the retry-after header.",
+    ),
+    500: ("api_error", "Internal server error"),
+    529: ("overloaded_error", "Overloaded"),
+}
+
+GARBAGE_TEXT = "I think this is pretty good overall!!"
+TRUNCATED_TEXT = '{"reasoning": "The answer is", "sco'
+REFUSAL_TEXT = "I can't help with evaluating this content."
+
+_SENTENCES = (
+    "The response answers the question directly and is mostly accurate, with minor omissions.",
+    "The response is relevant and clearly written, though some supporting detail is missing.",
+    "The response covers the key points but includes one questionable claim.",
+    "The response is partially correct; it misses an important aspect of the question.",
+)
+
+
+# --------------------------------------------------------------------------- directives
+
+
+class DirectiveError(ValueError):
+    """A ``[[fake:...]]`` directive could not be parsed."""
+
+
+@dataclass
+class Directives:
+    """The fault-injection directives found in a request's user messages."""
+
+    fault: str | None = None
+    """``"429"``, ``"500"``, ``"529"``, ``"401"``, ``"400"``, ``"slow"``, ``"garbage"``,
+    ``"truncated"``, ``"refusal"``, ``"empty"``, ``"prose"`` or None."""
+    count: int | None = None
+    """Fail only the first ``count`` attempts; None = permanent."""
+    retry_after: str = DEFAULT_RETRY_AFTER
+    prose: str | None = None
+    score: int | float | None = None
+    verdict: str | None = None
+
+
+def _parse_number(value: str) -> int | float:
+    try:
+        return int(value)
+    except ValueError:
+        return float(value)
+
+
+def parse_directives(text: str) -> Directives:
+    """Parse every ``[[fake:SPEC]]`` in ``text``. Raises DirectiveError on an unknown SPEC."""
+    found = Directives()
+    retry_after: str | None = None
+    for match in _DIRECTIVE_RE.finditer(text):
+        spec = match.group(1).strip()
+        if spec.startswith("prose="):
+            if found.fault is None:
+                found.fault = "prose"
+                found.prose = unquote(spec[len("prose=") :])
+            continue
+        for raw_part in spec.split(","):
+            part = raw_part.strip()
+            if not part:
+                continue
+            key, sep, value = part.partition("=")
+            key, value = key.strip().lower(), value.strip()
+            if sep:
+                if key == "score":
+                    try:
+                        score = _parse_number(value)
+                    except ValueError:
+                        raise DirectiveError(f"bad score in [[fake:{spec}]]") from None
+                    if found.score is None:
+                        found.score = score
+                elif key == "verdict":
+                    if found.verdict is None:
+                        found.verdict = value
+                elif key in ("retry_after", "retry-after"):
+                    if not value or any(ch in value for ch in "\r\n"):
+                        raise DirectiveError(f"bad retry_after in [[fake:{spec}]]")
+                    if retry_after is None:
+                        retry_after = value
+                else:
+                    raise DirectiveError(f"unknown option {key!r} in [[fake:{spec}]]")
+                continue
+            name, star, count_text = key.partition("*")
+            name = name.strip()
+            if name not in _STATUS_FAULTS and name not in _BODY_FAULTS:
+                raise DirectiveError(f"unknown fault {name!r} in [[fake:{spec}]]")
+            count: int | None = None
+            if star:
+                try:
+                    count = int(count_text.strip())
+                except ValueError:
+                    raise DirectiveError(f"bad count in [[fake:{spec}]]") from None
+            if found.fault is None:
+                found.fault, found.count = name, count
+    if retry_after is not None:
+        found.retry_after = retry_after
+    return found
+
+
+# --------------------------------------------------------------------------- schema answers
+
+
+class _SchemaWalker:
+    def __init__(
+        self,
+        root: dict[str, Any],
+        key_text: str,
+        seed: str,
+        score: int | float | None,
+        verdict: str | None,
+    ) -> None:
+        self.root = root
+        self.digest = hashlib.sha256((seed + key_text).encode("utf-8")).digest()
+        self.score = score
+        self.verdict = verdict
+
+    def hash_int(self, path: str) -> int:
+        return int.from_bytes(hashlib.sha256(self.digest + path.encode()).digest()[:8], "big")
+
+    def hex8(self, path: str) -> str:
+        return hashlib.sha256(self.digest + path.encode()).hexdigest()[:8]
+
+    def resolve(self, ref: str) -> dict[str, Any]:
+        if not ref.startswith("#/"):
+            return {}
+        node: Any = self.root
+        for token in ref[2:].split("/"):
+            token = token.replace("~1", "/").replace("~0", "~")
+            if not isinstance(node, dict) or token not in node:
+                return {}
+            node = node[token]
+        return node if isinstance(node, dict) else {}
+
+    def walk(self, schema: Any, path: str, name: str, depth: int = 0) -> Any:
+        if depth > 32 or not isinstance(schema, dict):
+            return None
+        if isinstance(schema.get("$ref"), str):
+            target = dict(self.resolve(schema["$ref"]))
+            if "description" in schema and "description" not in target:
+                target["description"] = schema["description"]
+            return self.walk(target, path, name, depth + 1)
+        if "const" in schema:
+            return schema["const"]
+        enum = schema.get("enum")
+        if isinstance(enum, list) and enum:
+            return self.pick_enum(enum, path, name)
+        for keyword in ("anyOf", "oneOf"):
+            variants = schema.get(keyword)
+            if isinstance(variants, list) and variants:
+                non_null = [v for v in variants if not (isinstance(v, dict) and _is_null(v))]
+                chosen = dict(non_null[0] if non_null else variants[0])
+                if "description" in schema and "description" not in chosen:
+                    chosen["description"] = schema["description"]
+                return self.walk(chosen, path, name, depth + 1)
+        all_of = schema.get("allOf")
+        if isinstance(all_of, list) and all_of:
+            merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+            for variant in all_of:
+                if isinstance(variant, dict):
+                    if isinstance(variant.get("$ref"), str):
+                        variant = self.resolve(variant["$ref"])
+                    for key, value in variant.items():
+                        merged.setdefault(key, value)
+            return self.walk(merged, path, name, depth + 1)
+
+        type_ = schema.get("type")
+        if isinstance(type_, list):
+            non_null_types = [t for t in type_ if t != "null"]
+            type_ = non_null_types[0] if non_null_types else "null"
+        if type_ is None:
+            type_ = "object" if "properties" in schema else "array" if "items" in schema else ""
+
+        if type_ == "object":
+            props = schema.get("properties")
+            if not isinstance(props, dict):
+                return {}
+            return {
+                key: self.walk(sub, f"{path}.{key}", key, depth + 1) for key, sub in props.items()
+            }
+        if type_ == "array":
+            min_items = schema.get("minItems")
+            count = min(min_items, 5) if isinstance(min_items, int) and min_items > 0 else 0
+            items = schema.get("items", {})
+            return [self.walk(items, f"{path}[{i}]", name, depth + 1) for i in range(count)]
+        if type_ in ("integer", "number"):
+            return self.number(schema, path, integer=type_ == "integer")
+        if type_ == "boolean":
+            return True
+        if type_ == "null":
+            return None
+        return self.string(schema, path, name)
+
+    def pick_enum(self, values: list[Any], path: str, name: str) -> Any:
+        if self.verdict is not None and (self.verdict in values or name == "verdict"):
+            return self.verdict
+        all_numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        if self.score is not None and all_numbers:
+            return self.score
+        return values[self.hash_int(path) % len(values)]
+
+    def number(self, schema: dict[str, Any], path: str, *, integer: bool) -> int | float:
+        if self.score is not None:
+            return self.score
+        low, high = score_range(schema)
+        if integer or (float(low).is_integer() and float(high).is_integer()):
+            lo, hi = math.ceil(low), math.floor(high)
+            if hi < lo:
+                hi = lo
+            return lo + self.hash_int(path) % (hi - lo + 1)
+        fraction = (self.hash_int(path) % 1001) / 1000
+        return round(low + fraction * (high - low), 3)
+
+    def string(self, schema: dict[str, Any], path: str, name: str) -> str:
+        if self.verdict is not None and name == "verdict":
+            return self.verdict
+        fmt = schema.get("format")
+        tag = self.hex8(path)
+        formatted = {
+            "date-time": "2024-01-01T00:00:00Z",
+            "date": "2024-01-01",
+            "time": "00:00:00Z",
+            "duration": "P1D",
+            "email": f"judge-{tag}@example.com",
+            "hostname": "example.com",
+            "uri": f"https://example.com/{tag}",
+            "ipv4": "127.0.0.1",
+            "ipv6": "::1",
+            "uuid": str(uuid.UUID(bytes=self.digest[:16])),
+        }
+        if isinstance(fmt, str) and fmt in formatted:
+            return formatted[fmt]
+        if name.lower() in _SENTENCE_FIELDS:
+            sentence = _SENTENCES[self.hash_int(path) % len(_SENTENCES)]
+            text = f"{sentence} (fake judge {tag})"
+        else:
+            text = f"{name or 'value'}-{tag}"
+        min_length = schema.get("minLength")
+        if isinstance(min_length, int) and len(text) < min_length:
+            text = text + "x" * (min_length - len(text))
+        max_length = schema.get("maxLength")
+        if isinstance(max_length, int) and max_length >= 0:
+            text = text[:max_length]
+        return text
+
+
+def _is_null(schema: dict[str, Any]) -> bool:
+    return schema.get("type") == "null" or ("const" in schema and schema["const"] is None)
+
+
+def score_range(schema: dict[str, Any]) -> tuple[int | float, int | float]:
+    """The (low, high) range of a numeric schema: ``from A to B`` in its description first,
+    then ``minimum``/``maximum`` keywords, then ``{minimum: A, maximum: B}`` in the
+    description (the SDK's transform_schema form); default 1..10."""
+    description = schema.get("description")
+    description = description if isinstance(description, str) else ""
+    match = _RANGE_RE.search(description)
+    if match:
+        low, high = _parse_number(match.group(1)), _parse_number(match.group(2))
+        return (low, high) if low <= high else (high, low)
+    low_v: int | float | None = None
+    high_v: int | float | None = None
+    for key in ("minimum", "exclusiveMinimum"):
+        value = schema.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            low_v = value + (1 if key.startswith("exclusive") else 0)
+            break
+    for key in ("maximum", "exclusiveMaximum"):
+        value = schema.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            high_v = value - (1 if key.startswith("exclusive") else 0)
+            break
+    if low_v is None and (m := _MIN_RE.search(description)):
+        low_v = _parse_number(m.group(1))
+    if high_v is None and (m := _MAX_RE.search(description)):
+        high_v = _parse_number(m.group(1))
+    low = 1 if low_v is None else low_v
+    high = max(low, 10) if high_v is None else high_v
+    return (low, high) if low <= high else (high, low)
+
+
+def generate_from_schema(
+    schema: dict[str, Any],
+    key_text: str,
+    *,
+    seed: str = "",
+    score: int | float | None = None,
+    verdict: str | None = None,
+) -> Any:
+    """The value the fake answers for ``schema``: deterministic in (seed, key_text)."""
+    return _SchemaWalker(schema, key_text, seed, score, verdict).walk(schema, "$", "")
+
+
+def _default_answer(key_text: str, seed: str, score: int | float | None) -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "properties": {
+            "score": {"type": "integer", "description": "integer from 1 to 10"},
+            "reasoning": {"type": "string"},
+        },
+    }
+    result: dict[str, Any] = generate_from_schema(schema, key_text, seed=seed, score=score)
+    return result
+
+
+# --------------------------------------------------------------------------- request helpers
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict):
+                if block.get("type") == "text" and isinstance(block.get("text"), str):
+                    parts.append(block["text"])
+                elif block.get("type") == "tool_result":
+                    parts.append(_content_text(block.get("content")))
+    return "\n".join(parts)
+
+
+def _tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+@dataclass
+class _Reply:
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+
+def _json_reply(status: int, payload: Any, headers: dict[str, str] | None = None) -> _Reply:
+    body = json.dumps(payload).encode("utf-8")
+    return _Reply(status, body, dict(headers or {}))
+
+
+def _error_reply(
+    status: int, message: str | None = None, headers: dict[str, str] | None = None
+) -> _Reply:
+    error_type, default_message = _ERROR_DEFAULTS.get(status, ("api_error", "Error"))
+    payload = {
+        "type": "error",
+        "error": {"type": error_type, "message": message or default_message},
+        "request_id": f"req_fake_{uuid.uuid4().hex[:24]}",
+    }
+    return _json_reply(status, payload, headers)
+
+
+class _BadRequest(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class FakeMessagesAPI:
+    """An in-process fake of the Anthropic Messages API (see the module docstring).
+
+    ``latency`` may be changed while serving. ``requests`` holds the decoded JSON bodies of
+    the last 10,000 ``/v1/messages`` requests; ``request_count`` counts them all.
+    """
+
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        api_key: str | None = "test-key",
+        models: tuple[str, ...] | None = None,
+        timeout_sleep: float = 5.0,
+        seed: str = "",
+    ) -> None:
+        self.latency = latency
+        self.api_key = api_key
+        self.models = tuple(models) if models is not None else None
+        self.timeout_sleep = timeout_sleep
+        self.seed = seed
+        self._lock = threading.Lock()
+        self._requests: deque[Any] = deque(maxlen=MAX_RECORDED_REQUESTS)
+        self._request_count = 0
+        self._by_status: dict[int, int] = {}
+        self._attempts: dict[str, int] = {}
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._host = "127.0.0.1"
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> FakeMessagesAPI:
+        """Bind ``host:port`` (port 0 = a free port) and serve in a daemon thread."""
+        if self._server is not None:
+            raise RuntimeError("FakeMessagesAPI is already started")
+        server = _Server((host, port), self)
+        self._server, self._host = server, host
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"fake-anthropic:{server.server_address[1]}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the listening socket (idempotent)."""
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> FakeMessagesAPI:
+        if self._server is None:
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("FakeMessagesAPI is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self._host in ("", "0.0.0.0") else self._host
+        return f"http://{host}:{self.port}"
+
+    # ----------------------------------------------------------------- inspection
+
+    @property
+    def requests(self) -> list[Any]:
+        """A copy of the decoded JSON bodies received on /v1/messages (the last 10,000)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return self._request_count
+
+    @property
+    def by_status(self) -> dict[int, int]:
+        with self._lock:
+            return dict(self._by_status)
+
+    def stats(self) -> dict[str, Any]:
+        """What ``GET /_fake/stats`` answers."""
+        with self._lock:
+            return {
+                "request_count": self._request_count,
+                "by_status": {str(k): v for k, v in sorted(self._by_status.items())},
+                "latency": self.latency,
+            }
+
+    def reset(self) -> None:
+        """Forget recorded requests, counters and per-request attempt counts."""
+        with self._lock:
+            self._requests.clear()
+            self._request_count = 0
+            self._by_status.clear()
+            self._attempts.clear()
+
+    # ----------------------------------------------------------------- request handling
+
+    def _handle(self, method: str, path: str, headers: Any, raw: bytes) -> _Reply:
+        path = path.split("?", 1)[0].rstrip("/") or "/"
+        if method == "POST" and path == "/v1/messages":
+            with self._lock:
+                self._request_count += 1
+            try:
+                reply = self._messages(headers, raw)
+            except Exception as exc:  # a bug in the fake must not hang the client
+                reply = _error_reply(500, f"fake server error: {exc!r}")
+            with self._lock:
+                self._by_status[reply.status] = self._by_status.get(reply.status, 0) + 1
+            return reply
+        if method == "POST" and path == "/v1/messages/count_tokens":
+            return self._count_tokens(headers, raw)
+        if method == "GET" and path == "/_fake/stats":
+            return _json_reply(200, self.stats())
+        if method == "POST" and path == "/_fake/reset":
+            self.reset()
+            return _json_reply(200, {"ok": True})
+        if method == "POST" and path == "/_fake/config":
+            try:
+                config = json.loads(raw or b"{}")
+                if "latency" in config:
+                    self.latency = float(config["latency"])
+            except (ValueError, TypeError, AttributeError):
+                return _error_reply(400, 'expected a JSON object like {"latency": 0.1}')
+            return _json_reply(200, self.stats())
+        return _error_reply(404, f"Not found: {method} {path}")
+
+    def _authorized(self, headers: Any) -> bool:
+        if self.api_key is None:
+            return True
+        if headers.get("x-api-key") == self.api_key:
+            return True
+        return headers.get("authorization") == f"Bearer {self.api_key}"
+
+    def _count_tokens(self, headers: Any, raw: bytes) -> _Reply:
+        if not self._authorized(headers):
+            return _error_reply(401)
+        text = raw.decode("utf-8", "replace")
+        try:
+            body = json.loads(text)
+        except ValueError:
+            return _error_reply(400, "Request body is not valid JSON")
+        if not isinstance(body, dict) or "messages" not in body or "model" not in body:
+            return _error_reply(400, "count_tokens needs `model` and `messages`")
+        return _json_reply(200, {"input_tokens": _tokens(text)})
+
+    def _messages(self, headers: Any, raw: bytes) -> _Reply:
+        latency = self.latency
+        if latency > 0:
+            time.sleep(latency)
+        text = raw.decode("utf-8", "replace")
+        body: Any = None
+        with contextlib.suppress(ValueError):
+            body = json.loads(text)
+        if body is not None:
+            with self._lock:
+                self._requests.append(body)
+        if not self._authorized(headers):
+            return _error_reply(401)
+        if not isinstance(body, dict):
+            return _error_reply(400, "Request body must be a JSON object")
+        try:
+            messages = self._validate(body)
+        except _BadRequest as exc:
+            return _error_reply(400, exc.message)
+        model = body["model"]
+        if self.models is not None and model not in self.models:
+            return _error_reply(404, f"model: {model}")
+
+        user_texts = [_content_text(m.get("content")) for m in messages if m["role"] == "user"]
+        key_text = user_texts[-1] if user_texts else ""
+        try:
+            directives = parse_directives("\n".join(user_texts))
+        except DirectiveError as exc:
+            return _error_reply(400, f"fake: {exc}")
+
+        fault = directives.fault
+        if fault is not None and directives.count is not None:
+            key = hashlib.sha256(key_text.encode("utf-8")).hexdigest()
+            with self._lock:
+                attempt = self._attempts.get(key, 0) + 1
+                self._attempts[key] = attempt
+            if attempt > directives.count:
+                fault = None
+
+        if fault in _STATUS_FAULTS:
+            status = _STATUS_FAULTS[fault]
+            extra = {"retry-after": directives.retry_after} if status in (429, 529) else {}
+            return _error_reply(status, headers=extra)
+        if fault == "slow":
+            time.sleep(self.timeout_sleep)
+            fault = None
+
+        stop_reason = "end_turn"
+        stop_details: dict[str, Any] | None = None
+        if fault == "garbage":
+            answer: str | None = GARBAGE_TEXT
+        elif fault == "truncated":
+            answer, stop_reason = TRUNCATED_TEXT, "max_tokens"
+        elif fault == "refusal":
+            answer, stop_reason = REFUSAL_TEXT, "refusal"
+            stop_details = {"type": "refusal", "category": None, "explanation": None}
+        elif fault == "empty":
+            answer = None
+        elif fault == "prose":
+            answer = directives.prose or ""
+        else:
+            answer = self._normal_answer(body, key_text, directives)
+            max_tokens = body["max_tokens"]
+            if _tokens(answer) > max_tokens:
+                answer, stop_reason = answer[: max_tokens * 4], "max_tokens"
+
+        content = [] if answer is None else [{"type": "text", "text": answer}]
+        message = {
+            "id": f"msg_fake_{uuid.uuid4().hex[:24]}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "stop_details": stop_details,
+            "usage": {
+                "input_tokens": _tokens(text),
+                "output_tokens": _tokens(answer or ""),
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            },
+        }
+        return _json_reply(200, message)
+
+    def _validate(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        for required in ("model", "max_tokens", "messages"):
+            if required not in body:
+                raise _BadRequest(f"{required}: Field required")
+        if not isinstance(body["model"], str) or not body["model"]:
+            raise _BadRequest("model: Input should be a non-empty string")
+        max_tokens = body["max_tokens"]
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise _BadRequest("max_tokens: Input should be a positive integer")
+        messages = body["messages"]
+        if not isinstance(messages, list) or not messages:
+            raise _BadRequest("messages: at least one message is required")
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+                raise _BadRequest(f"messages.{i}: each message needs role 'user' or 'assistant'")
+        for name in _SAMPLING_FIELDS:
+            if name in body:
+                raise _BadRequest(
+                    f"{name}: sampling parameters are not supported for this model; "
+                    f"remove `{name}` from the request"
+                )
+        tool_choice = body.get("tool_choice")
+        if isinstance(tool_choice, dict) and tool_choice.get("type") in ("tool", "any"):
+            raise _BadRequest(
+                f"tool_choice: forced tool use (type {tool_choice.get('type')!r}) is not "
+                "supported for this model; use 'auto' or 'none'"
+            )
+        if messages[-1]["role"] == "assistant":
+            raise _BadRequest(
+                "This model does not support assistant message prefill. "
+                "The conversation must end with a user message."
+            )
+        if body.get("stream"):
+            raise _BadRequest("stream: the fake server does not support streaming")
+        output_config = body.get("output_config")
+        if output_config is not None:
+            if not isinstance(output_config, dict):
+                raise _BadRequest("output_config: Input should be an object")
+            fmt = output_config.get("format")
+            if fmt is not None and (
+                not isinstance(fmt, dict)
+                or fmt.get("type") != "json_schema"
+                or not isinstance(fmt.get("schema"), dict)
+            ):
+                raise _BadRequest(
+                    'output_config.format: expected {"type": "json_schema", "schema": {...}}'
+                )
+        return messages
+
+    def _normal_answer(self, body: dict[str, Any], key_text: str, directives: Directives) -> str:
+        output_config = body.get("output_config") or {}
+        fmt = output_config.get("format")
+        if isinstance(fmt, dict) and isinstance(fmt.get("schema"), dict):
+            value = generate_from_schema(
+                fmt["schema"],
+                key_text,
+                seed=self.seed,
+                score=directives.score,
+                verdict=directives.verdict,
+            )
+        else:
+            value = _default_answer(key_text, self.seed, directives.score)
+        return json.dumps(value)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], fake: FakeMessagesAPI) -> None:
+        self.fake = fake
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind calls socket.getfqdn(), a reverse DNS lookup that can stall.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            return  # the client went away (e.g. it timed out on a `slow` request)
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "FakeAnthropic/1.0"
+    sys_version = ""
+    timeout = 120  # idle keep-alive connections are closed after this many seconds
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            chunks: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _dispatch(self, method: str) -> None:
+        try:
+            raw = self._read_body()
+        except (ValueError, OSError):
+            self.close_connection = True
+            reply = _error_reply(400, "could not read the request body")
+        else:
+            reply = self.server.fake._handle(method, self.path, self.headers, raw)
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply.body)))
+            self.send_header("request-id", f"req_fake_{uuid.uuid4().hex[:24]}")
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(reply.body)
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m judgeq.testing.fake_anthropic",
+        description="Fake Anthropic Messages API server for judgeq tests and benchmarks.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 = a free port (default)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per /v1/messages")
+    parser.add_argument("--api-key", default="test-key", help="expected x-api-key")
+    parser.add_argument("--no-auth", action="store_true", help="accept any x-api-key")
+    parser.add_argument("--models", default=None, help="comma-separated known models")
+    parser.add_argument("--timeout-sleep", type=float, default=5.0, help="sleep for [[fake:slow]]")
+    parser.add_argument("--seed", default="")
+    args = parser.parse_args(argv)
+
+    models = tuple(m.strip() for m in args.models.split(",") if m.strip()) if args.models else None
+    fake = FakeMessagesAPI(
+        latency=args.latency,
+        api_key=None if args.no_auth else args.api_key,
+        models=models,
+        timeout_sleep=args.timeout_sleep,
+        seed=args.seed,
+    )
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    fake.start(port=args.port, host=args.host)
+    print(f"READY {fake.base_url}", flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        fake.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,390 @@
+"""The fake Anthropic server, exercised through the real ``anthropic`` SDK."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import quote
+
+import anthropic
+import pytest
+from pydantic import BaseModel, Field
+
+from judgeq.testing.fake_anthropic import FakeMessagesAPI, generate_from_schema, parse_directives
+
+MODEL = "claude-haiku-4-5"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string"},
+        "score": {"type": "integer", "description": "Overall quality, integer from 1 to 5"},
+        "verdict": {"type": "string", "enum": ["pass", "fail"]},
+        "criteria": {
+            "type": "object",
+            "properties": {
+                "accuracy": {"type": "integer", "description": "integer from 0 to 3"},
+                "notes": {"type": "string"},
+            },
+            "required": ["accuracy", "notes"],
+            "additionalProperties": False,
+        },
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "confident": {"type": "boolean"},
+    },
+    "required": ["reasoning", "score", "verdict", "criteria", "tags", "confident"],
+    "additionalProperties": False,
+}
+OUTPUT_CONFIG: Any = {"format": {"type": "json_schema", "schema": SCHEMA}}
+
+
+@pytest.fixture(scope="module")
+def _server() -> Iterator[FakeMessagesAPI]:
+    with FakeMessagesAPI(timeout_sleep=2.0) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def _client(_server: FakeMessagesAPI) -> Iterator[anthropic.Anthropic]:
+    # Building an SDK client costs ~50 ms, so the module shares one (and one server).
+    with anthropic.Anthropic(api_key="test-key", base_url=_server.base_url, max_retries=0) as c:
+        yield c
+
+
+@pytest.fixture
+def fake(_server: FakeMessagesAPI) -> Iterator[FakeMessagesAPI]:
+    _server.reset()
+    yield _server
+    _server.latency, _server.seed = 0.0, ""
+
+
+@pytest.fixture
+def client(fake: FakeMessagesAPI, _client: anthropic.Anthropic) -> anthropic.Anthropic:
+    return _client
+
+
+def ask(client: anthropic.Anthropic, text: str, **kwargs: Any) -> Any:
+    kwargs.setdefault("max_tokens", 512)
+    return client.messages.create(
+        model=MODEL, messages=[{"role": "user", "content": text}], **kwargs
+    )
+
+
+def text_of(message: Any) -> str:
+    assert len(message.content) == 1
+    assert message.content[0].type == "text"
+    return str(message.content[0].text)
+
+
+# ----------------------------------------------------------------------------- answers
+
+
+def test_structured_output_conforms_to_schema(client: anthropic.Anthropic) -> None:
+    msg = ask(
+        client, "Grade this answer: Paris is the capital of France.", output_config=OUTPUT_CONFIG
+    )
+    assert msg.type == "message" and msg.role == "assistant" and msg.model == MODEL
+    assert msg.stop_reason == "end_turn" and msg.stop_sequence is None
+    data = json.loads(text_of(msg))
+    assert set(data) == set(SCHEMA["properties"])
+    assert isinstance(data["reasoning"], str) and " " in data["reasoning"]
+    assert isinstance(data["score"], int) and 1 <= data["score"] <= 5
+    assert data["verdict"] in ("pass", "fail")
+    assert set(data["criteria"]) == {"accuracy", "notes"}
+    assert 0 <= data["criteria"]["accuracy"] <= 3
+    assert isinstance(data["criteria"]["notes"], str)
+    assert data["tags"] == [] and data["confident"] is True
+    usage = msg.usage
+    assert usage.input_tokens > 0 and usage.output_tokens == -(-len(text_of(msg)) // 4)
+    assert usage.cache_creation_input_tokens == 0 and usage.cache_read_input_tokens == 0
+
+
+def test_sdk_parse_with_pydantic_model(client: anthropic.Anthropic) -> None:
+    class Grade(BaseModel):
+        reasoning: str
+        score: int = Field(ge=1, le=4)
+        verdict: Literal["pass", "fail"]
+
+    for i in range(5):  # the SDK moves ge/le into the description; the fake must honour it
+        msg = client.messages.parse(
+            model=MODEL,
+            max_tokens=512,
+            messages=[{"role": "user", "content": f"item {i}"}],
+            output_format=Grade,
+        )
+        assert msg.parsed_output is not None and 1 <= msg.parsed_output.score <= 4
+
+
+def test_deterministic_and_seeded(fake: FakeMessagesAPI, client: anthropic.Anthropic) -> None:
+    first = text_of(ask(client, "same question", output_config=OUTPUT_CONFIG))
+    assert text_of(ask(client, "same question", output_config=OUTPUT_CONFIG)) == first
+    assert text_of(ask(client, "another question", output_config=OUTPUT_CONFIG)) != first
+    fake.seed = "other-seed"
+    assert text_of(ask(client, "same question", output_config=OUTPUT_CONFIG)) != first
+    assert generate_from_schema(SCHEMA, "x", seed="s") == generate_from_schema(
+        SCHEMA, "x", seed="s"
+    )
+
+
+def test_default_answer_without_output_config(client: anthropic.Anthropic) -> None:
+    data = json.loads(text_of(ask(client, "no schema here")))
+    assert set(data) == {"score", "reasoning"} and 1 <= data["score"] <= 10
+
+
+def test_score_and_verdict_directives(client: anthropic.Anthropic) -> None:
+    msg = ask(client, "[[fake:score=42]] grade [[fake:verdict=fail]]", output_config=OUTPUT_CONFIG)
+    data = json.loads(text_of(msg))
+    assert data["score"] == 42 and data["criteria"]["accuracy"] == 42
+    assert data["verdict"] == "fail"
+    assert json.loads(text_of(ask(client, "[[fake:score=0]]")))["score"] == 0
+
+
+def test_max_tokens_truncates_answer(client: anthropic.Anthropic) -> None:
+    msg = ask(client, "short budget", max_tokens=3, output_config=OUTPUT_CONFIG)
+    assert msg.stop_reason == "max_tokens" and len(text_of(msg)) == 12
+
+
+@pytest.mark.parametrize(
+    ("spec", "stop_reason", "expected"),
+    [
+        ("refusal", "refusal", "I can't help with evaluating this content."),
+        ("garbage", "end_turn", "I think this is pretty good overall!!"),
+        ("truncated", "max_tokens", '{"reasoning": "The answer is", "sco'),
+    ],
+)
+def test_body_faults(
+    client: anthropic.Anthropic, spec: str, stop_reason: str, expected: str
+) -> None:
+    msg = ask(client, f"[[fake:{spec}]] judge this", output_config=OUTPUT_CONFIG)
+    assert msg.stop_reason == stop_reason and text_of(msg) == expected
+    if spec == "refusal":
+        assert msg.stop_details is not None and msg.stop_details.type == "refusal"
+
+
+def test_empty_and_prose(client: anthropic.Anthropic) -> None:
+    empty = ask(client, "[[fake:empty]]")
+    assert empty.content == [] and empty.stop_reason == "end_turn"
+    prose = 'Score: 7/10 -- "fine", but [see] notes & caveats.'
+    assert text_of(ask(client, f"x [[fake:prose={quote(prose)}]]")) == prose
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_wrong_api_key(fake: FakeMessagesAPI) -> None:
+    bad = anthropic.Anthropic(api_key="wrong", base_url=fake.base_url, max_retries=0)
+    with pytest.raises(anthropic.AuthenticationError) as info:
+        ask(bad, "hello")
+    assert info.value.status_code == 401
+    assert info.value.body == {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+        "request_id": info.value.body["request_id"],  # type: ignore[index]
+    }
+    with pytest.raises(anthropic.AuthenticationError):
+        ask(
+            anthropic.Anthropic(api_key="test-key", base_url=fake.base_url, max_retries=0),
+            "[[fake:401]]",
+        )
+
+
+def test_unknown_model() -> None:
+    with FakeMessagesAPI(models=(MODEL,)) as server:
+        c = anthropic.Anthropic(api_key="test-key", base_url=server.base_url, max_retries=0)
+        assert ask(c, "known model").content
+        with pytest.raises(anthropic.NotFoundError, match="model: claude-nope"):
+            c.messages.create(
+                model="claude-nope", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+            )
+
+
+def test_rate_limit_with_retry_after(client: anthropic.Anthropic) -> None:
+    with pytest.raises(anthropic.RateLimitError) as info:
+        ask(client, "[[fake:429]] grade")
+    assert info.value.response.headers["retry-after"] == "0.05"
+    assert info.value.type == "rate_limit_error"
+    with pytest.raises(anthropic.RateLimitError) as info:
+        ask(client, "[[fake:429*2,retry_after=0.2]] grade")
+    assert info.value.response.headers["retry-after"] == "0.2"
+
+
+def test_overloaded_529(client: anthropic.Anthropic) -> None:
+    with pytest.raises(anthropic.OverloadedError) as info:
+        ask(client, "[[fake:529]]")
+    assert isinstance(info.value, anthropic.InternalServerError)
+    assert info.value.status_code == 529 and info.value.type == "overloaded_error"
+    assert info.value.response.headers["retry-after"] == "0.05"
+
+
+def test_internal_server_error_500(client: anthropic.Anthropic) -> None:
+    with pytest.raises(anthropic.InternalServerError) as info:
+        ask(client, "[[fake:500]]")
+    assert not isinstance(info.value, anthropic.OverloadedError)
+    assert info.value.status_code == 500 and info.value.type == "api_error"
+
+
+def test_injected_400(client: anthropic.Anthropic) -> None:
+    with pytest.raises(anthropic.BadRequestError):
+        ask(client, "[[fake:400]]")
+    with pytest.raises(anthropic.BadRequestError, match="unknown fault"):
+        ask(client, "[[fake:teapot]]")
+
+
+def test_transient_faults(fake: FakeMessagesAPI, client: anthropic.Anthropic) -> None:
+    text = "[[fake:500*1]] [[fake:score=3]] transient"
+    with pytest.raises(anthropic.InternalServerError):
+        ask(client, text)
+    assert json.loads(text_of(ask(client, text)))["score"] == 3
+    assert json.loads(text_of(ask(client, text)))["score"] == 3
+
+    # The SDK's own retries honour retry-after and get through a transient 429.
+    fake.reset()
+    retrying = client.with_options(max_retries=2)
+    started = time.monotonic()
+    msg = ask(retrying, "[[fake:429*2]] retried by the SDK", output_config=OUTPUT_CONFIG)
+    assert json.loads(text_of(msg))["verdict"] in ("pass", "fail")
+    assert time.monotonic() - started < 2.0
+    assert fake.request_count == 3 and fake.by_status == {429: 2, 200: 1}
+
+
+def test_slow_times_out(client: anthropic.Anthropic) -> None:
+    started = time.monotonic()
+    with pytest.raises(anthropic.APITimeoutError):
+        ask(client.with_options(timeout=0.3), "[[fake:slow]] take your time")
+    assert time.monotonic() - started < 1.5
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"extra_body": {"temperature": 0.0}},
+        {"extra_body": {"top_p": 0.9}},
+        {"extra_body": {"top_k": 5}},
+        {
+            "tools": [{"name": "grade", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "any"},
+        },
+        {
+            "tools": [{"name": "grade", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "tool", "name": "grade"},
+        },
+    ],
+)
+def test_rejects_unsupported_parameters(client: anthropic.Anthropic, extra: Any) -> None:
+    with pytest.raises(anthropic.BadRequestError) as info:
+        ask(client, "grade", **extra)
+    assert info.value.type == "invalid_request_error"
+
+
+def test_rejects_prefill(client: anthropic.Anthropic) -> None:
+    with pytest.raises(anthropic.BadRequestError, match="prefill"):
+        client.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            messages=[
+                {"role": "user", "content": "grade"},
+                {"role": "assistant", "content": '{"score":'},
+            ],
+        )
+
+
+# ----------------------------------------------------------------------------- plumbing
+
+
+def test_count_tokens(fake: FakeMessagesAPI, client: anthropic.Anthropic) -> None:
+    result = client.messages.count_tokens(
+        model=MODEL, messages=[{"role": "user", "content": "count me " * 10}]
+    )
+    assert result.input_tokens > 10
+    assert fake.request_count == 0
+
+
+def test_recorded_requests_stats_and_reset(
+    fake: FakeMessagesAPI, client: anthropic.Anthropic
+) -> None:
+    ask(client, "one", output_config=OUTPUT_CONFIG)
+    with pytest.raises(anthropic.RateLimitError):
+        ask(client, "two [[fake:429]]")
+    assert fake.request_count == 2
+    assert [r["messages"][0]["content"] for r in fake.requests] == ["one", "two [[fake:429]]"]
+    assert fake.requests[0]["output_config"] == OUTPUT_CONFIG
+
+    with urllib.request.urlopen(f"{fake.base_url}/_fake/stats", timeout=5) as resp:
+        stats = json.loads(resp.read())
+    assert stats["request_count"] == 2 and stats["by_status"] == {"200": 1, "429": 1}
+    reset = urllib.request.Request(f"{fake.base_url}/_fake/reset", data=b"", method="POST")
+    with urllib.request.urlopen(reset, timeout=5) as resp:
+        assert json.loads(resp.read()) == {"ok": True}
+    assert fake.request_count == 0 and fake.requests == []
+
+
+def test_latency_and_concurrency(fake: FakeMessagesAPI, client: anthropic.Anthropic) -> None:
+    fake.latency = 0.2
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=200) as pool:
+        results = list(pool.map(lambda i: ask(client, f"concurrent {i}"), range(200)))
+    elapsed = time.monotonic() - started
+    assert all(json.loads(text_of(m))["score"] >= 1 for m in results)
+    assert fake.request_count == 200
+    assert 0.2 <= elapsed < 3.0, elapsed  # serial would take 40 s
+
+
+def test_directive_parser() -> None:
+    d = parse_directives("a [[fake:score=2]] b [[fake:429*2,retry_after=0.2]] [[fake:500]]")
+    assert (d.fault, d.count, d.retry_after, d.score) == ("429", 2, "0.2", 2)
+    assert parse_directives("nothing").fault is None
+
+
+def test_subprocess_mode() -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "judgeq.testing.fake_anthropic",
+            "--port",
+            "0",
+            "--latency",
+            "0.2",
+            "--api-key",
+            "sub-key",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        assert ready, "no READY line within 10 s"
+        line = proc.stdout.readline().strip()
+        assert line.startswith("READY http://127.0.0.1:"), line
+        base_url = line.split(" ", 1)[1]
+        c = anthropic.Anthropic(api_key="sub-key", base_url=base_url, max_retries=0)
+        started = time.monotonic()
+        msg = ask(c, "from another process", output_config=OUTPUT_CONFIG)
+        assert time.monotonic() - started >= 0.2
+        assert json.loads(text_of(msg))["verdict"] in ("pass", "fail")
+        with urllib.request.urlopen(f"{base_url}/_fake/stats", timeout=5) as resp:
+            assert json.loads(resp.read())["request_count"] == 1
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=5) == 0
+        assert proc.stderr is not None and proc.stdout is not None
+        assert proc.stderr.read() == ""
+        proc.stdout.close()
+        proc.stderr.close()

@@ -1,0 +1,66 @@
+"""The Celery application: ``celery -A judgeq.workers worker`` or ``judgeq worker``.
+
+Configuration comes from :class:`judgeq.Settings` (``JUDGEQ_*`` variables).  Choices:
+
+* JSON only: ``accept_content=["json"]`` — a pickled message is refused, never executed;
+* late acknowledgement with ``reject_on_worker_lost``: a job is acknowledged only after its
+  result is stored; a killed worker's jobs are redelivered after the visibility timeout,
+  derived from the judge deadline (``JUDGEQ_VISIBILITY_TIMEOUT``, default 2 x deadline +
+  60 s, so a job waiting in a worker's prefetch buffer is not redelivered while it waits);
+* prefetch multiplier 1: a worker reserves at most one extra job per execution slot;
+* task events on (Flower), results ignored (results live in judgeq's own store);
+* unlimited broker reconnection, so workers ride out a Redis restart.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from judgeq._settings import Settings, load_settings
+
+GRADE_TASK = "judgeq.grade"
+REDUCE_TASK = "judgeq.reduce"
+
+
+def visibility_timeout(settings: Settings) -> float:
+    if settings.visibility_timeout is not None:
+        return settings.visibility_timeout
+    return 2 * settings.judge_deadline + 60.0
+
+
+def create_app(settings: Settings | None = None) -> Celery:
+    settings = settings or load_settings()
+    app = Celery("judgeq", broker=settings.effective_broker_url, include=["judgeq.workers.tasks"])
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        event_serializer="json",
+        task_ignore_result=True,
+        result_backend=None,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_acks_on_failure_or_timeout=True,
+        worker_prefetch_multiplier=1,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        task_default_queue=settings.queue,
+        task_routes={GRADE_TASK: {"queue": settings.queue}, REDUCE_TASK: {"queue": settings.queue}},
+        broker_transport_options={
+            "visibility_timeout": visibility_timeout(settings),
+            "socket_keepalive": True,
+            "retry_on_timeout": True,
+            "health_check_interval": 30,
+        },
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
+        broker_connection_timeout=5,
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+        task_track_started=True,
+        enable_utc=True,
+    )
+    app.judgeq_settings = settings  # type: ignore[attr-defined]
+    return app

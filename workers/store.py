@@ -1,0 +1,174 @@
+"""The Redis implementation of :class:`judgeq.Store`.
+
+Keys of a run (all expire after the retention period; the ``{run_id}`` hash tag keeps them
+on one slot of a cluster):
+
+====================================  ======  ==================================================
+``judgeq:run:{ID}:spec``              string  the RunSpec JSON (rubric text, judge, settings)
+``judgeq:run:{ID}:jobs``              hash    index -> job JSON; deleted as each job is stored
+``judgeq:run:{ID}:results``           hash    index -> Result JSON, written once (HSETNX)
+``judgeq:run:{ID}:counters``          hash    done, graded, passed, null:<reason>, … (live)
+``judgeq:run:{ID}:state``             hash    state, enqueued, started_at, finished_at, …
+``judgeq:run:{ID}:reducer``           string  set once by the worker that enqueues the reducer
+``judgeq:run:{ID}:report``            string  the report JSON
+``judgeq:runs``                       zset    run ids by creation time (for listings)
+====================================  ======  ==================================================
+
+Storing a result is one Lua script: write the result if absent, delete the payload, bump the
+counters and return the done-count, atomically; a redelivered job therefore never counts
+twice, and exactly one worker sees the count reach the total.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import redis
+
+from judgeq._errors import StoreError
+from judgeq._result import Result
+from judgeq._run import RunSpec
+from judgeq._settings import mask_url
+from judgeq._store import live_increments
+
+_STORE_RESULT = """
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return -1 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+for i = 4, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[3], ARGV[i], ARGV[i + 1]) end
+local done = redis.call('HINCRBY', KEYS[3], 'done', 1)
+local ttl = tonumber(ARGV[3])
+if ttl > 0 and redis.call('TTL', KEYS[1]) < 0 then
+  redis.call('EXPIRE', KEYS[1], ttl)
+  redis.call('EXPIRE', KEYS[3], ttl)
+end
+return done
+"""
+
+CHUNK = 1000
+
+
+def _k(run_id: str, what: str) -> str:
+    return f"judgeq:run:{{{run_id}}}:{what}"
+
+
+def connect(url: str, **kwargs: Any) -> redis.Redis:
+    """A client with sane timeouts and retries, checked with PING; clear error if down."""
+    try:
+        client = redis.Redis.from_url(
+            url, decode_responses=True, socket_connect_timeout=5, socket_timeout=30,
+            health_check_interval=30, retry_on_timeout=True, **kwargs,
+        )
+        client.ping()
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise StoreError(f"cannot reach Redis at {mask_url(url)}: {exc}") from None
+    except redis.AuthenticationError:
+        raise StoreError(f"Redis at {mask_url(url)} refused the password") from None
+    except ValueError as exc:
+        raise StoreError(f"invalid Redis URL {mask_url(url)}: {exc}") from None
+    return client
+
+
+class RedisStore:
+    """:class:`judgeq.Store` on Redis."""
+
+    def __init__(self, client: redis.Redis, *, retention_s: int = 7 * 86400) -> None:
+        self.r = client
+        self.retention_s = int(retention_s)
+        self._store = client.register_script(_STORE_RESULT)
+
+    # -- runs ----------------------------------------------------------------------
+    def register(self, spec: RunSpec) -> None:
+        p = self.r.pipeline()
+        p.set(_k(spec.run_id, "spec"), spec.model_dump_json(), ex=self.retention_s)
+        p.zadd("judgeq:runs", {spec.run_id: _epoch(spec.created_at)})
+        p.zremrangebyscore("judgeq:runs", "-inf", _epoch(spec.created_at) - self.retention_s)
+        p.execute()
+
+    def spec(self, run_id: str) -> RunSpec | None:
+        raw = self.r.get(_k(run_id, "spec"))
+        return RunSpec.model_validate_json(raw) if raw else None
+
+    def runs(self, limit: int = 20) -> list[str]:
+        return list(self.r.zrevrange("judgeq:runs", 0, limit - 1))
+
+    # -- jobs ----------------------------------------------------------------------
+    def put_jobs(self, run_id: str, jobs: Iterable[tuple[int, str]]) -> None:
+        mapping = dict(jobs)
+        if mapping:
+            p = self.r.pipeline(transaction=False)
+            p.hset(_k(run_id, "jobs"), mapping=mapping)
+            p.expire(_k(run_id, "jobs"), self.retention_s)
+            p.execute()
+
+    def job(self, run_id: str, index: int) -> str | None:
+        return self.r.hget(_k(run_id, "jobs"), str(index))
+
+    def missing(self, run_id: str, indices: list[int]) -> list[int]:
+        if not indices:
+            return []
+        have = self.r.hmget(_k(run_id, "results"), [str(i) for i in indices])
+        return [i for i, v in zip(indices, have, strict=True) if v is None]
+
+    # -- results -------------------------------------------------------------------
+    def has_result(self, run_id: str, index: int) -> bool:
+        return bool(self.r.hexists(_k(run_id, "results"), str(index)))
+
+    def store_result(self, run_id: str, result: Result) -> int | None:
+        args: list[Any] = [str(result.index), result.model_dump_json(), self.retention_s]
+        for key, inc in live_increments(result).items():
+            args += [key, repr(float(inc))]
+        done = self._store(
+            keys=[_k(run_id, "results"), _k(run_id, "jobs"), _k(run_id, "counters")], args=args
+        )
+        return None if int(done) < 0 else int(done)
+
+    def results(self, run_id: str, total: int) -> Iterator[Result | None]:
+        key = _k(run_id, "results")
+        for start in range(0, total, CHUNK):
+            fields = [str(i) for i in range(start, min(start + CHUNK, total))]
+            for raw in self.r.hmget(key, fields):
+                yield Result.model_validate_json(raw) if raw else None
+
+    def counters(self, run_id: str) -> dict[str, float]:
+        return {k: float(v) for k, v in self.r.hgetall(_k(run_id, "counters")).items()}
+
+    # -- reducer, state, report -----------------------------------------------------
+    def claim_reducer(self, run_id: str) -> bool:
+        return bool(self.r.set(_k(run_id, "reducer"), "1", nx=True, ex=self.retention_s))
+
+    def release_reducer(self, run_id: str) -> None:
+        self.r.delete(_k(run_id, "reducer"))
+
+    def set_state(self, run_id: str, **fields: Any) -> None:
+        p = self.r.pipeline()
+        p.hset(_k(run_id, "state"), mapping={k: str(v) for k, v in fields.items()})
+        p.expire(_k(run_id, "state"), self.retention_s)
+        p.execute()
+
+    def state(self, run_id: str) -> dict[str, str]:
+        return dict(self.r.hgetall(_k(run_id, "state")))
+
+    def save_report(self, run_id: str, report: dict[str, Any]) -> None:
+        p = self.r.pipeline()
+        p.set(_k(run_id, "report"), json.dumps(report), ex=self.retention_s)
+        # the run is complete: keep everything until the same retention from now
+        for what in ("spec", "results", "counters", "state", "jobs"):
+            p.expire(_k(run_id, what), self.retention_s)
+        p.execute()
+
+    def report(self, run_id: str) -> dict[str, Any] | None:
+        raw = self.r.get(_k(run_id, "report"))
+        return json.loads(raw) if raw else None
+
+    def delete_run(self, run_id: str) -> None:
+        self.r.delete(*(_k(run_id, w) for w in
+                        ("spec", "jobs", "results", "counters", "state", "reducer", "report")))
+        self.r.zrem("judgeq:runs", run_id)
+
+
+def _epoch(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
