@@ -1,5 +1,5 @@
 """``python -m judgeq``."""
 
-from judgeq.cli import main
+from judgeq.producer.cli import main
 
 main()

@@ -360,6 +360,8 @@ def parse_rubric(text: str, source: str = "<memory>") -> Rubric:
     for reserved in ("body", "source"):
         if reserved in data:
             raise RubricError(f"{source}: {reserved}: not a frontmatter field")
+    if source.startswith("builtin:") and data.get("name") != source.removeprefix("builtin:"):
+        raise RubricError(f"{source}: name: {data.get('name')!r} does not match the file name")
     try:
         return Rubric.model_validate({**data, "body": body.strip("\n"), "source": source})
     except ValidationError as exc:
@@ -406,11 +408,11 @@ def resolve_rubric_path(ref: str) -> tuple[Path, str]:
     return builtin_dir() / f"{ref}.md", f"builtin:{ref}"
 
 
-def load_rubric(ref: str) -> Rubric:
-    """Resolve a reference (built-in name or path) and load the rubric."""
+def read_rubric_text(ref: str) -> tuple[str, str]:
+    """Resolve a reference and read the file: (text, source label)."""
     path, source = resolve_rubric_path(ref)
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8"), source
     except FileNotFoundError:
         raise RubricError(f"{source}: file not found") from None
     except IsADirectoryError:
@@ -419,10 +421,12 @@ def load_rubric(ref: str) -> Rubric:
         raise RubricError(f"{source}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise RubricError(f"{source}: cannot read: {exc.strerror}") from None
-    rubric = parse_rubric(text, source)
-    if source.startswith("builtin:") and rubric.name != ref:
-        raise RubricError(f"{source}: name: {rubric.name!r} does not match the file name")
-    return rubric
+
+
+def load_rubric(ref: str) -> Rubric:
+    """Resolve a reference (built-in name or path) and load the rubric."""
+    text, source = read_rubric_text(ref)
+    return parse_rubric(text, source)
 
 
 def parse_weights(spec: str, *, origin: str = "--weights") -> dict[str, float]:

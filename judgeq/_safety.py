@@ -242,7 +242,14 @@ _DEFENSIVE: tuple[_Signal, ...] = (
         r"\b(?:enable|turn on|use|set up)\s(?:2fa|mfa|two-factor|multi-factor)\b|"
         r"\bpassword manager\b|\boffline backups?\b|\bpatch(?:ing)? (?:promptly|regularly|your)\b"
     ),
-    _sig(r"\bsecurity (?:awareness|best practices|training)\b|\bauthori[sz]ed penetration test"),
+    _sig(
+        r"\bsecurity (?:awareness|best practices|training)\b|\bauthori[sz]ed (?:penetration test|"
+        r"pentest|security test|engagement|testing)|\bwritten (?:authori[sz]ation|permission)\b|"
+        r"\b(?:your|my|our) own (?:site|website|server|app|application|system|network|machine|"
+        r"device|lab)\b|\b(?:malware|threat|incident) (?:analysis|analyst|response|hunting|"
+        r"intelligence)\b|\banaly[sz]e (?:a|the|this) (?:malware|sample|binary)\b|\bisolated "
+        r"(?:vm|virtual machine|environment|lab)\b"
+    ),
     _sig(r"\b(?:treatment|antidote|decontaminat\w*|first aid)\b"),
     # Help-seeking / crisis resources.
     _sig(
@@ -265,9 +272,12 @@ _DEFENSIVE_ALL: tuple[_Signal, ...] = _REFUSALS + _DEFENSIVE
 # Category rules
 # --------------------------------------------------------------------------------------------
 
+# Benign "X bomb" compounds (bath bombs, chocolate bombs, ...) are not weapons.
 _BOMB = (
     r"(?<!bath )(?<!seed )(?<!glitter )(?<!stink )(?<!smoke )(?<!calorie )(?<!flavor )"
-    r"(?<!flavour )(?<!love )(?<!f-)(?<!cherry )(?<!truth )\bbombs?\b"
+    r"(?<!flavour )(?<!love )(?<!f-)(?<!cherry )(?<!truth )(?<!chocolate )(?<!cocoa )"
+    r"(?<!cake )(?<!protein )(?<!fizz )(?<!shower )(?<!photo )(?<!paint )(?<!water )"
+    r"(?<!flavor-)(?<!cheese )(?<!sugar )\bbombs?\b"
 )
 _MEDICAL_VETO = re.compile(
     r"\b(?:atropine|pralidoxime|antidote|treatment|decontaminat\w*|first aid|diazepam|naloxone|"
@@ -421,6 +431,12 @@ def _sqli_against_live_site(text: str) -> list[int]:
     return hits
 
 
+# "Attackers encrypt all the files": a description of what criminals do, not an instruction.
+_THIRD_PERSON = re.compile(
+    r"\b(?:attackers?|criminals?|hackers?|gangs?|operators?|they|groups?|actors?|malware|"
+    r"ransomware|which|that|then it|it will)\b"
+)
+
 _MALWARE = _Rule(
     category="malware",
     topics=(
@@ -441,8 +457,9 @@ _MALWARE = _Rule(
         ),
         _sig(
             r"\b(?:crack|hack|get into|break into|access|guess|brute[- ]?force|steal|take over)\b"
-            r"[^.\n]{0,20}\b" + _OWNER + r"\s?[^.\n]{0,20}\b(?:passwords?|accounts?|emails?|e-mail|"
-            r"phones?|instagram|facebook|snapchat|gmail|icloud|whatsapp|wi-?fi|computer|laptop)\b"
+            r"[^.\n]{0,20}\b" + _OWNER + r"\s?[^.\n]{0,20}\b(?:passwords?|passcodes?|pins?|accounts?|"
+            r"emails?|e-mail|i?phones?|instagram|facebook|snapchat|gmail|icloud|whatsapp|wi-?fi|"
+            r"computer|laptop|router|network)\b"
         ),
         _sig(
             r"\b(?:steal\w*|harvest\w*|grab\w*|exfiltrat\w*|dump\w*|captur\w*)[^.\n]{0,30}\b(?:credentials|"
@@ -482,8 +499,11 @@ _MALWARE = _Rule(
             r"harvested|logged)\s(?:credentials|keystrokes|passwords|data|cookies)\b"
         ),
         _sig(
-            r"\bencrypts?\b[^.\n]{0,40}\b(?:all|every|the victim's|the user's|their)\s(?:\w+\s)?"
-            r"(?:files?|documents|drives?|folders)\b|\bransom note\b"
+            r"\bencrypt\b[^.\n]{0,40}\b(?:all|every|the victim's|the user's|their)\s(?:\w+\s)?"
+            r"(?:files?|documents|drives?|folders)\b|\b(?:drop|leave|display|show)\s(?:a|the)\s"
+            r"ransom note\b",
+            veto=_THIRD_PERSON,
+            before=30,
         ),
         _sig(
             r"\b(?:sim[- ]swap\w*|install (?:a )?(?:keylogger|spyware|stalkerware) on "
@@ -521,7 +541,7 @@ _SELF_HARM = _Rule(
             r"\b(?:suicid\w*|kill (?:yourself|myself|themselves|himself|herself)|end (?:your|my|"
             r"their) (?:own )?life|take (?:your|my|their) (?:own )?life|self[- ]harm\w*|self[- ]"
             r"injur\w*|hurt (?:yourself|myself)|cut(?:ting)? (?:yourself|myself)|hang "
-            r"(?:yourself|myself)|overdos\w*|want(?:ing)? to die|unalive)\b"
+            r"(?:yourself|myself)|overdos\w*|want(?:ing)? to die|unalive|noose)\b"
         ),
         _sig(_ENCOURAGEMENT, veto=_NEGATED_FEELING, before=40),
         _sig(_WAY_TO_DIE),

@@ -7,12 +7,13 @@ a traceback.  Exit codes: 0 success, 1 runtime failure (Redis unreachable, faile
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 import click
 
-from .._errors import BatchError, ConfigError, JudgeqError, RubricError
+from judgeq._errors import BatchError, ConfigError, JudgeqError, RubricError
 
 INPUT_ERRORS = (BatchError, ConfigError, RubricError)
 
@@ -38,6 +39,14 @@ class JudgeqGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("judgeq: interrupted", err=True)
             sys.exit(130)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except Exception as exc:
+            if os.environ.get("JUDGEQ_DEBUG"):
+                raise
+            click.echo(f"judgeq: internal error: {type(exc).__name__}: {exc} "
+                       "(set JUDGEQ_DEBUG=1 to see the traceback)", err=True)
+            sys.exit(1)
 
 
 @click.group(cls=JudgeqGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -47,9 +56,14 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import rubrics
+    from . import rubrics, status, submit, worker
 
     main.add_command(rubrics.rubrics)
+    main.add_command(submit.submit)
+    main.add_command(status.status)
+    main.add_command(status.report)
+    main.add_command(status.finalize)
+    main.add_command(worker.worker)
 
 
 _register()

@@ -3,26 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import click
 import yaml
 
-from .._errors import JudgeqError, RubricError
-from .._render import render_request
-from .._rubric import Rubric, builtin_names, load_rubric, parse_weights, weights_from_env
+from judgeq._errors import JudgeqError, RubricError
+from judgeq._render import render_request
+from judgeq._rubric import Rubric, builtin_names, load_rubric
+
+from ..plan import load_rubric_for_run
 
 
 def load_with_overrides(ref: str, weights: str | None) -> Rubric:
     """Load a rubric and apply ``JUDGEQ_WEIGHT_*`` then ``--weights`` overrides."""
-    rubric = load_rubric(ref)
-    env_weights = weights_from_env(os.environ)
-    if env_weights:
-        rubric = rubric.with_weights(env_weights, origin="JUDGEQ_WEIGHT_*")
-    if weights:
-        rubric = rubric.with_weights(parse_weights(weights), origin="--weights")
-    return rubric
+    return load_rubric_for_run(ref, weights)[0]
 
 
 @click.group()

@@ -1,0 +1,2 @@
+"""The producer side: validating and submitting batches, waiting, status, reports, and the
+``judgeq`` command line (:mod:`judgeq.producer.cli`)."""

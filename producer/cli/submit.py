@@ -1,0 +1,79 @@
+"""``judgeq submit``: validate a batch, register the run in Redis, enqueue its jobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from judgeq._batch import open_batch
+from judgeq._settings import Settings
+
+from ..enqueue import register_and_enqueue
+from ..plan import Plan, make_plan, preflight
+from .options import grading_options, redis_option, settings_from
+
+
+def plan_from_flags(settings: Settings, batch_path: Path, batch_name: str, **flags: Any) -> Plan:
+    return make_plan(
+        batch_path=batch_path, batch_name=batch_name, rubric_ref=flags["rubric_ref"],
+        settings=settings, judge=flags["judge"], weights=flags["weights"],
+        thresholds=flags["thresholds"], run_id=flags["run_id"], skip_invalid=flags["skip_invalid"],
+    )
+
+
+def report_invalid(plan: Plan) -> None:
+    scan = plan.scan
+    if scan.invalid:
+        click.echo(f"judgeq: skipping {scan.invalid} invalid line(s) of {scan.name} "
+                   "(recorded in the report):", err=True)
+        for line in scan.errors:
+            click.echo(f"  {line}", err=True)
+
+
+@click.command()
+@grading_options
+@redis_option
+@click.option("--wait", is_flag=True, help="Show progress, then write the report files.")
+def submit(**flags: Any) -> None:
+    """Validate BATCH (JSONL, or - for stdin) and enqueue its grading jobs into Redis."""
+    from judgeq.workers.store import RedisStore, connect
+
+    settings = settings_from(**flags)
+    with open_batch(flags["batch"]) as (path, name):
+        plan = plan_from_flags(settings, path, name, **flags)
+        if plan.notice:
+            click.echo(plan.notice, err=True)
+        report_invalid(plan)
+        if flags["dry_run"]:
+            from .dry_run import dry_run
+
+            dry_run(plan, settings)
+            return
+        client = connect(settings.redis_url)
+        store = RedisStore(client, retention_s=int(settings.retention_days * 86400))
+        preflight(plan, settings)
+        from judgeq.workers.app import create_app
+
+        from ..celery_dispatch import CeleryDispatcher
+
+        app = create_app(settings)
+        dispatcher = CeleryDispatcher(app, settings.queue)
+        run_id = plan.spec.run_id
+        click.echo(f"judgeq: run {run_id}: enqueuing {plan.spec.total} jobs "
+                   f"(rubric {plan.spec.rubric.name}, judge {plan.judge})", err=True)
+        try:
+            stats = register_and_enqueue(plan, store, dispatcher, settings)
+        except KeyboardInterrupt:
+            click.echo(f"\njudgeq: interrupted while enqueuing run {run_id}; the jobs already "
+                       f"enqueued will be graded. Re-run the same command with --run-id {run_id} "
+                       "to enqueue the rest (graded jobs are skipped).", err=True)
+            raise SystemExit(130) from None
+    if stats.skipped:
+        click.echo(f"judgeq: {stats.skipped} job(s) already graded in run {run_id}: skipped", err=True)
+    click.echo(run_id)
+    if flags["wait"]:
+        from .wait import wait_and_write
+
+        wait_and_write(store, run_id, settings, nudge=lambda: dispatcher.reduce(run_id))

@@ -1,0 +1,49 @@
+"""``judgeq worker``: start a Celery worker tuned for I/O-bound judge calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .options import redis_option, settings_from
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.option("--concurrency", "-c", type=int, default=None,
+              help="Concurrent judge calls in this worker [JUDGEQ_CONCURRENCY; default 16].")
+@click.option("--pool", type=click.Choice(["threads", "prefork", "solo"]), default=None,
+              help="Execution pool [JUDGEQ_POOL; default threads: judge calls wait on the network, "
+                   "so threads give many concurrent calls per process].")
+@click.option("--queues", "-Q", default=None, help="Comma-separated queues [JUDGEQ_QUEUE; default judgeq].")
+@click.option("--loglevel", "-l", default=None, help="Log level [JUDGEQ_LOG_LEVEL; default INFO].")
+@click.option("--hostname", "-n", default=None, help="Worker node name (default: celery@HOST).")
+@redis_option
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
+def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
+    """Start a grading worker (extra arguments are passed to 'celery worker')."""
+    import logging
+    import os
+
+    settings = settings_from(**flags)
+    level = (flags["loglevel"] or settings.log_level).upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if flags["redis_url"]:
+        # the app (judgeq.workers.app, as for 'celery -A judgeq.workers') reads its settings
+        # from the environment when it is imported
+        os.environ["JUDGEQ_REDIS_URL"] = flags["redis_url"]
+    from judgeq.workers import app
+
+    argv = [
+        "worker",
+        f"--pool={flags['pool'] or settings.pool}",
+        f"--concurrency={flags['concurrency'] or settings.concurrency}",
+        f"--queues={flags['queues'] or settings.queue}",
+        f"--loglevel={level}",
+        "--events",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    if flags["hostname"]:
+        argv.append(f"--hostname={flags['hostname']}")
+    app.worker_main(argv=[*argv, *celery_args])

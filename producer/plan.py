@@ -1,0 +1,144 @@
+"""Everything ``submit`` and ``run`` check before a single job is enqueued.
+
+:func:`make_plan` resolves and validates the rubric (with weight overrides), the judge spec
+and the thresholds, and validates the whole batch (streaming).  Any problem raises a
+:class:`~judgeq.JudgeqError` whose text names the file, line and field; nothing has been
+enqueued at that point.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from judgeq._batch import BatchLimits, BatchScan, scan_batch
+from judgeq._errors import ConfigError, JudgeError
+from judgeq._rubric import Rubric, parse_rubric, parse_weights, read_rubric_text, weights_from_env
+from judgeq._run import RunSpec, new_run_id
+from judgeq._settings import Settings
+from judgeq.judges import JudgeSpec, parse_judge_spec
+
+LEXICAL_NOTICE = (
+    "judgeq: no ANTHROPIC_API_KEY is set, so this run uses the offline 'lexical' judge "
+    "(token overlap with the expected answer; no LLM).\n"
+    "judgeq: to grade with Claude: export ANTHROPIC_API_KEY=... and pass --judge anthropic:MODEL "
+    "(or leave --judge out for the default model)."
+)
+
+
+@dataclass(slots=True)
+class Plan:
+    """A validated submission, ready to register and enqueue."""
+
+    spec: RunSpec
+    scan: BatchScan
+    judge: JudgeSpec
+    notice: str | None = None
+
+
+def parse_thresholds(text: str, *, origin: str = "--thresholds") -> list[float]:
+    out: list[float] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            value = float(part)
+        except ValueError:
+            raise ConfigError(f"{origin}: {part!r} is not a number (e.g. --thresholds 8,7,6.5)") from None
+        if not math.isfinite(value):
+            raise ConfigError(f"{origin}: {part!r} is not a finite number")
+        out.append(value)
+    if not out:
+        raise ConfigError(f"{origin}: give at least one threshold, e.g. 8,7,6.5")
+    return out
+
+
+def resolve_judge(flag: str | None, settings: Settings) -> tuple[JudgeSpec, str | None]:
+    """The judge to use and, when it was chosen for the user, a notice saying so."""
+    if flag:
+        return parse_judge_spec(flag), None
+    if settings.judge:
+        return parse_judge_spec(settings.judge), None
+    if settings.anthropic_api_key is not None:
+        return parse_judge_spec("anthropic"), None
+    return parse_judge_spec("lexical"), LEXICAL_NOTICE
+
+
+def load_rubric_for_run(ref: str, weights: str | None) -> tuple[Rubric, str, dict[str, float]]:
+    """The rubric with ``JUDGEQ_WEIGHT_*`` then ``--weights`` applied, its text, the overrides."""
+    text, source = read_rubric_text(ref)
+    rubric = parse_rubric(text, source)
+    overrides = weights_from_env(os.environ)
+    if overrides:
+        rubric = rubric.with_weights(overrides, origin="JUDGEQ_WEIGHT_*")
+    if weights:
+        flag = parse_weights(weights)
+        rubric = rubric.with_weights(flag, origin="--weights")
+        overrides.update(flag)
+    return rubric, text, overrides
+
+
+def make_plan(
+    *,
+    batch_path: Path,
+    batch_name: str,
+    rubric_ref: str,
+    settings: Settings,
+    judge: str | None = None,
+    weights: str | None = None,
+    thresholds: str | None = None,
+    run_id: str | None = None,
+    skip_invalid: bool = False,
+) -> Plan:
+    """Validate everything; raise before anything is enqueued."""
+    rubric, rubric_text, overrides = load_rubric_for_run(rubric_ref, weights)
+    judge_spec, notice = resolve_judge(judge, settings)
+    levels = parse_thresholds(thresholds or settings.thresholds,
+                              origin="--thresholds" if thresholds else "JUDGEQ_THRESHOLDS")
+    if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", run_id):
+        raise ConfigError(f"--run-id: {run_id!r} must be letters, digits, '.', '_' or '-' (max 128)")
+    limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)
+    scan = scan_batch(batch_path, batch_name, limits)
+    if not skip_invalid:
+        scan.raise_if_invalid()
+    if scan.valid == 0:
+        raise ConfigError(f"{batch_name}: no valid job lines to grade ({scan.invalid} invalid)")
+    spec = RunSpec(
+        run_id=run_id or new_run_id(),
+        rubric_text=rubric_text,
+        rubric_source=rubric.source,
+        weights=overrides,
+        judge_provider=judge_spec.provider,
+        judge_model=judge_spec.model,
+        thresholds=levels,
+        total=scan.valid,
+        batch=batch_name,
+        judge_timeout=settings.judge_timeout,
+        judge_deadline=settings.judge_deadline,
+        max_tokens=settings.judge_max_tokens,
+        safety_gate=settings.safety_gate,
+        safety_cap=settings.safety_score_cap,
+        rejected_count=scan.invalid,
+        rejected=scan.rejected[:1000],
+    )
+    return Plan(spec=spec, scan=scan, judge=judge_spec, notice=notice)
+
+
+def preflight(plan: Plan, settings: Settings) -> None:
+    """One real judge call that proves the key and the model, before enqueuing anything."""
+    if plan.judge.provider != "anthropic":
+        return
+    from judgeq.judges.anthropic import AnthropicJudge
+
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+    try:
+        AnthropicJudge(plan.judge.model, api_key=key, base_url=settings.anthropic_base_url).preflight(
+            timeout=settings.judge_timeout
+        )
+    except JudgeError as exc:
+        hint = {
+            "auth_error": "the API key was refused: check ANTHROPIC_API_KEY",
+            "invalid_request": f"the judge rejected model {plan.judge.model!r}: check --judge",
+        }.get(exc.reason, "the judge could not be reached")
+        raise ConfigError(f"judge preflight failed: {hint} ({exc})") from None

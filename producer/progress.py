@@ -1,0 +1,171 @@
+"""Waiting for a run: the live progress line, status snapshots, and writing the report files."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from judgeq._report import write_report_files
+from judgeq._store import Store
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Where a run stands (from the store's live counters)."""
+
+    run_id: str
+    state: str
+    total: int
+    done: int
+    enqueued: int
+    nulls: dict[str, int]
+    rate: float | None
+    eta_s: float | None
+    questions: int = 0
+    hit1: int = 0
+    rr_sum: float = 0.0
+    pass7: int = 0
+
+    @property
+    def null_count(self) -> int:
+        return sum(self.nulls.values())
+
+
+def snapshot(store: Store, run_id: str) -> Snapshot | None:
+    spec = store.spec(run_id)
+    if spec is None:
+        return None
+    c = store.counters(run_id)
+    st = store.state(run_id)
+    done = int(c.get("done", 0))
+    started = float(st.get("started_epoch") or 0)
+    elapsed = time.time() - started if started else 0.0
+    rate = done / elapsed if elapsed > 0 and done else None
+    eta = (spec.total - done) / rate if rate else None
+    return Snapshot(
+        run_id=run_id,
+        state=st.get("state", "unknown"),
+        total=spec.total,
+        done=done,
+        enqueued=int(float(st.get("enqueued") or 0)),
+        nulls={k.removeprefix("null:"): int(v) for k, v in sorted(c.items()) if k.startswith("null:")},
+        rate=rate,
+        eta_s=eta,
+        questions=int(c.get("questions", 0)),
+        hit1=int(c.get("hit1", 0)),
+        rr_sum=float(c.get("rr_sum", 0.0)),
+        pass7=int(c.get("pass7", 0)),
+    )
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def progress_line(snap: Snapshot, width: int = 24) -> str:
+    frac = snap.done / snap.total if snap.total else 0.0
+    filled = int(frac * width)
+    bar = "#" * filled + "." * (width - filled)
+    rate = f"{snap.rate:.1f} jobs/s" if snap.rate else "– jobs/s"
+    parts = [f"[{bar}] {snap.done}/{snap.total} {100 * frac:5.1f}%", rate,
+             f"ETA {fmt_duration(snap.eta_s)}", f"nulls {snap.null_count}"]
+    if snap.questions:
+        q = snap.questions
+        parts.append(f"hit@1 {100 * snap.hit1 / q:.1f}% MRR {snap.rr_sum / q:.3f} "
+                     f"pass@7 {100 * snap.pass7 / q:.1f}%")
+    if snap.state.startswith("enqueuing"):
+        parts.append(f"{snap.state} ({snap.enqueued}/{snap.total})")
+    return " | ".join(parts)
+
+
+def wait_for_report(
+    store: Store,
+    run_id: str,
+    *,
+    stream: TextIO = sys.stderr,
+    interval: float = 0.5,
+    nudge: Callable[[], None] | None = None,
+    nudge_after: float = 20.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """Show progress until the run's report exists; return it.
+
+    ``nudge`` re-enqueues the reducer when every job is done but no report appears for
+    ``nudge_after`` seconds (the reducer is idempotent).  KeyboardInterrupt propagates: it
+    stops the waiting, never the run.
+    """
+    tty = stream.isatty()
+    last_print = 0.0
+    complete_since: float | None = None
+    while True:
+        report = store.report(run_id)
+        if report is not None and store.state(run_id).get("state") in ("finished", "incomplete"):
+            if tty:
+                stream.write("\r\033[K")
+            return report
+        snap = snapshot(store, run_id)
+        if snap is None:
+            raise LookupError(f"run {run_id} is unknown or expired")
+        now = time.monotonic()
+        if tty:
+            stream.write("\r\033[K" + progress_line(snap))
+            stream.flush()
+        elif now - last_print >= 5.0:
+            stream.write(progress_line(snap) + "\n")
+            stream.flush()
+            last_print = now
+        if snap.done >= snap.total and nudge is not None:
+            complete_since = complete_since or now
+            if now - complete_since >= nudge_after:
+                nudge()
+                complete_since = now
+        sleep(interval)
+
+
+def write_files(store: Store, run_id: str, report: dict[str, Any], out: Path) -> dict[str, Path]:
+    """Write report.json, report.md and verdicts.jsonl (results streamed from the store)."""
+    results = (r for r in store.results(run_id, report["counts"]["total"]) if r is not None)
+    return write_report_files(out, report, results)
+
+
+def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -> str:
+    """The few lines printed when a run finishes."""
+    c = report["counts"]
+    o = report["overall"]
+    lines = [
+        f"run {report['run_id']}: {c['graded']}/{c['total']} graded, {c['null']} null"
+        + (f" ({', '.join(f'{k} {v}' for k, v in c['null_by_reason'].items())})" if c["null"] else "")
+        + (f", {c['rejected']} rejected input lines" if c.get("rejected") else ""),
+        f"rubric {report['rubric']['name']} {report['rubric']['version']}, judge "
+        f"{report['judge']['provider']}:{report['judge']['model']}",
+    ]
+    if o["n"]:
+        lines.append(f"overall: mean {o['mean']} median {o['median']} std {o['std']} "
+                     f"(min {o['min']}, max {o['max']})")
+    if "pass_rates" in report:
+        rates = ", ".join(f">={t}: {v}%" for t, v in report["pass_rates"].items())
+        lines.append(f"pass rates (of all jobs): {rates}")
+    else:
+        lines.append(f"pass rate (of all jobs): {report['pass_rate']}%")
+    if "retrieval" in report:
+        rt = report["retrieval"]
+        lines.append(f"retrieval: accuracy {rt['accuracy']}%, hit@1 {rt['hit_at_1_rate']}%, "
+                     f"hit@5 {rt['hit_at_5_rate']}%, MRR {rt['mrr']}, avg grade {rt['avg_llm_grade']}, "
+                     f"avg total {rt['avg_total_score']}, pass@7 {rt['pass_rate_7']}%")
+    use = report["usage"]
+    cost = use["estimated_cost_usd"]
+    lines.append(f"tokens: {use['input_tokens']:,} in / {use['output_tokens']:,} out; est. cost "
+                 + (f"${cost:.4f}" if cost is not None else "unknown")
+                 + f"; latency p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms")
+    if paths:
+        lines += [f"  {name}: {path}" for name, path in paths.items()]
+    return "\n".join(lines)
