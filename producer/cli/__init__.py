@@ -56,9 +56,10 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import rubrics, status, submit, worker
+    from . import rubrics, run, status, submit, worker
 
     main.add_command(rubrics.rubrics)
+    main.add_command(run.run)
     main.add_command(submit.submit)
     main.add_command(status.status)
     main.add_command(status.report)

@@ -1,0 +1,84 @@
+"""Embedded mode (``judgeq run``): the whole pipeline in one process, no services.
+
+An in-process queue stands in for the broker and a :class:`~judgeq.MemoryStore` for Redis;
+worker threads run the same stage functions the Celery tasks run
+(:func:`~judgeq._pipeline.process_job`, :func:`~judgeq._pipeline.reduce_run`), so for the same
+batch, rubric and a deterministic judge, ``run`` and ``submit`` give the same report apart
+from timings and ids.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from judgeq._judge import Judge
+from judgeq._pipeline import Contexts, Outcome, process_job, reduce_run
+from judgeq._settings import Settings
+from judgeq._store import MemoryStore
+
+from .enqueue import register_and_enqueue
+from .plan import Plan
+
+log = logging.getLogger("judgeq.embedded")
+_STOP = object()
+
+
+class QueueDispatcher:
+    """An in-process broker: a FIFO of (run_id, index) messages."""
+
+    def __init__(self) -> None:
+        self.q: queue.Queue[Any] = queue.Queue()
+
+    def send(self, run_id: str, items: list[tuple[int, str]]) -> None:
+        for index, _job_id in items:
+            self.q.put((run_id, index))
+
+    def depth(self) -> int:
+        return self.q.qsize()
+
+
+class EmbeddedRunner:
+    """Worker threads over a :class:`QueueDispatcher` and a :class:`MemoryStore`."""
+
+    def __init__(self, judge_factory: Callable[[str, str], Judge], concurrency: int = 16) -> None:
+        self.store = MemoryStore()
+        self.dispatcher = QueueDispatcher()
+        self.contexts = Contexts(judge_factory)
+        self.errors: list[BaseException] = []
+        self._threads = [
+            threading.Thread(target=self._work, name=f"judgeq-worker-{i}", daemon=True)
+            for i in range(concurrency)
+        ]
+
+    def _work(self) -> None:
+        while True:
+            item = self.dispatcher.q.get()
+            if item is _STOP:
+                return
+            run_id, index = item
+            try:
+                if process_job(self.store, self.contexts, run_id, index) is Outcome.LAST:
+                    reduce_run(self.store, run_id)
+            except BaseException as exc:  # a bug: keep it, stop waiting for this run
+                log.exception("job %s/%s failed", run_id, index)
+                self.errors.append(exc)
+                self.store.set_state(run_id, state="failed", error=repr(exc))
+
+    def __enter__(self) -> EmbeddedRunner:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for _t in self._threads:
+            self.dispatcher.q.put(_STOP)
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def submit(self, plan: Plan, settings: Settings) -> str:
+        register_and_enqueue(plan, self.store, self.dispatcher, settings)
+        return plan.spec.run_id

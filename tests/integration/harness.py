@@ -1,0 +1,163 @@
+"""Real parts for integration tests: a redis-server, worker processes, the CLI, batches."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import redis
+
+API_KEY = "sk-ant-test-SECRET-0123456789abcdef"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A private redis-server on a free port, with AOF persistence in a temp dir."""
+
+    def __init__(self, workdir: Path, *, password: str | None = None) -> None:
+        if shutil.which("redis-server") is None:
+            raise RuntimeError("redis-server is not installed (.ci/run installs it with apt-get)")
+        self.dir = workdir
+        self.password = password
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+                "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+                "--maxmemory-policy", "noeviction", "--logfile", str(self.dir / "redis.log")]
+        if self.password:
+            args += ["--requirepass", self.password]
+        self.proc = subprocess.Popen(args)
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url, decode_responses=True)
+
+
+def worker_env(redis_url: str, api_url: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUDGEQ_", "ANTHROPIC_"))}
+    env.update(
+        JUDGEQ_REDIS_URL=redis_url,
+        ANTHROPIC_API_KEY=API_KEY,
+        ANTHROPIC_BASE_URL=api_url,
+        JUDGEQ_JUDGE_TIMEOUT="1.0",
+        JUDGEQ_JUDGE_DEADLINE="5",
+        JUDGEQ_VISIBILITY_TIMEOUT="8",
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+class Worker:
+    """A real ``judgeq worker`` process."""
+
+    def __init__(self, env: dict[str, str], logdir: Path, name: str, *, concurrency: int = 8,
+                 pool: str = "threads", loglevel: str = "INFO") -> None:
+        self.env, self.name = env, name
+        self.log = logdir / f"{name}.log"
+        self.args = [sys.executable, "-m", "judgeq", "worker", "-c", str(concurrency), "--pool", pool,
+                     "-n", f"{name}@%h", "-l", loglevel]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: bool = True) -> Worker:
+        self.fh = self.log.open("ab")
+        self.proc = subprocess.Popen(self.args, env=self.env, stdout=self.fh, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if b" ready." in self.log.read_bytes():
+                return
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"worker {self.name} exited:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.1)
+        raise TimeoutError(f"worker {self.name} not ready:\n{self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (no warm shutdown, no acks)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=5)
+        self.proc = None
+
+
+def judgeq_cli(*args: str, env: dict[str, str], timeout: float = 180,
+               stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "judgeq", *args], env=env, capture_output=True,
+                          text=stdin is None, timeout=timeout, input=stdin)
+
+
+def write_batch(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
+    with path.open("w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    return path
+
+
+def response_rows(n: int, *, prefix: str = "j", directive: dict[int, str] | None = None) -> list[dict[str, Any]]:
+    directive = directive or {}
+    rows = []
+    for i in range(n):
+        extra = f" [[fake:{directive[i]}]]" if i in directive else ""
+        rows.append({"id": f"{prefix}{i:05d}", "input": f"Question number {i}?",
+                     "output": f"Answer number {i}.{extra}", "expected_answer": f"Answer {i}",
+                     "model": "sys-a" if i % 2 else "sys-b"})
+    return rows
+
+
+def strip_volatile(report: dict[str, Any]) -> dict[str, Any]:
+    """A report without timings, ids and paths: what must match between equivalent runs."""
+    out = json.loads(json.dumps(report))
+    for key in ("run_id", "started_at", "finished_at", "wall_s", "latency_ms", "batch"):
+        out.pop(key, None)
+    return out
