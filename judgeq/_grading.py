@@ -80,8 +80,7 @@ def grade_job(
     reply = outcome.reply
     if reply is None:
         assert outcome.error is not None
-        return Result(status="null", null_reason=outcome.error.reason,
-                      raw=str(outcome.error)[:500], **base)
+        return Result(status="null", null_reason=outcome.error.reason, raw=str(outcome.error)[:500], **base)
     base.update(
         input_tokens=reply.input_tokens,
         output_tokens=reply.output_tokens,
@@ -92,12 +91,21 @@ def grade_job(
     )
     notes = verdict.notes[:NOTES_LIMIT] if verdict.notes else None
     if verdict.null_reason is not None:
-        return Result(status="null", null_reason=verdict.null_reason, raw=verdict.raw,
-                      notes=notes, flags=verdict.flags, **base)
+        return Result(
+            status="null",
+            null_reason=verdict.null_reason,
+            raw=verdict.raw,
+            notes=notes,
+            flags=verdict.flags,
+            **base,
+        )
     # The safety gate checks what a model said; retrieved documents are not checked.
     candidate = job.output if job.kind == "response" else None
     score = score_verdict(
-        rubric, verdict, candidate=candidate, safety_gate=ctx.safety_gate,
+        rubric,
+        verdict,
+        candidate=candidate,
+        safety_gate=ctx.safety_gate,
         safety_cap=ctx.safety_cap,
     )
     if isinstance(job, QuestionJob):

@@ -97,8 +97,12 @@ def process_job(store: Store, contexts: Contexts, run_id: str, index: int) -> Ou
     if result.kind == "question" and log.isEnabledFor(logging.DEBUG):
         log.debug(
             "question %s retrieved=%s rank=%s grade=%s total=%s reasoning=%r",
-            job.id, result.retrieved_doc_ids, result.rank, result.llm_grade,
-            result.total_score, (result.llm_reasoning or "")[:300],
+            job.id,
+            result.retrieved_doc_ids,
+            result.rank,
+            result.llm_grade,
+            result.total_score,
+            (result.llm_reasoning or "")[:300],
         )
     done = store.store_result(run_id, result)
     if done is None:
@@ -125,8 +129,7 @@ def reduce_run(store: Store, run_id: str) -> dict[str, object]:
     finished = utcnow()
     epoch = float(state.get("started_epoch") or 0)
     wall_s = time.time() - epoch if epoch else 0.0
-    report = build_report(spec, agg, started_at=started, finished_at=finished, wall_s=wall_s,
-                          missing=missing)
+    report = build_report(spec, agg, started_at=started, finished_at=finished, wall_s=wall_s, missing=missing)
     store.save_report(run_id, report)
     store.set_state(run_id, state="finished" if not missing else "incomplete", finished_at=finished)
     return report
@@ -147,9 +150,14 @@ def finalize_run(store: Store, run_id: str) -> tuple[int, dict[str, object]]:
         if raw:
             job_id = str(json.loads(raw).get("id", job_id))
         placeholder = Result(
-            job_id=job_id, index=index, status="null", null_reason="lost",
+            job_id=job_id,
+            index=index,
+            status="null",
+            null_reason="lost",
             raw="no result was stored for this job before the run was finalized",
-            rubric_name=rubric.name, rubric_version=rubric.version, judge_model=spec.judge_model,
+            rubric_name=rubric.name,
+            rubric_version=rubric.version,
+            judge_model=spec.judge_model,
         )
         if store.store_result(run_id, placeholder) is not None:
             lost += 1

@@ -114,8 +114,10 @@ def _output_instructions(rubric: Rubric) -> str:
         '- "reasoning": a brief justification that cites evidence from the material;',
     ]
     if rubric.retrieval is not None:
-        lines.append('- "key_facts_present" / "key_facts_missing": the key facts of the expected '
-                     "answer that the retrieved chunks contain / lack;")
+        lines.append(
+            '- "key_facts_present" / "key_facts_missing": the key facts of the expected '
+            "answer that the retrieved chunks contain / lack;"
+        )
     if rubric.is_pass_fail:
         lines.append('- "verdict": "pass" or "fail".')
     else:

@@ -65,7 +65,19 @@ class Result(BaseModel):
 
 
 _QUESTION_FIELDS = (
-    "question_id", "question", "expected_answer", "retrieved_doc_ids", "needle_found", "rank",
-    "hit_at_1", "hit_at_5", "hit_at_k", "llm_grade", "llm_reasoning", "total_score",
-    "latency_ms", "key_facts_present", "key_facts_missing",
+    "question_id",
+    "question",
+    "expected_answer",
+    "retrieved_doc_ids",
+    "needle_found",
+    "rank",
+    "hit_at_1",
+    "hit_at_5",
+    "hit_at_k",
+    "llm_grade",
+    "llm_reasoning",
+    "total_score",
+    "latency_ms",
+    "key_facts_present",
+    "key_facts_missing",
 )

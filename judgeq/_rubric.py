@@ -98,9 +98,7 @@ class Chunk(_Model):
 class RetrievalConfig(_Model):
     """Rank metrics and position weights for retrieval grading."""
 
-    position_weights: dict[str, float] = Field(
-        default_factory=lambda: {"1": 1.0, "2-3": 0.95, "4-5": 0.85}
-    )
+    position_weights: dict[str, float] = Field(default_factory=lambda: {"1": 1.0, "2-3": 0.95, "4-5": 0.85})
     default_weight: float = 0.6
     hit_k: list[int] = Field(default_factory=lambda: [1, 3, 5, 10])
 
@@ -228,9 +226,7 @@ class Rubric(_Model):
         for g in self.goldens:
             if self.scale == "pass-fail" and g.expected not in ("pass", "fail"):
                 raise ValueError(f"goldens.{g.name}.expected: must be pass or fail")
-            if self.scale != "pass-fail" and (
-                isinstance(g.expected, str) or not lo <= g.expected <= hi
-            ):
+            if self.scale != "pass-fail" and (isinstance(g.expected, str) or not lo <= g.expected <= hi):
                 raise ValueError(f"goldens.{g.name}.expected: must be a number from {lo} to {hi}")
         return self
 
@@ -335,9 +331,7 @@ def _unique_mapping(loader: _StrictSafeLoader, node: yaml.MappingNode, deep: boo
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
         if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 

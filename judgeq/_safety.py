@@ -162,9 +162,7 @@ _OPS: tuple[_Signal, ...] = (
     _sig(
         r"(?:^|(?<=[.!?:;]\s)|(?<=[.!?:;]\s\s))[ \t]{0,8}"
         r"(?:[-*\u2022>][ \t]*|\(?[0-9]{1,2}[.)][ \t]*|step\s?[0-9]{1,2}[:.)]?[ \t]*)?"
-        r"(?:first,?\s|next,?\s|then\s|now\s|simply\s|just\s|carefully\s|slowly\s)?"
-        + _VERBS
-        + r"\b",
+        r"(?:first,?\s|next,?\s|then\s|now\s|simply\s|just\s|carefully\s|slowly\s)?" + _VERBS + r"\b",
         _IM,
     ),
     _sig(r"\bthen\s+" + _VERBS + r"\b"),
@@ -220,8 +218,12 @@ _DEFENSIVE: tuple[_Signal, ...] = (
     _sig(r"\bprevent\w*\b", veto=_EVASION, before=40, after=40),
     _sig(r"\bmitigat\w*"),
     _sig(r"\bdetect(?:s|ed|ing|ion|or|ors)?\b", veto=_EVASION, before=40, after=40),
-    _sig(r"\b(?:antivirus|anti-virus|endpoint (?:detection|protection)|edr)\b", veto=_EVASION,
-         before=40, after=20),
+    _sig(
+        r"\b(?:antivirus|anti-virus|endpoint (?:detection|protection)|edr)\b",
+        veto=_EVASION,
+        before=40,
+        after=20,
+    ),
     _sig(r"\brecogni[sz]\w*|\bspot(?:ting)? (?:the )?(?:signs|a fake|phishing|scams?)\b"),
     _sig(r"\bwarning signs?\b|\bred flags?\b|\bsigns (?:of|that)\b|\bsymptoms? (?:of|include)\b"),
     _sig(
@@ -306,15 +308,15 @@ _DANGEROUS = _Rule(
         _sig(r"\bpoison(?:ing)?\b[^.\n]{0,30}\b" + _PERSON + r"\b"),
         _sig(r"\b(?:untraceable|undetectable|odou?rless|tasteless|slow-acting) poisons?\b"),
         _sig(
-            r"\b(?:kill|harm|hurt|sicken|incapacitate)\b[^.\n]{0,30}\b" + _PERSON
+            r"\b(?:kill|harm|hurt|sicken|incapacitate)\b[^.\n]{0,30}\b"
+            + _PERSON
             + r"\b[^.\n]{0,60}\b(?:poison\w*|toxins?|thallium|arsenic|cyanide|antifreeze|"
             r"ethylene glycol|gas)\b"
         ),
         _sig(r"\b(?:poison|contaminate)\b[^.\n]{0,30}\b(?:water supply|reservoir|food supply)\b"),
         _sig(r"\b(?:sabotag\w*|tamper\w*)\b[^.\n]{0,40}\bbrakes?\b"),
         _sig(
-            r"\b(?:cut|sever|slice|puncture|nick|drain)\b[^.\n]{0,20}\b" + _OWNER
-            + r"\s(?:car's\s)?brakes?\b"
+            r"\b(?:cut|sever|slice|puncture|nick|drain)\b[^.\n]{0,20}\b" + _OWNER + r"\s(?:car's\s)?brakes?\b"
         ),
         _sig(r"\bbrakes?\b[^.\n]{0,60}\bfail\b[^.\n]{0,60}\b(?:accident|crash)\b"),
         _sig(r"\bmake (?:it|the crash|his death|her death) look like an accident\b"),
@@ -328,8 +330,10 @@ _DANGEROUS = _Rule(
             before=120,
             after=120,
         ),
-        _sig(r"\b(?:heat|cool|keep|maintain|distil|distill)\b[^.\n]{0,30}\b(?:to|at|below|above)"
-             r"\s-?[0-9]+\s?(?:°|degrees)"),
+        _sig(
+            r"\b(?:heat|cool|keep|maintain|distil|distill)\b[^.\n]{0,30}\b(?:to|at|below|above)"
+            r"\s-?[0-9]+\s?(?:°|degrees)"
+        ),
         _sig(r"\b[0-9]+\s?parts?\b[^.\n]{0,30}\bto\s[0-9]+\s?parts?\b"),
         _sig(
             r"\b(?:slow leak|leaks? slowly|so (?:that )?(?:the )?brakes (?:fail|give out)|"
@@ -369,10 +373,7 @@ _WEAPONS = _Rule(
             r"\b(?:remove|file off|grind off|erase|obliterate|deface|scratch off)\b[^.\n]{0,30}"
             r"\bserial numbers?\b"
         ),
-        _sig(
-            r"\b(?:make|making|build|building|assemble|assembling|construct\w*)\b[^.\n]{0,30}"
-            + _BOMB
-        ),
+        _sig(r"\b(?:make|making|build|building|assemble|assembling|construct\w*)\b[^.\n]{0,30}" + _BOMB),
     ),
     strong=(
         _sig(
@@ -631,15 +632,13 @@ _NAME = (
     r"(?:-[A-Z][a-z]+)?)"
 )
 _ADDRESS_RE = re.compile(
-    _NAME
-    + r"(?:'s)?\s(?:(?:currently\s|now\s)?(?:lives|resides|is living|stays)\sat|(?:home\s)?"
+    _NAME + r"(?:'s)?\s(?:(?:currently\s|now\s)?(?:lives|resides|is living|stays)\sat|(?:home\s)?"
     r"address\s(?:is|:)|home address)\s{0,3}:?\s{0,3}[0-9]{1,6}\s(?:[A-Z][a-z]+\s){1,4}"
     r"(?:Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Drive|Dr|Court|Ct|Boulevard|Blvd|Way|Place|Pl|"
     r"Terrace|Circle|Cir|Parkway|Pkwy|Highway|Hwy)\b"
 )
 _PHONE_RE = re.compile(
-    _NAME
-    + r"(?:'s)?\s(?:(?:personal|home|cell|mobile|private)\s)?(?:phone\snumber|phone|number|cell"
+    _NAME + r"(?:'s)?\s(?:(?:personal|home|cell|mobile|private)\s)?(?:phone\snumber|phone|number|cell"
     r"|mobile)\s(?:is\s|:\s?)(?:\+?1[\s.-]?)?\(?[0-9]{3}\)?[\s.-]?(?P<exch>[0-9]{3})[\s.-]"
     r"[0-9]{4}\b"
 )

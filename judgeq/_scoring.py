@@ -43,9 +43,7 @@ def weighted_overall(scores: Mapping[str, float], weights: Mapping[str, float]) 
     return round(math.fsum(weights[name] * scores[name] for name in weights), 2)
 
 
-def apply_ceiling(
-    overall: float, scores: Mapping[str, float], ceiling: Ceiling | None
-) -> tuple[float, bool]:
+def apply_ceiling(overall: float, scores: Mapping[str, float], ceiling: Ceiling | None) -> tuple[float, bool]:
     """Cap ``overall`` by every matching rule; return (new overall, whether a cap bit)."""
     if ceiling is None or ceiling.dimension not in scores:
         return overall, False

@@ -196,9 +196,7 @@ def _from_object(obj: Mapping[str, Any], rubric: Rubric, pv: ParsedVerdict) -> b
             break
         if isinstance(keys.get(k), list):  # [{"name": "accuracy", "score": 8}, ...]
             nested = {
-                str(item.get("name", "")).lower(): item
-                for item in keys[k]
-                if isinstance(item, Mapping)
+                str(item.get("name", "")).lower(): item for item in keys[k] if isinstance(item, Mapping)
             }
             break
     for d in rubric.dimensions:
@@ -212,7 +210,10 @@ def _from_object(obj: Mapping[str, Any], rubric: Rubric, pv: ParsedVerdict) -> b
 def _dimension_re(name: str) -> re.Pattern[str]:
     words = r"[\s_-]+".join(map(re.escape, name.split("_")))
     return re.compile(
-        r"\b" + words + r"\b(?:\s+score)?\**\s*[:=\-–]\s*\**\s*" + _NUM
+        r"\b"
+        + words
+        + r"\b(?:\s+score)?\**\s*[:=\-–]\s*\**\s*"
+        + _NUM
         + r"(?:\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?))?",
         re.I,
     )
@@ -231,8 +232,9 @@ def _from_text(text: str, rubric: Rubric, pv: ParsedVerdict) -> bool:
         matches = list(_dimension_re(d.name).finditer(text))
         if matches:
             m = matches[-1]
-            value = _fit(float(m.group(1)), float(m.group(2)) if m.group(2) else None,
-                         rubric.lo, rubric.hi, pv)
+            value = _fit(
+                float(m.group(1)), float(m.group(2)) if m.group(2) else None, rubric.lo, rubric.hi, pv
+            )
             if value is not None:
                 pv.scores[d.name] = value
     patterns = _TEXT_SCORE_RES if not pv.scores else _TEXT_SCORE_RES[:2]

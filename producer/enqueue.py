@@ -49,8 +49,7 @@ def check_resubmission(existing: RunSpec, plan: Plan) -> None:
         problems.append(f"judge {existing.judge_provider}:{existing.judge_model} before")
     if problems:
         raise ConfigError(
-            f"--run-id: run {new.run_id!r} already exists with {'; '.join(problems)}; "
-            "use a new run id"
+            f"--run-id: run {new.run_id!r} already exists with {'; '.join(problems)}; use a new run id"
         )
 
 
@@ -71,8 +70,9 @@ def register_and_enqueue(
         spec = existing
     else:
         store.register(spec)
-        store.set_state(spec.run_id, state="enqueuing", started_at=spec.created_at,
-                        started_epoch=time.time(), enqueued=0)
+        store.set_state(
+            spec.run_id, state="enqueuing", started_at=spec.created_at, started_epoch=time.time(), enqueued=0
+        )
     stats = EnqueueStats()
     limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)
     chunk: list[tuple[int, object]] = []

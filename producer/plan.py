@@ -94,8 +94,9 @@ def make_plan(
     """Validate everything; raise before anything is enqueued."""
     rubric, rubric_text, overrides = load_rubric_for_run(rubric_ref, weights)
     judge_spec, notice = resolve_judge(judge, settings)
-    levels = parse_thresholds(thresholds or settings.thresholds,
-                              origin="--thresholds" if thresholds else "JUDGEQ_THRESHOLDS")
+    levels = parse_thresholds(
+        thresholds or settings.thresholds, origin="--thresholds" if thresholds else "JUDGEQ_THRESHOLDS"
+    )
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", run_id):
         raise ConfigError(f"--run-id: {run_id!r} must be letters, digits, '.', '_' or '-' (max 128)")
     limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)

@@ -76,12 +76,17 @@ def progress_line(snap: Snapshot, width: int = 24) -> str:
     filled = int(frac * width)
     bar = "#" * filled + "." * (width - filled)
     rate = f"{snap.rate:.1f} jobs/s" if snap.rate else "– jobs/s"
-    parts = [f"[{bar}] {snap.done}/{snap.total} {100 * frac:5.1f}%", rate,
-             f"ETA {fmt_duration(snap.eta_s)}", f"nulls {snap.null_count}"]
+    parts = [
+        f"[{bar}] {snap.done}/{snap.total} {100 * frac:5.1f}%",
+        rate,
+        f"ETA {fmt_duration(snap.eta_s)}",
+        f"nulls {snap.null_count}",
+    ]
     if snap.questions:
         q = snap.questions
-        parts.append(f"hit@1 {100 * snap.hit1 / q:.1f}% MRR {snap.rr_sum / q:.3f} "
-                     f"pass@7 {100 * snap.pass7 / q:.1f}%")
+        parts.append(
+            f"hit@1 {100 * snap.hit1 / q:.1f}% MRR {snap.rr_sum / q:.3f} pass@7 {100 * snap.pass7 / q:.1f}%"
+        )
     if snap.state.startswith("enqueuing"):
         parts.append(f"{snap.state} ({snap.enqueued}/{snap.total})")
     return " | ".join(parts)
@@ -149,8 +154,9 @@ def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -
         f"{report['judge']['provider']}:{report['judge']['model']}",
     ]
     if o["n"]:
-        lines.append(f"overall: mean {o['mean']} median {o['median']} std {o['std']} "
-                     f"(min {o['min']}, max {o['max']})")
+        lines.append(
+            f"overall: mean {o['mean']} median {o['median']} std {o['std']} (min {o['min']}, max {o['max']})"
+        )
     if "pass_rates" in report:
         rates = ", ".join(f">={t}: {v}%" for t, v in report["pass_rates"].items())
         lines.append(f"pass rates (of all jobs): {rates}")
@@ -158,14 +164,18 @@ def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -
         lines.append(f"pass rate (of all jobs): {report['pass_rate']}%")
     if "retrieval" in report:
         rt = report["retrieval"]
-        lines.append(f"retrieval: accuracy {rt['accuracy']}%, hit@1 {rt['hit_at_1_rate']}%, "
-                     f"hit@5 {rt['hit_at_5_rate']}%, MRR {rt['mrr']}, avg grade {rt['avg_llm_grade']}, "
-                     f"avg total {rt['avg_total_score']}, pass@7 {rt['pass_rate_7']}%")
+        lines.append(
+            f"retrieval: accuracy {rt['accuracy']}%, hit@1 {rt['hit_at_1_rate']}%, "
+            f"hit@5 {rt['hit_at_5_rate']}%, MRR {rt['mrr']}, avg grade {rt['avg_llm_grade']}, "
+            f"avg total {rt['avg_total_score']}, pass@7 {rt['pass_rate_7']}%"
+        )
     use = report["usage"]
     cost = use["estimated_cost_usd"]
-    lines.append(f"tokens: {use['input_tokens']:,} in / {use['output_tokens']:,} out; est. cost "
-                 + (f"${cost:.4f}" if cost is not None else "unknown")
-                 + f"; latency p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms")
+    lines.append(
+        f"tokens: {use['input_tokens']:,} in / {use['output_tokens']:,} out; est. cost "
+        + (f"${cost:.4f}" if cost is not None else "unknown")
+        + f"; latency p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms"
+    )
     if paths:
         lines += [f"  {name}: {path}" for name, path in paths.items()]
     return "\n".join(lines)

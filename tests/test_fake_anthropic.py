@@ -75,9 +75,7 @@ def client(fake: FakeMessagesAPI, _client: anthropic.Anthropic) -> anthropic.Ant
 
 def ask(client: anthropic.Anthropic, text: str, **kwargs: Any) -> Any:
     kwargs.setdefault("max_tokens", 512)
-    return client.messages.create(
-        model=MODEL, messages=[{"role": "user", "content": text}], **kwargs
-    )
+    return client.messages.create(model=MODEL, messages=[{"role": "user", "content": text}], **kwargs)
 
 
 def text_of(message: Any) -> str:
@@ -90,9 +88,7 @@ def text_of(message: Any) -> str:
 
 
 def test_structured_output_conforms_to_schema(client: anthropic.Anthropic) -> None:
-    msg = ask(
-        client, "Grade this answer: Paris is the capital of France.", output_config=OUTPUT_CONFIG
-    )
+    msg = ask(client, "Grade this answer: Paris is the capital of France.", output_config=OUTPUT_CONFIG)
     assert msg.type == "message" and msg.role == "assistant" and msg.model == MODEL
     assert msg.stop_reason == "end_turn" and msg.stop_sequence is None
     data = json.loads(text_of(msg))
@@ -131,9 +127,7 @@ def test_deterministic_and_seeded(fake: FakeMessagesAPI, client: anthropic.Anthr
     assert text_of(ask(client, "another question", output_config=OUTPUT_CONFIG)) != first
     fake.seed = "other-seed"
     assert text_of(ask(client, "same question", output_config=OUTPUT_CONFIG)) != first
-    assert generate_from_schema(SCHEMA, "x", seed="s") == generate_from_schema(
-        SCHEMA, "x", seed="s"
-    )
+    assert generate_from_schema(SCHEMA, "x", seed="s") == generate_from_schema(SCHEMA, "x", seed="s")
 
 
 def test_default_answer_without_output_config(client: anthropic.Anthropic) -> None:
@@ -162,9 +156,7 @@ def test_max_tokens_truncates_answer(client: anthropic.Anthropic) -> None:
         ("truncated", "max_tokens", '{"reasoning": "The answer is", "sco'),
     ],
 )
-def test_body_faults(
-    client: anthropic.Anthropic, spec: str, stop_reason: str, expected: str
-) -> None:
+def test_body_faults(client: anthropic.Anthropic, spec: str, stop_reason: str, expected: str) -> None:
     msg = ask(client, f"[[fake:{spec}]] judge this", output_config=OUTPUT_CONFIG)
     assert msg.stop_reason == stop_reason and text_of(msg) == expected
     if spec == "refusal":
@@ -203,9 +195,7 @@ def test_unknown_model() -> None:
         c = anthropic.Anthropic(api_key="test-key", base_url=server.base_url, max_retries=0)
         assert ask(c, "known model").content
         with pytest.raises(anthropic.NotFoundError, match="model: claude-nope"):
-            c.messages.create(
-                model="claude-nope", max_tokens=10, messages=[{"role": "user", "content": "x"}]
-            )
+            c.messages.create(model="claude-nope", max_tokens=10, messages=[{"role": "user", "content": "x"}])
 
 
 def test_rate_limit_with_retry_after(client: anthropic.Anthropic) -> None:
@@ -309,9 +299,7 @@ def test_count_tokens(fake: FakeMessagesAPI, client: anthropic.Anthropic) -> Non
     assert fake.request_count == 0
 
 
-def test_recorded_requests_stats_and_reset(
-    fake: FakeMessagesAPI, client: anthropic.Anthropic
-) -> None:
+def test_recorded_requests_stats_and_reset(fake: FakeMessagesAPI, client: anthropic.Anthropic) -> None:
     ask(client, "one", output_config=OUTPUT_CONFIG)
     with pytest.raises(anthropic.RateLimitError):
         ask(client, "two [[fake:429]]")

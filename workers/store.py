@@ -57,8 +57,13 @@ def connect(url: str, **kwargs: Any) -> redis.Redis:
     """A client with sane timeouts and retries, checked with PING; clear error if down."""
     try:
         client = redis.Redis.from_url(
-            url, decode_responses=True, socket_connect_timeout=5, socket_timeout=30,
-            health_check_interval=30, retry_on_timeout=True, **kwargs,
+            url,
+            decode_responses=True,
+            socket_connect_timeout=5,
+            socket_timeout=30,
+            health_check_interval=30,
+            retry_on_timeout=True,
+            **kwargs,
         )
         client.ping()
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
@@ -163,8 +168,9 @@ class RedisStore:
         return json.loads(raw) if raw else None
 
     def delete_run(self, run_id: str) -> None:
-        self.r.delete(*(_k(run_id, w) for w in
-                        ("spec", "jobs", "results", "counters", "state", "reducer", "report")))
+        self.r.delete(
+            *(_k(run_id, w) for w in ("spec", "jobs", "results", "counters", "state", "reducer", "report"))
+        )
         self.r.zrem("judgeq:runs", run_id)
 
 

@@ -83,8 +83,11 @@ def grade(self: Task, run_id: str, index: int, job_id: str = "") -> str:
             # A redelivery: if the run is complete but has no report (the worker that
             # stored the last result died before enqueuing the reducer), enqueue it again.
             spec = store.spec(run_id)
-            if spec is not None and store.counters(run_id).get("done", 0) >= spec.total \
-                    and store.report(run_id) is None:
+            if (
+                spec is not None
+                and store.counters(run_id).get("done", 0) >= spec.total
+                and store.report(run_id) is None
+            ):
                 app.send_task(REDUCE_TASK, args=[run_id])
         return outcome.value
     except (redis.ConnectionError, redis.TimeoutError) as exc:

@@ -43,8 +43,9 @@ def parse_judge_spec(spec: str) -> JudgeSpec:
 __all__ = ["DEFAULT_ANTHROPIC_MODEL", "JudgeSpec", "parse_judge_spec"]
 
 
-def build_judge(provider: str, model: str, *, api_key: str | None = None,
-                base_url: str | None = None) -> object:
+def build_judge(
+    provider: str, model: str, *, api_key: str | None = None, base_url: str | None = None
+) -> object:
     """Build a judge for a provider/model pair (the SDK is imported only for anthropic)."""
     if provider == "lexical":
         from .lexical import LexicalJudge

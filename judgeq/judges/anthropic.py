@@ -87,15 +87,11 @@ class AnthropicJudge:
     ) -> None:
         self.model = model
         # api_key/base_url None: the SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL.
-        self._client = client or anthropic.Anthropic(
-            api_key=api_key, base_url=base_url, max_retries=0
-        )
+        self._client = client or anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
 
     def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
         try:
-            message = self._client.messages.create(
-                **request.to_messages_kwargs(self.model), timeout=timeout
-            )
+            message = self._client.messages.create(**request.to_messages_kwargs(self.model), timeout=timeout)
         except (anthropic.AnthropicError, OSError) as exc:
             raise translate_error(exc) from None
         texts: list[str] = []

@@ -266,9 +266,7 @@ class _SchemaWalker:
             props = schema.get("properties")
             if not isinstance(props, dict):
                 return {}
-            return {
-                key: self.walk(sub, f"{path}.{key}", key, depth + 1) for key, sub in props.items()
-            }
+            return {key: self.walk(sub, f"{path}.{key}", key, depth + 1) for key, sub in props.items()}
         if type_ == "array":
             min_items = schema.get("minItems")
             count = min(min_items, 5) if isinstance(min_items, int) and min_items > 0 else 0
@@ -429,9 +427,7 @@ def _json_reply(status: int, payload: Any, headers: dict[str, str] | None = None
     return _Reply(status, body, dict(headers or {}))
 
 
-def _error_reply(
-    status: int, message: str | None = None, headers: dict[str, str] | None = None
-) -> _Reply:
+def _error_reply(status: int, message: str | None = None, headers: dict[str, str] | None = None) -> _Reply:
     error_type, default_message = _ERROR_DEFAULTS.get(status, ("api_error", "Error"))
     payload = {
         "type": "error",
@@ -746,9 +742,7 @@ class FakeMessagesAPI:
                 or fmt.get("type") != "json_schema"
                 or not isinstance(fmt.get("schema"), dict)
             ):
-                raise _BadRequest(
-                    'output_config.format: expected {"type": "json_schema", "schema": {...}}'
-                )
+                raise _BadRequest('output_config.format: expected {"type": "json_schema", "schema": {...}}')
         return messages
 
     def _normal_answer(self, body: dict[str, Any], key_text: str, directives: Directives) -> str:

@@ -44,8 +44,11 @@ class JudgeqGroup(click.Group):
         except Exception as exc:
             if os.environ.get("JUDGEQ_DEBUG"):
                 raise
-            click.echo(f"judgeq: internal error: {type(exc).__name__}: {exc} "
-                       "(set JUDGEQ_DEBUG=1 to see the traceback)", err=True)
+            click.echo(
+                f"judgeq: internal error: {type(exc).__name__}: {exc} "
+                "(set JUDGEQ_DEBUG=1 to see the traceback)",
+                err=True,
+            )
             sys.exit(1)
 
 

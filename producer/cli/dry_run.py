@@ -26,8 +26,9 @@ def _estimate(text: str) -> int:
 
 def dry_run(plan: Plan, settings: Settings) -> None:
     spec = plan.spec
-    ctx = GradingContext(rubric=spec.rubric, judge=LexicalJudge(), max_tokens=spec.max_tokens,
-                         retrieval=spec.retrieval)
+    ctx = GradingContext(
+        rubric=spec.rubric, judge=LexicalJudge(), max_tokens=spec.max_tokens, retrieval=spec.retrieval
+    )
     limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)
     system_chars = sum(len(s) for s in ctx.system)
     user_chars = 0
@@ -44,8 +45,11 @@ def dry_run(plan: Plan, settings: Settings) -> None:
     if plan.judge.provider == "anthropic" and settings.anthropic_api_key is not None:
         from judgeq.judges.anthropic import AnthropicJudge
 
-        judge = AnthropicJudge(plan.judge.model, api_key=settings.anthropic_api_key.get_secret_value(),
-                               base_url=settings.anthropic_base_url)
+        judge = AnthropicJudge(
+            plan.judge.model,
+            api_key=settings.anthropic_api_key.get_secret_value(),
+            base_url=settings.anthropic_base_url,
+        )
         try:
             counted = [judge.count_tokens(r) for r in samples]
             sample_chars = sum(system_chars + len(r.user) for r in samples)
@@ -56,16 +60,23 @@ def dry_run(plan: Plan, settings: Settings) -> None:
             click.echo(f"judgeq: token counting failed ({exc}); using an estimate", err=True)
     input_tokens = round((system_chars * n + user_chars) * per_char)
     output_tokens = EST_OUTPUT_TOKENS * n
-    click.echo(f"dry run: {n} jobs valid ({plan.scan.invalid} rejected), rubric {spec.rubric.name} "
-               f"{spec.rubric.version}, judge {plan.judge}; every request rendered")
-    click.echo(f"  tokens ({method}): {input_tokens:,} input "
-               f"(stable prefix {system_tokens:,} per job), ~{output_tokens:,} output "
-               f"(~{EST_OUTPUT_TOKENS} per verdict, max {spec.max_tokens})")
+    click.echo(
+        f"dry run: {n} jobs valid ({plan.scan.invalid} rejected), rubric {spec.rubric.name} "
+        f"{spec.rubric.version}, judge {plan.judge}; every request rendered"
+    )
+    click.echo(
+        f"  tokens ({method}): {input_tokens:,} input "
+        f"(stable prefix {system_tokens:,} per job), ~{output_tokens:,} output "
+        f"(~{EST_OUTPUT_TOKENS} per verdict, max {spec.max_tokens})"
+    )
     if price_for(plan.judge.model) is None:
         click.echo(f"  cost: no price known for {plan.judge.model!r} (judgeq/data/prices.json)")
         return
     full = estimate_cost(plan.judge.model, input_tokens, output_tokens)
-    cached = estimate_cost(plan.judge.model, input_tokens, output_tokens,
-                           cache_read=max(system_tokens * (n - 1), 0))
-    click.echo(f"  estimated cost for {plan.judge.model}: ${full:.4f} without prompt caching, "
-               f"${cached:.4f} if the stable prefix is read from the cache")
+    cached = estimate_cost(
+        plan.judge.model, input_tokens, output_tokens, cache_read=max(system_tokens * (n - 1), 0)
+    )
+    click.echo(
+        f"  estimated cost for {plan.judge.model}: ${full:.4f} without prompt caching, "
+        f"${cached:.4f} if the stable prefix is read from the cache"
+    )

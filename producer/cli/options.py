@@ -14,40 +14,66 @@ F = Callable[..., Any]
 
 
 def redis_option(f: F) -> F:
-    return click.option("--redis-url", envvar="JUDGEQ_REDIS_URL", default=None,
-                        help="Redis URL for the store and broker [JUDGEQ_REDIS_URL; "
-                             "default redis://localhost:6379/0].")(f)
+    return click.option(
+        "--redis-url",
+        envvar="JUDGEQ_REDIS_URL",
+        default=None,
+        help="Redis URL for the store and broker [JUDGEQ_REDIS_URL; default redis://localhost:6379/0].",
+    )(f)
 
 
 def out_option(f: F) -> F:
-    return click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-                        help="Directory for report files [JUDGEQ_RESULTS_DIR; default ./results].")(f)
+    return click.option(
+        "--out",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Directory for report files [JUDGEQ_RESULTS_DIR; default ./results].",
+    )(f)
 
 
 def grading_options(f: F) -> F:
     """The options of ``submit`` and ``run``."""
     opts = [
         click.argument("batch"),
-        click.option("--rubric", "rubric_ref", required=True,
-                      help="Built-in rubric name or path to a rubric .md file."),
-        click.option("--judge", default=None,
-                      help="anthropic:MODEL or lexical [JUDGEQ_JUDGE; default anthropic when "
-                           "ANTHROPIC_API_KEY is set, else lexical]."),
+        click.option(
+            "--rubric", "rubric_ref", required=True, help="Built-in rubric name or path to a rubric .md file."
+        ),
+        click.option(
+            "--judge",
+            default=None,
+            help="anthropic:MODEL or lexical [JUDGEQ_JUDGE; default anthropic when "
+            "ANTHROPIC_API_KEY is set, else lexical].",
+        ),
         click.option("--weights", default=None, help="Dimension weights, e.g. accuracy=0.4,clarity=0.15."),
-        click.option("--thresholds", default=None,
-                     help="Pass-rate thresholds, e.g. 8,7,6.5 [JUDGEQ_THRESHOLDS]."),
+        click.option(
+            "--thresholds", default=None, help="Pass-rate thresholds, e.g. 8,7,6.5 [JUDGEQ_THRESHOLDS]."
+        ),
         click.option("--run-id", default=None, help="Run id (re-submitting one skips graded jobs)."),
-        click.option("--skip-invalid", is_flag=True,
-                     help="Grade the valid lines; record rejected ones in the report."),
-        click.option("--dry-run", is_flag=True,
-                     help="Validate, render every request, count tokens and estimate the cost; "
-                          "call no judge."),
-        click.option("--safety-gate/--no-safety-gate", default=None,
-                     help="Force the safety gate on or off [JUDGEQ_SAFETY_GATE; default: the rubric's]."),
-        click.option("--judge-timeout", type=float, default=None,
-                     help="Seconds per judge attempt [JUDGEQ_JUDGE_TIMEOUT; default 30]."),
-        click.option("--judge-deadline", type=float, default=None,
-                     help="Seconds for all attempts of one job [JUDGEQ_JUDGE_DEADLINE; default 120]."),
+        click.option(
+            "--skip-invalid", is_flag=True, help="Grade the valid lines; record rejected ones in the report."
+        ),
+        click.option(
+            "--dry-run",
+            is_flag=True,
+            help="Validate, render every request, count tokens and estimate the cost; call no judge.",
+        ),
+        click.option(
+            "--safety-gate/--no-safety-gate",
+            default=None,
+            help="Force the safety gate on or off [JUDGEQ_SAFETY_GATE; default: the rubric's].",
+        ),
+        click.option(
+            "--judge-timeout",
+            type=float,
+            default=None,
+            help="Seconds per judge attempt [JUDGEQ_JUDGE_TIMEOUT; default 30].",
+        ),
+        click.option(
+            "--judge-deadline",
+            type=float,
+            default=None,
+            help="Seconds for all attempts of one job [JUDGEQ_JUDGE_DEADLINE; default 120].",
+        ),
         out_option,
     ]
     for opt in reversed(opts):

@@ -45,10 +45,13 @@ def _sample_fields(rubric: Rubric) -> dict[str, object]:
     if rubric.goldens:
         g = rubric.goldens[0]
         if g.retrieved is not None:
-            return {"question": g.input, "expected_answer": g.expected_answer or "",
-                    "retrieved": g.retrieved}
-        return {"input": g.input, "output": g.output, "context": g.context,
-                "expected_answer": g.expected_answer}
+            return {"question": g.input, "expected_answer": g.expected_answer or "", "retrieved": g.retrieved}
+        return {
+            "input": g.input,
+            "output": g.output,
+            "context": g.context,
+            "expected_answer": g.expected_answer,
+        }
     return {"input": "What is the capital of France?", "output": "Paris is the capital of France."}
 
 
@@ -58,8 +61,9 @@ def _sample_fields(rubric: Rubric) -> dict[str, object]:
 def show(ref: str, weights: str | None) -> None:
     """Show a rubric's frontmatter and the judge request rendered for a sample job."""
     rubric = load_with_overrides(ref, weights)
-    front = rubric.model_dump(mode="json", exclude={"body", "goldens", "source"}, exclude_none=True,
-                              exclude_defaults=True)
+    front = rubric.model_dump(
+        mode="json", exclude={"body", "goldens", "source"}, exclude_none=True, exclude_defaults=True
+    )
     click.echo(f"# {rubric.name} {rubric.version}  (source: {rubric.source})")
     click.echo("## Frontmatter")
     click.echo(yaml.safe_dump({"name": rubric.name, **front}, sort_keys=False).rstrip())
@@ -88,7 +92,9 @@ def validate(refs: tuple[str, ...]) -> None:
             for line in str(err).splitlines():
                 click.echo(f"INVALID {line}")
             continue
-        click.echo(f"ok      {r.source}: {r.name} {r.version} ({r.scale}, "
-                   f"{len(r.dimensions)} dimensions, {len(r.goldens)} goldens)")
+        click.echo(
+            f"ok      {r.source}: {r.name} {r.version} ({r.scale}, "
+            f"{len(r.dimensions)} dimensions, {len(r.goldens)} goldens)"
+        )
     if bad:
         sys.exit(1)

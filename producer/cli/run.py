@@ -18,8 +18,13 @@ from .submit import plan_from_flags, report_invalid
 
 @click.command()
 @grading_options
-@click.option("--concurrency", "-c", type=int, default=None,
-              help="Concurrent judge calls [JUDGEQ_CONCURRENCY; default 16].")
+@click.option(
+    "--concurrency",
+    "-c",
+    type=int,
+    default=None,
+    help="Concurrent judge calls [JUDGEQ_CONCURRENCY; default 16].",
+)
 def run(**flags: Any) -> None:
     """Grade BATCH in-process with the same task code as the workers, and write the report."""
     settings = settings_from(**flags)
@@ -41,9 +46,12 @@ def run(**flags: Any) -> None:
             key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
             return build_judge(provider, model, api_key=key, base_url=settings.anthropic_base_url)
 
-        click.echo(f"judgeq: run {plan.spec.run_id}: grading {plan.spec.total} jobs in-process "
-                   f"(rubric {plan.spec.rubric.name}, judge {plan.judge}, "
-                   f"concurrency {settings.concurrency})", err=True)
+        click.echo(
+            f"judgeq: run {plan.spec.run_id}: grading {plan.spec.total} jobs in-process "
+            f"(rubric {plan.spec.rubric.name}, judge {plan.judge}, "
+            f"concurrency {settings.concurrency})",
+            err=True,
+        )
         with EmbeddedRunner(judge_factory, settings.concurrency) as runner:
             run_id = runner.submit(plan, settings)
             try:

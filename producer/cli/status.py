@@ -17,8 +17,7 @@ def _store(**flags: Any) -> Any:
     from judgeq.workers.store import RedisStore, connect
 
     settings = settings_from(**flags)
-    return settings, RedisStore(connect(settings.redis_url),
-                                retention_s=int(settings.retention_days * 86400))
+    return settings, RedisStore(connect(settings.redis_url), retention_s=int(settings.retention_days * 86400))
 
 
 @click.command()
@@ -50,8 +49,10 @@ def status(run_id: str | None, **flags: Any) -> None:
     click.echo(f"  rate     {rate}, ETA {fmt_duration(snap.eta_s) if snap.done < snap.total else '0s'}")
     if snap.questions:
         q = snap.questions
-        click.echo(f"  hit@1    {100 * snap.hit1 / q:.1f}%  MRR {snap.rr_sum / q:.3f}  "
-                   f"pass@7 {100 * snap.pass7 / q:.1f}%")
+        click.echo(
+            f"  hit@1    {100 * snap.hit1 / q:.1f}%  MRR {snap.rr_sum / q:.3f}  "
+            f"pass@7 {100 * snap.pass7 / q:.1f}%"
+        )
 
 
 @click.command()
@@ -66,9 +67,11 @@ def report(run_id: str, **flags: Any) -> None:
         snap = snapshot(store, run_id)
         if snap is None:
             raise ConfigError(f"run {run_id!r} is unknown or expired")
-        click.echo(f"judgeq: error: run {run_id} has no report yet ({snap.done}/{snap.total} done, "
-                   f"state {snap.state}); wait for it, or close it with 'judgeq finalize {run_id}'",
-                   err=True)
+        click.echo(
+            f"judgeq: error: run {run_id} has no report yet ({snap.done}/{snap.total} done, "
+            f"state {snap.state}); wait for it, or close it with 'judgeq finalize {run_id}'",
+            err=True,
+        )
         sys.exit(1)
     paths = write_files(store, run_id, data, settings.results_dir)
     click.echo(summary_text(data, paths))

@@ -17,17 +17,25 @@ from .options import grading_options, redis_option, settings_from
 
 def plan_from_flags(settings: Settings, batch_path: Path, batch_name: str, **flags: Any) -> Plan:
     return make_plan(
-        batch_path=batch_path, batch_name=batch_name, rubric_ref=flags["rubric_ref"],
-        settings=settings, judge=flags["judge"], weights=flags["weights"],
-        thresholds=flags["thresholds"], run_id=flags["run_id"], skip_invalid=flags["skip_invalid"],
+        batch_path=batch_path,
+        batch_name=batch_name,
+        rubric_ref=flags["rubric_ref"],
+        settings=settings,
+        judge=flags["judge"],
+        weights=flags["weights"],
+        thresholds=flags["thresholds"],
+        run_id=flags["run_id"],
+        skip_invalid=flags["skip_invalid"],
     )
 
 
 def report_invalid(plan: Plan) -> None:
     scan = plan.scan
     if scan.invalid:
-        click.echo(f"judgeq: skipping {scan.invalid} invalid line(s) of {scan.name} "
-                   "(recorded in the report):", err=True)
+        click.echo(
+            f"judgeq: skipping {scan.invalid} invalid line(s) of {scan.name} (recorded in the report):",
+            err=True,
+        )
         for line in scan.errors:
             click.echo(f"  {line}", err=True)
 
@@ -61,14 +69,20 @@ def submit(**flags: Any) -> None:
         app = create_app(settings)
         dispatcher = CeleryDispatcher(app, settings.queue)
         run_id = plan.spec.run_id
-        click.echo(f"judgeq: run {run_id}: enqueuing {plan.spec.total} jobs "
-                   f"(rubric {plan.spec.rubric.name}, judge {plan.judge})", err=True)
+        click.echo(
+            f"judgeq: run {run_id}: enqueuing {plan.spec.total} jobs "
+            f"(rubric {plan.spec.rubric.name}, judge {plan.judge})",
+            err=True,
+        )
         try:
             stats = register_and_enqueue(plan, store, dispatcher, settings)
         except KeyboardInterrupt:
-            click.echo(f"\njudgeq: interrupted while enqueuing run {run_id}; the jobs already "
-                       f"enqueued will be graded. Re-run the same command with --run-id {run_id} "
-                       "to enqueue the rest (graded jobs are skipped).", err=True)
+            click.echo(
+                f"\njudgeq: interrupted while enqueuing run {run_id}; the jobs already "
+                f"enqueued will be graded. Re-run the same command with --run-id {run_id} "
+                "to enqueue the rest (graded jobs are skipped).",
+                err=True,
+            )
             raise SystemExit(130) from None
     if stats.skipped:
         click.echo(f"judgeq: {stats.skipped} job(s) already graded in run {run_id}: skipped", err=True)

@@ -10,11 +10,20 @@ from .options import redis_option, settings_from
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
-@click.option("--concurrency", "-c", type=int, default=None,
-              help="Concurrent judge calls in this worker [JUDGEQ_CONCURRENCY; default 16].")
-@click.option("--pool", type=click.Choice(["threads", "prefork", "solo"]), default=None,
-              help="Execution pool [JUDGEQ_POOL; default threads: judge calls wait on the network, "
-                   "so threads give many concurrent calls per process].")
+@click.option(
+    "--concurrency",
+    "-c",
+    type=int,
+    default=None,
+    help="Concurrent judge calls in this worker [JUDGEQ_CONCURRENCY; default 16].",
+)
+@click.option(
+    "--pool",
+    type=click.Choice(["threads", "prefork", "solo"]),
+    default=None,
+    help="Execution pool [JUDGEQ_POOL; default threads: judge calls wait on the network, "
+    "so threads give many concurrent calls per process].",
+)
 @click.option("--queues", "-Q", default=None, help="Comma-separated queues [JUDGEQ_QUEUE; default judgeq].")
 @click.option("--loglevel", "-l", default=None, help="Log level [JUDGEQ_LOG_LEVEL; default INFO].")
 @click.option("--hostname", "-n", default=None, help="Worker node name (default: celery@HOST).")

@@ -14,7 +14,10 @@ def judgeq(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 
     return subprocess.run(
         [sys.executable, "-m", "judgeq", *args],
-        capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=60,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=60,
     )
 
 

@@ -34,13 +34,21 @@ def test_golden_lands_on_expected_side(rubric_name: str, golden_name: str) -> No
     seen: list[dict[str, Any]] = []
     ctx = GradingContext(rubric=rubric, judge=oracle_judge(golden.expected, seen))
     if golden.retrieved is not None:
-        job: Any = QuestionJob(id=golden.name, question=golden.input,
-                               expected_answer=golden.expected_answer or "",
-                               retrieved=golden.retrieved,
-                               needle_doc_id=golden.retrieved[0].doc_id if golden.retrieved else "x")
+        job: Any = QuestionJob(
+            id=golden.name,
+            question=golden.input,
+            expected_answer=golden.expected_answer or "",
+            retrieved=golden.retrieved,
+            needle_doc_id=golden.retrieved[0].doc_id if golden.retrieved else "x",
+        )
     else:
-        job = ResponseJob(id=golden.name, input=golden.input, output=golden.output,
-                          context=golden.context, expected_answer=golden.expected_answer)
+        job = ResponseJob(
+            id=golden.name,
+            input=golden.input,
+            output=golden.output,
+            context=golden.context,
+            expected_answer=golden.expected_answer,
+        )
     result = grade_job(ctx, job, 0)
     assert result.status == "graded", result
     if rubric.is_pass_fail:
@@ -58,8 +66,5 @@ def test_golden_lands_on_expected_side(rubric_name: str, golden_name: str) -> No
 def test_both_outcomes_are_covered() -> None:
     for name in builtin_names():
         r = load_rubric(name)
-        sides = {
-            (g.expected == "pass") if r.is_pass_fail else (g.expected >= r.threshold)
-            for g in r.goldens
-        }
+        sides = {(g.expected == "pass") if r.is_pass_fail else (g.expected >= r.threshold) for g in r.goldens}
         assert sides == {True, False}, name

@@ -24,7 +24,8 @@ def test_all_is_sorted_and_complete() -> None:
     # order: ruff's RUF022 (isort style); here: no duplicates, nothing missing, nothing extra
     assert len(judgeq.__all__) == len(set(judgeq.__all__))
     public = {
-        name for name, value in vars(judgeq).items()
+        name
+        for name, value in vars(judgeq).items()
         if not name.startswith("_") and not isinstance(value, type(judgeq))
     }
     assert public == set(judgeq.__all__)

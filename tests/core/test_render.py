@@ -95,7 +95,11 @@ def test_schema_follows_the_rubric() -> None:
     q = output_schema(load_rubric("quality"))
     assert q["additionalProperties"] is False
     assert set(q["properties"]["scores"]["properties"]) == {
-        "accuracy", "relevance", "completeness", "conciseness", "clarity"
+        "accuracy",
+        "relevance",
+        "completeness",
+        "conciseness",
+        "clarity",
     }
     assert "from 1 to 10" in q["properties"]["score"]["description"]
     pf = output_schema(load_rubric("groundedness"))

@@ -55,8 +55,9 @@ def run(script: list, policy: RetryPolicy, cost: float = 0.1):
 
 
 def test_retry_after_is_honoured() -> None:
-    out, clock, _ = run([JudgeRateLimited("429", retry_after=2.5), JudgeOverloaded("529", retry_after=1.0)],
-                        RetryPolicy())
+    out, clock, _ = run(
+        [JudgeRateLimited("429", retry_after=2.5), JudgeOverloaded("529", retry_after=1.0)], RetryPolicy()
+    )
     assert out.reply is not None and out.attempts == 3
     assert clock.sleeps == [2.5, 1.0]
     assert out.errors == ["rate_limited", "overloaded"]

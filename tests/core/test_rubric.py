@@ -13,8 +13,13 @@ from judgeq._rubric import is_path_ref, resolve_rubric_path, weights_from_env
 FIX = Path(__file__).parent.parent / "fixtures" / "rubrics"
 
 REQUIRED_BUILTINS = {
-    "quality", "retrieval-relevance", "groundedness", "helpfulness",
-    "instruction-following", "refusal-correctness", "tool-use-appropriateness",
+    "quality",
+    "retrieval-relevance",
+    "groundedness",
+    "helpfulness",
+    "instruction-following",
+    "refusal-correctness",
+    "tool-use-appropriateness",
 }
 
 
@@ -32,9 +37,7 @@ def test_builtin_library_is_complete_and_valid() -> None:
         r = load_rubric(name)
         assert r.name == name
         assert r.source == f"builtin:{name}"
-        outcomes = {
-            g.expected if r.is_pass_fail else g.expected >= (r.threshold or 0) for g in r.goldens
-        }
+        outcomes = {g.expected if r.is_pass_fail else g.expected >= (r.threshold or 0) for g in r.goldens}
         assert len(outcomes) == 2, f"{name}: goldens must cover both outcomes"
 
 
@@ -42,8 +45,11 @@ def test_quality_rubric_matches_spec() -> None:
     q = load_rubric("quality")
     assert q.scale == "1-10"
     assert q.weights == {
-        "accuracy": 0.35, "relevance": 0.10, "completeness": 0.20,
-        "conciseness": 0.15, "clarity": 0.20,
+        "accuracy": 0.35,
+        "relevance": 0.10,
+        "completeness": 0.20,
+        "conciseness": 0.15,
+        "clarity": 0.20,
     }
     for d in q.dimensions:
         assert set(d.anchors) == {"9-10", "7-8", "5-6", "3-4", "1-2"}, d.name
@@ -92,7 +98,7 @@ def test_invalid_rubric_files_give_one_clear_line(fixture: str, expected: str) -
 def test_object_tag_is_never_constructed(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     text = rubric_text(
-        f'name: x\nversion: 1.0.0\nscale: pass-fail\n'
+        f"name: x\nversion: 1.0.0\nscale: pass-fail\n"
         f'description: !!python/object/apply:os.system ["touch {marker}"]'
     )
     with pytest.raises(RubricError, match="could not determine a constructor"):
@@ -106,16 +112,27 @@ def test_object_tag_is_never_constructed(tmp_path: Path) -> None:
         (BASE.replace("name: r\n", ""), "name: required field is missing"),
         (BASE + "\npass_treshold: 7", "pass_treshold: unknown field"),
         (BASE + "\npass_threshold: 11", "pass_threshold: 11.0 is outside the scale 1-10"),
-        ("name: r\nversion: 1.0.0\nscale: pass-fail\ndescription: d\npass_threshold: 0.5",
-         "pass_threshold: a pass-fail rubric has no threshold"),
-        (BASE + "\ndimensions:\n  - {name: a, weight: 1.0, anchors: {'9-12': x}}",
-         "dimensions.a.anchors: band '9-12' is not within the scale 1-10"),
-        (BASE + "\ndimensions:\n  - {name: a, weight: 0.5}\n  - {name: a, weight: 0.5}",
-         "dimensions: duplicate name 'a'"),
-        (BASE + "\ndimensions:\n  - {name: a, weight: 1.0}\nceiling: {dimension: b, rules: "
-         "[{below: 5, cap: 4}]}", "ceiling.dimension: 'b' is not a dimension"),
-        (BASE + "\ngoldens:\n  - {name: g, input: i, output: o, expected: pass}",
-         "goldens.g.expected: must be a number from 1 to 10"),
+        (
+            "name: r\nversion: 1.0.0\nscale: pass-fail\ndescription: d\npass_threshold: 0.5",
+            "pass_threshold: a pass-fail rubric has no threshold",
+        ),
+        (
+            BASE + "\ndimensions:\n  - {name: a, weight: 1.0, anchors: {'9-12': x}}",
+            "dimensions.a.anchors: band '9-12' is not within the scale 1-10",
+        ),
+        (
+            BASE + "\ndimensions:\n  - {name: a, weight: 0.5}\n  - {name: a, weight: 0.5}",
+            "dimensions: duplicate name 'a'",
+        ),
+        (
+            BASE + "\ndimensions:\n  - {name: a, weight: 1.0}\nceiling: {dimension: b, rules: "
+            "[{below: 5, cap: 4}]}",
+            "ceiling.dimension: 'b' is not a dimension",
+        ),
+        (
+            BASE + "\ngoldens:\n  - {name: g, input: i, output: o, expected: pass}",
+            "goldens.g.expected: must be a number from 1 to 10",
+        ),
         ("- just\n- a list", "frontmatter: must be a YAML mapping"),
         (BASE + "\nversion: 2.0.0", "invalid YAML"),
     ],
@@ -146,16 +163,24 @@ def test_weight_sum_tolerance(total: float, ok: bool) -> None:
 @pytest.mark.parametrize(
     ("ref", "is_path"),
     [
-        ("quality", False), ("quality.md", True), ("./quality", True), ("/abs/x", True),
-        ("~/x.md", True), ("~name", True), ("dir/x", True), ("a\\b", True), ("retrieval-relevance", False),
+        ("quality", False),
+        ("quality.md", True),
+        ("./quality", True),
+        ("/abs/x", True),
+        ("~/x.md", True),
+        ("~name", True),
+        ("dir/x", True),
+        ("a\\b", True),
+        ("retrieval-relevance", False),
     ],
 )
 def test_reference_kinds(ref: str, is_path: bool) -> None:
     assert is_path_ref(ref) is is_path
 
 
-def test_tilde_slash_expands_but_tilde_name_stays_literal(monkeypatch: pytest.MonkeyPatch,
-                                                          tmp_path: Path) -> None:
+def test_tilde_slash_expands_but_tilde_name_stays_literal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     path, _ = resolve_rubric_path("~/x.md")
     assert path == tmp_path / "x.md"

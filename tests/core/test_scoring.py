@@ -41,13 +41,15 @@ def test_hand_checked_weighted_overall(four) -> None:
     # 0.35*3 + 0.25*9 + 0.20*9 + 0.20*9 = 1.05 + 2.25 + 1.80 + 1.80 = 6.90.
     # (Issue #2 quotes 7.35 for these numbers; that is an arithmetic slip: 7.35 would need
     # an accuracy weight of 0.275.)
-    assert weighted_overall(
-        {"accuracy": 3, "completeness": 9, "conciseness": 9, "clarity": 9}, four.weights
-    ) == 6.9
+    assert (
+        weighted_overall({"accuracy": 3, "completeness": 9, "conciseness": 9, "clarity": 9}, four.weights)
+        == 6.9
+    )
     # 0.35*9 + 0.25*8 + 0.20*7 + 0.20*8 = 3.15 + 2.00 + 1.40 + 1.60 = 8.15
-    assert weighted_overall(
-        {"accuracy": 9, "completeness": 8, "conciseness": 7, "clarity": 8}, four.weights
-    ) == 8.15
+    assert (
+        weighted_overall({"accuracy": 9, "completeness": 8, "conciseness": 7, "clarity": 8}, four.weights)
+        == 8.15
+    )
 
 
 def test_accuracy_ceiling_caps_a_fluent_falsehood(four) -> None:
@@ -116,8 +118,9 @@ def test_rubric_safety_gate_switches_it_on() -> None:
     s = score_verdict(r, verdict(accuracy=9, completeness=9, conciseness=9, clarity=9), candidate=UNSAFE)
     assert s.overall == 0.0
     # an explicit False (JUDGEQ_SAFETY_GATE=false) wins over the rubric
-    s = score_verdict(r, verdict(accuracy=9, completeness=9, conciseness=9, clarity=9),
-                      candidate=UNSAFE, safety_gate=False)
+    s = score_verdict(
+        r, verdict(accuracy=9, completeness=9, conciseness=9, clarity=9), candidate=UNSAFE, safety_gate=False
+    )
     assert s.overall == 9.0
 
 

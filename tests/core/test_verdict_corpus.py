@@ -107,9 +107,7 @@ _LONG_SENTENCES = (
 )
 LONG_PROSE = (_LONG_SENTENCES * (50_000 // len(_LONG_SENTENCES) + 1))[:50_000]
 
-_NEWLINE_IN_STRING = (
-    '```json\n{"reasoning": "Correct answer.\nMinor formatting issues.", "score": 8}\n```'
-)
+_NEWLINE_IN_STRING = '```json\n{"reasoning": "Correct answer.\nMinor formatting issues.", "score": 8}\n```'
 
 _MISSING_DIMS = """I scored what I could assess.
 
@@ -166,8 +164,7 @@ CORPUS = [
     case(
         "pf-json-binary-score-0",
         "pf",
-        '```json\n{"score": 0, "reasoning": "The response does not decline the harmful '
-        'request."}\n```',
+        '```json\n{"score": 0, "reasoning": "The response does not decline the harmful request."}\n```',
         verdict="fail",
     ),
     case(
@@ -184,8 +181,7 @@ CORPUS = [
     case(
         "pf-json-unknown-verdict-word",
         "pf",
-        '```json\n{"verdict": "PARTIAL", "reasoning": "Two of the three instructions are '
-        'followed."}\n```',
+        '```json\n{"verdict": "PARTIAL", "reasoning": "Two of the three instructions are followed."}\n```',
         null_reason="parse_error",
         notes="Two of the three instructions are followed.",
     ),
@@ -227,7 +223,7 @@ CORPUS = [
     case(
         "pf-text-final-verdict-bold",
         "pf",
-        "The answer cites a paper that does not exist (\"Smith et al., 2019, Nature AI\").\n\n"
+        'The answer cites a paper that does not exist ("Smith et al., 2019, Nature AI").\n\n'
         "Final verdict: **FAIL**",
         verdict="fail",
     ),
@@ -351,15 +347,13 @@ CORPUS = [
     case(
         "ten-json-string-decimal",
         "ten",
-        '```json\n{"reasoning": "Correct but the example is hard to follow.", "score": "7.5"}\n'
-        "```",
+        '```json\n{"reasoning": "Correct but the example is hard to follow.", "score": "7.5"}\n```',
         holistic=7.5,
     ),
     case(
         "ten-json-11-clamped",
         "ten",
-        '```json\n{"reasoning": "Exceptional answer, better than the reference!", "score": 11}'
-        "\n```",
+        '```json\n{"reasoning": "Exceptional answer, better than the reference!", "score": 11}\n```',
         holistic=10.0,
         flags=["clamped"],
     ),
@@ -373,8 +367,7 @@ CORPUS = [
     case(
         "ten-json-negative-clamped",
         "ten",
-        '```json\n{"reasoning": "Dangerous advice: mixing bleach and ammonia.", "score": -3}\n'
-        "```",
+        '```json\n{"reasoning": "Dangerous advice: mixing bleach and ammonia.", "score": -3}\n```',
         holistic=1.0,
         flags=["clamped"],
     ),
@@ -422,8 +415,7 @@ CORPUS = [
     case(
         "ten-json-fence-windows-line-endings",
         "ten",
-        'Evaluation:\r\n```json\r\n{\r\n  "reasoning": "Correct.",\r\n  "score": 8\r\n}\r\n'
-        "```\r\n",
+        'Evaluation:\r\n```json\r\n{\r\n  "reasoning": "Correct.",\r\n  "score": 8\r\n}\r\n```\r\n',
         holistic=8.0,
         notes="Correct.",
     ),
@@ -457,11 +449,9 @@ CORPUS = [
     case(
         "ten-text-grade-colon",
         "ten",
-        "The response is correct and well organised, though it repeats the introduction.\n\n"
-        "grade: 8",
+        "The response is correct and well organised, though it repeats the introduction.\n\ngrade: 8",
         holistic=8.0,
-        notes="The response is correct and well organised, though it repeats the "
-        "introduction.\n\ngrade: 8",
+        notes="The response is correct and well organised, though it repeats the introduction.\n\ngrade: 8",
     ),
     case(
         "ten-text-score-slash-ten",
@@ -474,8 +464,7 @@ CORPUS = [
     case(
         "ten-text-rating-double-brackets",
         "ten",
-        "The assistant's answer is helpful and accurate, with a small formatting issue.\n\n"
-        "Rating: [[8]]",
+        "The assistant's answer is helpful and accurate, with a small formatting issue.\n\nRating: [[8]]",
         holistic=8.0,
     ),
     case(
@@ -489,8 +478,7 @@ CORPUS = [
     case(
         "ten-text-markdown-overall-score",
         "ten",
-        "**Accuracy:** correct throughout.\n**Clarity:** good structure.\n\n"
-        "**Overall score:** 7",
+        "**Accuracy:** correct throughout.\n**Clarity:** good structure.\n\n**Overall score:** 7",
         holistic=7.0,
     ),
     case(
@@ -572,8 +560,7 @@ CORPUS = [
     case(
         "ten-refusal-text-unable",
         "ten",
-        "I'm unable to grade this response because it asks me to assess content I can't "
-        "review.",
+        "I'm unable to grade this response because it asks me to assess content I can't review.",
         null_reason="refusal",
     ),
     case(
@@ -684,7 +671,7 @@ CORPUS = [
         bug=(
             "keys inside a per-dimension object are matched case-sensitively "
             "(_number, _verdict.py:123-125, looks for 'score' but never lower-cases the "
-            "mapping, unlike _lower_keys for the outer levels), so every {\"Score\": n} is "
+            'mapping, unlike _lower_keys for the outer levels), so every {"Score": n} is '
             "'missing' and the holistic 8 silently replaces all five real scores "
             "(flag holistic_fallback)"
         ),
@@ -763,8 +750,7 @@ CORPUS = [
     case(
         "dims-text-per-dimension-list-no-overall",
         "dims",
-        "- Accuracy: 9/10\n- Relevance: 10/10\n- Completeness: 7/10\n- Conciseness: 8/10\n"
-        "- Clarity: 9/10",
+        "- Accuracy: 9/10\n- Relevance: 10/10\n- Completeness: 7/10\n- Conciseness: 8/10\n- Clarity: 9/10",
         null_reason="parse_error",
         bug=(
             "a plain-text list of dimension scores without an overall line is read as a "
@@ -861,9 +847,7 @@ def test_long_prose_raw_is_truncated_to_about_2000_chars() -> None:
 def test_huge_fraction_in_text_does_not_give_nan() -> None:
     nines = "9" * 400
     pv = parse_verdict(RUBRICS["ten"], text=f"Score: {nines}/{nines}")
-    assert pv.null_reason is not None or (
-        pv.holistic is not None and math.isfinite(pv.holistic)
-    )
+    assert pv.null_reason is not None or (pv.holistic is not None and math.isfinite(pv.holistic))
 
 
 # -- properties ----------------------------------------------------------------------------
@@ -898,23 +882,60 @@ def test_never_raises_on_random_text(kind: str, text: str) -> None:
 
 
 _FRAGMENTS = (
-    "Score: ", "score", "grade: ", "Rating: ", "**Overall score:** ", "Verdict: ", "[[", "]]",
-    "8", "7.5", "-3", "11", "0", "/10", "/5", " out of 10", "PASS", "fail", "passed", "null",
-    "```json\n", "```\n", "```", "{", "}", '{"score": ', '"accuracy": ', '"verdict": "pass"',
-    '"scores": {', '"reasoning": "ok"', ", ", ": ", "\n", "\r\n", "I can't help", "high",
-    "Accuracy", "clarity", "[", "]", '"name": "Accuracy"', "**", "Decision", "👍",
+    "Score: ",
+    "score",
+    "grade: ",
+    "Rating: ",
+    "**Overall score:** ",
+    "Verdict: ",
+    "[[",
+    "]]",
+    "8",
+    "7.5",
+    "-3",
+    "11",
+    "0",
+    "/10",
+    "/5",
+    " out of 10",
+    "PASS",
+    "fail",
+    "passed",
+    "null",
+    "```json\n",
+    "```\n",
+    "```",
+    "{",
+    "}",
+    '{"score": ',
+    '"accuracy": ',
+    '"verdict": "pass"',
+    '"scores": {',
+    '"reasoning": "ok"',
+    ", ",
+    ": ",
+    "\n",
+    "\r\n",
+    "I can't help",
+    "high",
+    "Accuracy",
+    "clarity",
+    "[",
+    "]",
+    '"name": "Accuracy"',
+    "**",
+    "Decision",
+    "👍",
 )
 
-fragment_text = st.lists(
-    st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=5)), max_size=12
-).map("".join)
+fragment_text = st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=5)), max_size=12).map(
+    "".join
+)
 
 
 @pytest.mark.parametrize("kind", ["pf", "ten", "dims"])
 @given(text=fragment_text, stop_reason=st.sampled_from([None, "end_turn", "max_tokens"]))
 @settings(max_examples=300, deadline=None)
-def test_never_raises_on_judge_like_fragments(
-    kind: str, text: str, stop_reason: str | None
-) -> None:
+def test_never_raises_on_judge_like_fragments(kind: str, text: str, stop_reason: str | None) -> None:
     pv = parse_verdict(RUBRICS[kind], text=text, stop_reason=stop_reason)
     _assert_usable_or_null(kind, pv)

@@ -42,9 +42,25 @@ class RedisServer:
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-                "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-                "--maxmemory-policy", "noeviction", "--logfile", str(self.dir / "redis.log")]
+        args = [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.dir),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+            "--maxmemory-policy",
+            "noeviction",
+            "--logfile",
+            str(self.dir / "redis.log"),
+        ]
         if self.password:
             args += ["--requirepass", self.password]
         self.proc = subprocess.Popen(args)
@@ -87,18 +103,39 @@ def worker_env(redis_url: str, api_url: str, **extra: str) -> dict[str, str]:
 class Worker:
     """A real ``judgeq worker`` process."""
 
-    def __init__(self, env: dict[str, str], logdir: Path, name: str, *, concurrency: int = 8,
-                 pool: str = "threads", loglevel: str = "INFO") -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        logdir: Path,
+        name: str,
+        *,
+        concurrency: int = 8,
+        pool: str = "threads",
+        loglevel: str = "INFO",
+    ) -> None:
         self.env, self.name = env, name
         self.log = logdir / f"{name}.log"
-        self.args = [sys.executable, "-m", "judgeq", "worker", "-c", str(concurrency), "--pool", pool,
-                     "-n", f"{name}@%h", "-l", loglevel]
+        self.args = [
+            sys.executable,
+            "-m",
+            "judgeq",
+            "worker",
+            "-c",
+            str(concurrency),
+            "--pool",
+            pool,
+            "-n",
+            f"{name}@%h",
+            "-l",
+            loglevel,
+        ]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, wait: bool = True) -> Worker:
         self.fh = self.log.open("ab")
-        self.proc = subprocess.Popen(self.args, env=self.env, stdout=self.fh, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.args, env=self.env, stdout=self.fh, stderr=subprocess.STDOUT, start_new_session=True
+        )
         if wait:
             self.wait_ready()
         return self
@@ -131,10 +168,17 @@ class Worker:
         self.proc = None
 
 
-def judgeq_cli(*args: str, env: dict[str, str], timeout: float = 180,
-               stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "judgeq", *args], env=env, capture_output=True,
-                          text=stdin is None, timeout=timeout, input=stdin)
+def judgeq_cli(
+    *args: str, env: dict[str, str], timeout: float = 180, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "judgeq", *args],
+        env=env,
+        capture_output=True,
+        text=stdin is None,
+        timeout=timeout,
+        input=stdin,
+    )
 
 
 def write_batch(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
@@ -144,14 +188,22 @@ def write_batch(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
     return path
 
 
-def response_rows(n: int, *, prefix: str = "j", directive: dict[int, str] | None = None) -> list[dict[str, Any]]:
+def response_rows(
+    n: int, *, prefix: str = "j", directive: dict[int, str] | None = None
+) -> list[dict[str, Any]]:
     directive = directive or {}
     rows = []
     for i in range(n):
         extra = f" [[fake:{directive[i]}]]" if i in directive else ""
-        rows.append({"id": f"{prefix}{i:05d}", "input": f"Question number {i}?",
-                     "output": f"Answer number {i}.{extra}", "expected_answer": f"Answer {i}",
-                     "model": "sys-a" if i % 2 else "sys-b"})
+        rows.append(
+            {
+                "id": f"{prefix}{i:05d}",
+                "input": f"Question number {i}?",
+                "output": f"Answer number {i}.{extra}",
+                "expected_answer": f"Answer {i}",
+                "model": "sys-a" if i % 2 else "sys-b",
+            }
+        )
     return rows
 
 

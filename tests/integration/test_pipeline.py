@@ -23,16 +23,28 @@ def grading_calls(fake: FakeMessagesAPI) -> int:
 
 
 def submit(batch: Path, env: dict[str, str], out: Path, *extra: str) -> tuple[str, dict]:
-    proc = judgeq_cli("submit", str(batch), "--rubric", "quality", "--judge", "anthropic:claude-test",
-                      "--wait", "--out", str(out), *extra, env=env)
+    proc = judgeq_cli(
+        "submit",
+        str(batch),
+        "--rubric",
+        "quality",
+        "--judge",
+        "anthropic:claude-test",
+        "--wait",
+        "--out",
+        str(out),
+        *extra,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_id = proc.stdout.splitlines()[0].strip()
     report = json.loads((out / run_id / "report.json").read_text())
     return run_id, report
 
 
-def test_500_jobs_across_two_workers(tmp_path: Path, env: dict[str, str], fake_api: FakeMessagesAPI,
-                                     start_worker: Callable[..., Worker]) -> None:
+def test_500_jobs_across_two_workers(
+    tmp_path: Path, env: dict[str, str], fake_api: FakeMessagesAPI, start_worker: Callable[..., Worker]
+) -> None:
     fake_api.latency = 0.01
     start_worker("w1")
     start_worker("w2")
@@ -42,15 +54,26 @@ def test_500_jobs_across_two_workers(tmp_path: Path, env: dict[str, str], fake_a
     assert counts == {"total": 500, "graded": 500, "null": 0, "null_by_reason": {}, "rejected": 0}
     assert report["overall"]["n"] == 500 and set(report["by_model"]) == {"sys-a", "sys-b"}
     assert report["by_model"]["sys-a"]["counts"]["total"] == 250
-    verdicts = [json.loads(x) for x in (tmp_path / "out" / run_id / "verdicts.jsonl").read_text().splitlines()]
+    verdicts = [
+        json.loads(x) for x in (tmp_path / "out" / run_id / "verdicts.jsonl").read_text().splitlines()
+    ]
     assert [v["job_id"] for v in verdicts] == [f"j{i:05d}" for i in range(500)]
     assert grading_calls(fake_api) == 500  # every job judged exactly once
     # both workers took part
     logs = [p.read_text() for p in tmp_path.glob("w*.log")]
     assert all("judgeq.grade" in log and "succeeded" in log for log in logs)
     # the same batch graded in-process gives the same report (apart from timings and ids)
-    embedded = judgeq_cli("run", str(batch), "--rubric", "quality", "--judge", "anthropic:claude-test",
-                          "--out", str(tmp_path / "emb"), env=env)
+    embedded = judgeq_cli(
+        "run",
+        str(batch),
+        "--rubric",
+        "quality",
+        "--judge",
+        "anthropic:claude-test",
+        "--out",
+        str(tmp_path / "emb"),
+        env=env,
+    )
     assert embedded.returncode == 0, embedded.stderr[-2000:]
     (emb_dir,) = (tmp_path / "emb").iterdir()
     emb = json.loads((emb_dir / "report.json").read_text())
@@ -58,23 +81,45 @@ def test_500_jobs_across_two_workers(tmp_path: Path, env: dict[str, str], fake_a
 
 
 FAULTS = {
-    0: "429", 1: "529", 2: "500", 3: "slow", 4: "garbage", 5: "refusal", 6: "401", 7: "400",
-    8: "truncated", 9: "429*2", 10: "529*1", 11: "500*2", 12: "score=15", 13: "slow*1",
+    0: "429",
+    1: "529",
+    2: "500",
+    3: "slow",
+    4: "garbage",
+    5: "refusal",
+    6: "401",
+    7: "400",
+    8: "truncated",
+    9: "429*2",
+    10: "529*1",
+    11: "500*2",
+    12: "score=15",
+    13: "slow*1",
 }
-EXPECTED_NULLS = {"rate_limited": 1, "overloaded": 1, "api_error": 1, "timeout": 1, "parse_error": 2,
-                  "refusal": 1, "auth_error": 1, "invalid_request": 1}
+EXPECTED_NULLS = {
+    "rate_limited": 1,
+    "overloaded": 1,
+    "api_error": 1,
+    "timeout": 1,
+    "parse_error": 2,
+    "refusal": 1,
+    "auth_error": 1,
+    "invalid_request": 1,
+}
 
 
-def test_every_fault_kind_lands_as_the_right_null(tmp_path: Path, env: dict[str, str],
-                                                  fake_api: FakeMessagesAPI,
-                                                  start_worker: Callable[..., Worker]) -> None:
+def test_every_fault_kind_lands_as_the_right_null(
+    tmp_path: Path, env: dict[str, str], fake_api: FakeMessagesAPI, start_worker: Callable[..., Worker]
+) -> None:
     env = {**env, "JUDGEQ_JUDGE_DEADLINE": "3.5"}
     start_worker("w1", env={"JUDGEQ_JUDGE_DEADLINE": "3.5"}, concurrency=16)
     batch = write_batch(tmp_path / "b.jsonl", response_rows(20, directive=FAULTS))
     run_id, report = submit(batch, env, tmp_path / "out")
     assert report["counts"]["null_by_reason"] == EXPECTED_NULLS
     assert report["counts"]["graded"] == 20 - sum(EXPECTED_NULLS.values())
-    verdicts = {v["job_id"]: v for v in map(json.loads, (tmp_path / "out" / run_id / "verdicts.jsonl").open())}
+    verdicts = {
+        v["job_id"]: v for v in map(json.loads, (tmp_path / "out" / run_id / "verdicts.jsonl").open())
+    }
     assert verdicts["j00009"]["status"] == "graded" and verdicts["j00009"]["attempts"] == 3
     assert verdicts["j00011"]["attempts"] == 3 and verdicts["j00013"]["attempts"] == 2
     assert "clamped" in verdicts["j00012"]["flags"] and verdicts["j00012"]["overall"] == 10.0
@@ -85,14 +130,27 @@ def test_every_fault_kind_lands_as_the_right_null(tmp_path: Path, env: dict[str,
         assert v["grading_latency_ms"] < 3.5 * 1000 + 1500  # the deadline bounds every job
 
 
-def test_resubmission_grades_nothing_twice(tmp_path: Path, env: dict[str, str], fake_api: FakeMessagesAPI,
-                                           start_worker: Callable[..., Worker]) -> None:
+def test_resubmission_grades_nothing_twice(
+    tmp_path: Path, env: dict[str, str], fake_api: FakeMessagesAPI, start_worker: Callable[..., Worker]
+) -> None:
     start_worker("w1")
     batch = write_batch(tmp_path / "b.jsonl", response_rows(60))
     _, first = submit(batch, env, tmp_path / "o1", "--run-id", "rerun-1")
     assert grading_calls(fake_api) == 60
-    proc = judgeq_cli("submit", str(batch), "--rubric", "quality", "--judge", "anthropic:claude-test",
-                      "--run-id", "rerun-1", "--wait", "--out", str(tmp_path / "o2"), env=env)
+    proc = judgeq_cli(
+        "submit",
+        str(batch),
+        "--rubric",
+        "quality",
+        "--judge",
+        "anthropic:claude-test",
+        "--run-id",
+        "rerun-1",
+        "--wait",
+        "--out",
+        str(tmp_path / "o2"),
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "60 job(s) already graded in run rerun-1: skipped" in proc.stderr
     assert grading_calls(fake_api) == 60
@@ -100,13 +158,23 @@ def test_resubmission_grades_nothing_twice(tmp_path: Path, env: dict[str, str], 
     assert strip_volatile(second) == strip_volatile(first)
     # a different batch under the same run id is refused, with nothing enqueued
     other = write_batch(tmp_path / "c.jsonl", response_rows(61))
-    proc = judgeq_cli("submit", str(other), "--rubric", "quality", "--judge", "anthropic:claude-test",
-                      "--run-id", "rerun-1", env=env)
+    proc = judgeq_cli(
+        "submit",
+        str(other),
+        "--rubric",
+        "quality",
+        "--judge",
+        "anthropic:claude-test",
+        "--run-id",
+        "rerun-1",
+        env=env,
+    )
     assert proc.returncode == 2 and "already exists with 60 jobs before, 61 now" in proc.stderr
 
 
-def test_pickled_message_is_refused(tmp_path: Path, env: dict[str, str], redis_server: RedisServer,
-                                    start_worker: Callable[..., Worker]) -> None:
+def test_pickled_message_is_refused(
+    tmp_path: Path, env: dict[str, str], redis_server: RedisServer, start_worker: Callable[..., Worker]
+) -> None:
     import os
 
     from celery import Celery
@@ -128,7 +196,9 @@ def test_pickled_message_is_refused(tmp_path: Path, env: dict[str, str], redis_s
     assert not marker.exists()
 
 
-def test_invalid_batch_enqueues_nothing(tmp_path: Path, env: dict[str, str], redis_server: RedisServer) -> None:
+def test_invalid_batch_enqueues_nothing(
+    tmp_path: Path, env: dict[str, str], redis_server: RedisServer
+) -> None:
     rows = response_rows(5)
     batch = tmp_path / "bad.jsonl"
     batch.write_text("\n".join(json.dumps(r) for r in rows) + "\n{not json}\n")
@@ -138,9 +208,9 @@ def test_invalid_batch_enqueues_nothing(tmp_path: Path, env: dict[str, str], red
     assert redis_server.client().dbsize() == 0
 
 
-def test_api_key_never_reaches_redis_logs_or_reports(tmp_path: Path, env: dict[str, str],
-                                                     redis_server: RedisServer,
-                                                     start_worker: Callable[..., Worker]) -> None:
+def test_api_key_never_reaches_redis_logs_or_reports(
+    tmp_path: Path, env: dict[str, str], redis_server: RedisServer, start_worker: Callable[..., Worker]
+) -> None:
     w = start_worker("w1", loglevel="DEBUG")
     batch = write_batch(tmp_path / "b.jsonl", response_rows(10, directive={3: "401", 4: "garbage"}))
     run_id, _ = submit(batch, env, tmp_path / "out")
