@@ -242,11 +242,6 @@ CORPUS = [
         "Verdict: FAIL\n\nThe candidate's function compiles and the first unit test result "
         "passed, but it returns the wrong value for negative inputs.",
         verdict="fail",
-        bug=(
-            "the ordinary phrase 'test result passed' in the reasoning after 'Verdict: FAIL' "
-            "is read as a verdict (_TEXT_VERDICT_RE, _verdict.py:55, accepts the keyword "
-            "'result' directly followed by 'passed'; the last match wins) -> verdict 'pass'"
-        ),
     ),
     # ---------------------------------------------------------------- pass-fail, failures
     case(
@@ -267,10 +262,6 @@ CORPUS = [
         "pf",
         "I’m sorry, but I can’t help with evaluating this content.",
         null_reason="refusal",
-        bug=(
-            "refusals written with a typographic apostrophe (can’t, I’m, won’t) are not "
-            "recognised: _REFUSAL_RE (_verdict.py:60-62) only allows ASCII ' -> parse_error"
-        ),
     ),
     case(
         "pf-garbage",
@@ -324,12 +315,6 @@ CORPUS = [
         '```json\n{"reasoning": "...", "score": 5}\n```\n\n'
         'My evaluation: {"reasoning": "Correct and concise; cites the right RFC.", "score": 9}',
         holistic=9.0,
-        bug=(
-            "once any fenced block parses, bare JSON objects are never looked at "
-            "(_json_objects, _verdict.py:101-102 'if found: return found'), so the fenced "
-            "format example (score 5) wins over the judge's final bare verdict (score 9), "
-            "against the documented 'the last one that carries a score wins'"
-        ),
     ),
     case(
         "ten-json-string-integer",
@@ -531,24 +516,12 @@ CORPUS = [
         '```json\n{"reasoning": "Only 3/4 of the key facts are present and one is garbled; '
         'I cannot assign a reliable score.", "score": null}\n```',
         null_reason="parse_error",
-        bug=(
-            "a JSON verdict whose score is null (documented: non-numeric counts as missing) "
-            "is rescued by the plain-text fallback, which runs over the JSON text itself "
-            "(_verdict.py:269) and takes the fraction '3/4' inside the reasoning string as "
-            "the score (_TEXT_SCORE_RES[2], line 52) -> holistic 7.5, flag rescaled"
-        ),
     ),
     case(
         "ten-json-raw-newline-inside-string",
         "ten",
         _NEWLINE_IN_STRING,
         holistic=8.0,
-        bug=(
-            "JSON with a literal newline inside the reasoning string (common in model "
-            "output) is rejected by strict json.loads/raw_decode (_verdict.py:96,106), and "
-            "the text fallback cannot read '\"score\": 8' because _TEXT_SCORE_RES[1] "
-            "(line 47) allows no closing quote between the key and the colon -> parse_error"
-        ),
     ),
     case(
         "ten-refusal-stop-reason-with-text",
@@ -668,13 +641,6 @@ CORPUS = [
         '  "Overall": 8\n}\n```',
         scores=dims(9, 8, 7, 6, 8),
         holistic=8.0,
-        bug=(
-            "keys inside a per-dimension object are matched case-sensitively "
-            "(_number, _verdict.py:123-125, looks for 'score' but never lower-cases the "
-            'mapping, unlike _lower_keys for the outer levels), so every {"Score": n} is '
-            "'missing' and the holistic 8 silently replaces all five real scores "
-            "(flag holistic_fallback)"
-        ),
     ),
     case(
         "dims-missing-some-with-holistic-fallback",
@@ -712,12 +678,6 @@ CORPUS = [
         "dims",
         _MISSING_DIMS,
         null_reason="parse_error",
-        bug=(
-            "the missing-dimension parse_error path (_complete, _verdict.py:239-242) neither "
-            "keeps the raw text (raw stays None, so the stored null Result loses the judge's "
-            "answer, against the module docstring) nor clears the partial scores "
-            "(scores={'accuracy': 8.0, 'relevance': 9.0, 'clarity': 7.0})"
-        ),
     ),
     case(
         "dims-tool-input",
@@ -750,15 +710,10 @@ CORPUS = [
     case(
         "dims-text-per-dimension-list-no-overall",
         "dims",
-        "- Accuracy: 9/10\n- Relevance: 10/10\n- Completeness: 7/10\n- Conciseness: 8/10\n- Clarity: 9/10",
-        null_reason="parse_error",
-        bug=(
-            "a plain-text list of dimension scores without an overall line is read as a "
-            "holistic score taken from the LAST dimension (_TEXT_SCORE_RES[2], "
-            "_verdict.py:52, matches 'Clarity: 9/10'), then copied to all five dimensions "
-            "(holistic_fallback) -> scores all 9.0 instead of parse_error (no holistic, "
-            "dimensions missing) or the real per-dimension scores"
-        ),
+        "- Accuracy: 9/10\n- Relevance: 10/10\n- Completeness: 7/10\n- Conciseness: 8/10\n"
+        "- Clarity: 9/10",
+        scores=dims(9, 10, 7, 8, 9),
+        holistic=None,
     ),
     case(
         "dims-refusal-stop-reason",
@@ -836,14 +791,6 @@ def test_long_prose_raw_is_truncated_to_about_2000_chars() -> None:
     assert (pv.scores, pv.holistic, pv.verdict) == ({}, None, None)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: the text path never checks that the number is finite (_from_text/_fit, "
-        "_verdict.py:229 and 143-150; only the JSON path checks isfinite, line 138): "
-        "'Score: <400 nines>/<400 nines>' gives holistic=nan with no null_reason"
-    ),
-)
 def test_huge_fraction_in_text_does_not_give_nan() -> None:
     nines = "9" * 400
     pv = parse_verdict(RUBRICS["ten"], text=f"Score: {nines}/{nines}")
