@@ -710,10 +710,33 @@ CORPUS = [
     case(
         "dims-text-per-dimension-list-no-overall",
         "dims",
-        "- Accuracy: 9/10\n- Relevance: 10/10\n- Completeness: 7/10\n- Conciseness: 8/10\n"
-        "- Clarity: 9/10",
+        "- Accuracy: 9/10\n- Relevance: 10/10\n- Completeness: 7/10\n- Conciseness: 8/10\n- Clarity: 9/10",
         scores=dims(9, 10, 7, 8, 9),
         holistic=None,
+    ),
+    case(
+        "dims-text-per-dimension-list-with-overall",
+        "dims",
+        "- Accuracy: 9/10\n- Relevance: 10/10\n- Completeness: 7/10\n- Conciseness: 8/10\n"
+        "- Clarity: 9/10\n\nOverall: 8/10",
+        scores=dims(9, 10, 7, 8, 9),
+        holistic=8.0,
+    ),
+    case(
+        "dims-text-bold-dimension-score-lines-and-final-score",
+        "dims",
+        "**Accuracy score:** 9\n**Relevance score:** 8\n**Completeness score:** 6\n"
+        "**Conciseness score:** 7\n**Clarity score:** 8\n\n**Final score:** 7.6",
+        scores=dims(9, 8, 6, 7, 8),
+        holistic=7.6,
+    ),
+    case(
+        "dims-text-some-dimensions-and-score-fallback",
+        "dims",
+        "Accuracy: 9/10\nClarity: 8/10\n\nThe rest is adequate.\n\nScore: 8/10",
+        scores=dims(9, 8, 8, 8, 8),
+        holistic=8.0,
+        flags=["holistic_fallback"],
     ),
     case(
         "dims-refusal-stop-reason",
@@ -727,6 +750,35 @@ CORPUS = [
         "dims",
         "����  \x00\x01 --- ### ~~~ ::: <<<>>>",
         null_reason="parse_error",
+    ),
+    # ---------------------------------------------------------------- quoted candidate JSON
+    # Judges grading classification or API tasks quote the candidate's JSON output in their
+    # reasoning and then give a plain-text verdict.
+    case(
+        "pf-quoted-candidate-json-label-then-text-verdict",
+        "pf",
+        "The task is sentiment classification. The candidate returned "
+        '{"label": "negative", "confidence": 0.93}, which matches the reference label.\n\n'
+        "Verdict: PASS",
+        verdict="pass",
+        bug=(
+            "a quoted candidate JSON object whose keys overlap the verdict vocabulary "
+            "('label') sets saw_verdict_object (_verdict.py:297), which skips the "
+            "plain-text fallback (line 300), so the explicit 'Verdict: PASS' is ignored "
+            "-> parse_error"
+        ),
+    ),
+    case(
+        "ten-quoted-candidate-json-result-then-text-score",
+        "ten",
+        'The candidate returned `{"result": "ok", "count": 3}`, which matches the schema '
+        "but omits the `items` field.\n\nScore: 6/10",
+        holistic=6.0,
+        bug=(
+            "the quoted candidate object has a 'result' key (in _VERDICT_KEYS, hence "
+            "_VERDICTISH), so saw_verdict_object (_verdict.py:297) suppresses the text "
+            "fallback (line 300) and 'Score: 6/10' is never read -> parse_error"
+        ),
     ),
 ]
 
