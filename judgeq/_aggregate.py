@@ -220,12 +220,21 @@ def price_for(model: str) -> dict[str, float] | None:
     return prices[best] if best else None
 
 
-def estimate_cost(model: str, input_tokens: int, output_tokens: int, cache_read: int = 0) -> float | None:
+def estimate_cost(
+    model: str, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0
+) -> float | None:
+    """USD for a usage, with the Messages API's meaning of the counts: ``input_tokens`` are
+    the uncached input tokens; cache reads and cache writes are counted apart from them.
+    Cache writes cost ``cache_write`` per million (default 1.25 x input). None: no price."""
     p = price_for(model)
     if p is None:
         return None
-    uncached = max(input_tokens - cache_read, 0)
-    cost = uncached * p["input"] + cache_read * p.get("cache_read", p["input"]) + output_tokens * p["output"]
+    cost = (
+        input_tokens * p["input"]
+        + cache_read * p.get("cache_read", p["input"])
+        + cache_write * p.get("cache_write", 1.25 * p["input"])
+        + output_tokens * p["output"]
+    )
     return round(cost / 1e6, 6)
 
 
@@ -252,6 +261,7 @@ class Aggregator:
         self.input_tokens = 0
         self.output_tokens = 0
         self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
         self.attempts = 0
 
     def add(self, r: Result) -> None:
@@ -266,6 +276,7 @@ class Aggregator:
         self.input_tokens += r.input_tokens
         self.output_tokens += r.output_tokens
         self.cache_read_tokens += r.cache_read_input_tokens
+        self.cache_write_tokens += r.cache_creation_input_tokens
         self.attempts += r.attempts
 
     def report(self, *, judge_model: str) -> dict[str, Any]:
@@ -283,9 +294,14 @@ class Aggregator:
                 "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens,
                 "cache_read_input_tokens": self.cache_read_tokens,
+                "cache_creation_input_tokens": self.cache_write_tokens,
                 "judge_calls": self.attempts,
                 "estimated_cost_usd": estimate_cost(
-                    judge_model, self.input_tokens, self.output_tokens, self.cache_read_tokens
+                    judge_model,
+                    self.input_tokens,
+                    self.output_tokens,
+                    self.cache_read_tokens,
+                    self.cache_write_tokens,
                 ),
             },
         }

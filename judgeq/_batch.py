@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -98,21 +99,42 @@ def _decode(raw: bytes, line_no: int) -> str:
     return raw.rstrip(b"\r\n").decode("utf-8")
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+
+
+def _name(part: object) -> str:
+    """A field name fit for a one-line message: odd names are JSON-quoted (no newlines or
+    terminal escapes reach the user's screen)."""
+    text = str(part)
+    return text if _PLAIN_NAME.fullmatch(text) else json.dumps(text[:64])
+
+
 def _field_of(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc if not str(p).startswith("function-")) or "line"
+    return ".".join(_name(p) for p in loc if not str(p).startswith("function-")) or "line"
 
 
-def _too_long(obj: Any, limit: int, path: str = "") -> tuple[str, int] | None:
+def _bad_string(obj: Any, limit: int, path: str = "") -> tuple[str, str] | None:
+    """The first string (or key) over the size limit or not encodable as UTF-8 (a lone
+    surrogate escape such as ``\\ud800``): (field, problem)."""
     if isinstance(obj, str):
-        return (path or "line", len(obj)) if len(obj) > limit else None
+        if len(obj) > limit:
+            return path or "line", (
+                f"{len(obj):,} characters, over the limit of {limit:,} (JUDGEQ_MAX_FIELD_CHARS)"
+            )
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return path or "line", f"contains an unpaired surrogate escape at character {exc.start + 1}"
+        return None
     if isinstance(obj, dict):
         for k, v in obj.items():
-            hit = _too_long(v, limit, f"{path}.{k}" if path else str(k))
+            here = f"{path}.{_name(k)}" if path else _name(k)
+            hit = _bad_string(k, limit, here) or _bad_string(v, limit, here)
             if hit:
                 return hit
     elif isinstance(obj, list):
         for i, v in enumerate(obj[:10_001]):
-            hit = _too_long(v, limit, f"{path}.{i}")
+            hit = _bad_string(v, limit, f"{path}.{i}")
             if hit:
                 return hit
     return None
@@ -138,16 +160,9 @@ def parse_line(text: str, limits: BatchLimits) -> tuple[Job | None, str, str]:
     model = JOB_MODELS.get(kind)
     if model is None:
         return None, "kind", f"unknown kind {kind!r} (use 'response' or 'question')"
-    long = _too_long(obj, limits.max_field_chars)
-    if long:
-        return (
-            None,
-            long[0],
-            (
-                f"{long[1]:,} characters, over the limit of {limits.max_field_chars:,} "
-                "(JUDGEQ_MAX_FIELD_CHARS)"
-            ),
-        )
+    bad = _bad_string(obj, limits.max_field_chars)
+    if bad:
+        return None, bad[0], bad[1]
     try:
         return model.model_validate(obj), "", ""
     except ValidationError as exc:
@@ -238,6 +253,8 @@ def _check_duplicates(scan: BatchScan, hashes: array, limits: BatchLimits) -> No
         if job.id in first_seen:
             scan.valid -= 1
             scan.kinds[job.kind] -= 1
+            if job.model:
+                scan.models[job.model] -= 1
             scan.add_error(line_no, "id", f"duplicate id {job.id!r} (first on line {first_seen[job.id]})")
         else:
             first_seen[job.id] = line_no

@@ -6,6 +6,7 @@ result is ``null`` with its reason instead.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -85,6 +86,7 @@ def grade_job(
         input_tokens=reply.input_tokens,
         output_tokens=reply.output_tokens,
         cache_read_input_tokens=reply.cache_read_input_tokens,
+        cache_creation_input_tokens=reply.cache_creation_input_tokens,
     )
     verdict = parse_verdict(
         rubric, text=reply.text, tool_input=reply.tool_input, stop_reason=reply.stop_reason
@@ -109,7 +111,7 @@ def grade_job(
         safety_cap=ctx.safety_cap,
     )
     if isinstance(job, QuestionJob):
-        grade = round(score.overall)
+        grade = math.floor(score.overall + 0.5)  # half up: 7.5 -> 8, 8.5 -> 9
         base["llm_grade"] = grade
         base["total_score"] = total_score(grade, base["rank"], ctx.retrieval or RetrievalConfig())
         base["llm_reasoning"] = notes

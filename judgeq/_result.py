@@ -34,6 +34,7 @@ class Result(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
     rubric_name: str
     rubric_version: str
     judge_model: str

@@ -40,11 +40,14 @@ class Settings(BaseSettings):
     results_dir: Path = Path("results")
     queue: str = "judgeq"
     concurrency: int = Field(16, ge=1)
+    jobs_per_message: int = Field(8, ge=1, le=256)
     pool: str = "threads"
     visibility_timeout: float | None = Field(None, gt=0)
     flower_user: str | None = None
     flower_password: SecretStr | None = None
     log_level: str = "INFO"
+    health_file: Path | None = None
+    task_events: bool = True
 
     anthropic_api_key: SecretStr | None = Field(
         None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "anthropic_api_key")
@@ -56,17 +59,6 @@ class Settings(BaseSettings):
     @property
     def effective_broker_url(self) -> str:
         return self.broker_url or self.redis_url
-
-    @property
-    def effective_visibility_timeout(self) -> float:
-        """How long a delivered, unacknowledged message waits before Redis redelivers it.
-
-        Derived from the judge deadline (every attempt of a job fits in it) plus a margin,
-        so a killed worker's jobs come back in minutes, not after Redis' default hour.
-        """
-        if self.visibility_timeout is not None:
-            return self.visibility_timeout
-        return self.judge_deadline + 60.0
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -92,7 +92,7 @@ class MemoryStore:
 
     def put_jobs(self, run_id: str, jobs: Iterable[tuple[int, str]]) -> None:
         with self._lock:
-            self._jobs[run_id].update(jobs)
+            self._jobs.setdefault(run_id, {}).update(jobs)
 
     def job(self, run_id: str, index: int) -> str | None:
         return self._jobs.get(run_id, {}).get(index)
@@ -107,12 +107,12 @@ class MemoryStore:
     def store_result(self, run_id: str, result: Result) -> int | None:
         payload = result.model_dump_json()
         with self._lock:
-            results = self._results[run_id]
+            results = self._results.setdefault(run_id, {})
             if result.index in results:
                 return None
             results[result.index] = payload
-            self._jobs[run_id].pop(result.index, None)
-            counters = self._counters[run_id]
+            self._jobs.get(run_id, {}).pop(result.index, None)
+            counters = self._counters.setdefault(run_id, Counter())
             for key, inc in live_increments(result).items():
                 counters[key] += inc  # type: ignore[assignment]
             counters["done"] += 1

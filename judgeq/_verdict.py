@@ -43,7 +43,7 @@ _NUM = r"([-+]?\d+(?:\.\d+)?)"
 _TEXT_SCORE_RES = (
     re.compile(r"\[\[\s*" + _NUM + r"\s*(?:/\s*(\d+(?:\.\d+)?))?\s*\]\]"),
     re.compile(
-        r"\b(?:overall\s+score|final\s+score|overall|score|grade|rating|total)\b\**\s*(?:is|=|:)?\s*\**\s*"
+        r"\b(?:overall\s+score|final\s+score|overall|score|grade|rating|total)\b\**\s*(?:is|=|:|of)?\s*\**\s*"
         + _NUM
         + r"(?:\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?))?",
         re.I,
@@ -141,7 +141,7 @@ def _fit(num: float, denom: float | None, lo: float, hi: float, pv: ParsedVerdic
         pv.flag("rescaled")
     if num < lo or num > hi:
         pv.flag("clamped")
-        num = min(max(num, lo), hi)
+        num = float(min(max(num, lo), hi))
     return num
 
 
@@ -294,7 +294,11 @@ def parse_verdict(
                 return _complete(trial, rubric, text)
             pv.notes = pv.notes or trial.notes
             keys = set(_lower_keys(obj))
-            saw_verdict_object = saw_verdict_object or bool(keys & (_VERDICTISH | dim_keys))
+            # a verdict-shaped object (reasoning plus a score key), not JSON the judge quotes
+            # from the candidate (e.g. {"label": "negative"})
+            saw_verdict_object = saw_verdict_object or (
+                bool(keys & set(_NOTES_KEYS)) and bool(keys & (_VERDICTISH | dim_keys))
+            )
         # A JSON verdict whose score is unusable (null, "high") is not rescued by reading
         # numbers out of its own reasoning text.
         if not saw_verdict_object and _from_text(text, rubric, pv):

@@ -7,27 +7,33 @@ from judgeq.workers.app import GRADE_TASK, REDUCE_TASK
 
 
 class CeleryDispatcher:
-    """Publishes one message per job on one reused broker connection."""
+    """Publishes grade messages of up to ``jobs_per_message`` jobs on one reused connection."""
 
-    def __init__(self, app: Celery, queue: str) -> None:
+    def __init__(self, app: Celery, queue: str, jobs_per_message: int = 8) -> None:
         self.app = app
         self.queue = queue
+        self.jobs_per_message = max(1, jobs_per_message)
 
     def send(self, run_id: str, items: list[tuple[int, str]]) -> None:
+        k = self.jobs_per_message
         with self.app.producer_or_acquire() as producer:
-            for index, job_id in items:
+            for i in range(0, len(items), k):
+                group = items[i : i + k]
                 self.app.send_task(
-                    GRADE_TASK, args=[run_id, index, job_id], queue=self.queue, producer=producer
+                    GRADE_TASK,
+                    args=[run_id, [index for index, _ in group], [job_id for _, job_id in group]],
+                    queue=self.queue,
+                    producer=producer,
                 )
 
     def depth(self) -> int:
-        """Messages waiting in the queue (not counting those reserved by workers)."""
+        """Jobs waiting in the queue (messages x jobs per message; not those reserved)."""
         with self.app.connection_for_write() as conn:
             try:
                 ok = conn.default_channel.queue_declare(self.queue, passive=True)
             except conn.channel_errors:
                 return 0  # not declared yet: nothing waiting
-            return int(ok.message_count)
+            return int(ok.message_count) * self.jobs_per_message
 
     def reduce(self, run_id: str) -> None:
         self.app.send_task(REDUCE_TASK, args=[run_id], queue=self.queue)

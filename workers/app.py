@@ -30,7 +30,8 @@ def visibility_timeout(settings: Settings) -> float:
 
 def create_app(settings: Settings | None = None) -> Celery:
     settings = settings or load_settings()
-    app = Celery("judgeq", broker=settings.effective_broker_url, include=["judgeq.workers.tasks"])
+    broker = settings.effective_broker_url
+    app = Celery("judgeq", broker=broker, include=["judgeq.workers.tasks"])
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -43,10 +44,10 @@ def create_app(settings: Settings | None = None) -> Celery:
         task_reject_on_worker_lost=True,
         task_acks_on_failure_or_timeout=True,
         worker_prefetch_multiplier=1,
-        worker_send_task_events=True,
-        task_send_sent_event=True,
+        worker_send_task_events=settings.task_events,
+        task_send_sent_event=settings.task_events,
         task_default_queue=settings.queue,
-        task_routes={GRADE_TASK: {"queue": settings.queue}, REDUCE_TASK: {"queue": settings.queue}},
+        task_routes={name: {"queue": settings.queue} for name in (GRADE_TASK, REDUCE_TASK)},
         broker_transport_options={
             "visibility_timeout": visibility_timeout(settings),
             "socket_keepalive": True,

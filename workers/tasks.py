@@ -1,7 +1,10 @@
 """The Celery tasks: thin wrappers over :mod:`judgeq._pipeline`.
 
-Task arguments are ids only — ``(run_id, index, job_id)`` for a grade, ``(run_id,)`` for the
-reducer — so Flower shows which job a task is, and never job text or secrets.
+Task arguments are ids only — ``(run_id, [index, …], [job_id, …])`` for a grade message,
+``(run_id,)`` for the reducer — so Flower shows which jobs a task holds, and never job text or
+secrets.  A grade message carries up to ``JUDGEQ_JOBS_PER_MESSAGE`` jobs (default 8), graded
+concurrently: Celery's per-message cost (delivery, acknowledgement, events) was the largest
+cost per job in ``benchmarks/throughput.py``; grouping divides it.
 """
 
 from __future__ import annotations
@@ -9,11 +12,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import redis
 from celery import Task
 from celery.exceptions import Reject
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_ready
 
 from judgeq._pipeline import Contexts, Outcome, process_job, reduce_run
 from judgeq._settings import Settings
@@ -65,33 +69,79 @@ def _retrying() -> dict[str, object]:
     }
 
 
+HEALTH_INTERVAL = 10.0
+
+
+@worker_ready.connect
+def _announce_ready(**_: object) -> None:
+    """Log readiness and keep ``JUDGEQ_HEALTH_FILE`` fresh (a cheap container healthcheck:
+    the file's age, no Python import)."""
+    s = _settings()
+    log.warning("judgeq worker ready (redis %s, queue %s)", s.redis_url.split("@")[-1], s.queue)
+    path = s.health_file
+    if path is None:
+        return
+
+    def beat() -> None:
+        import time
+
+        while True:
+            try:
+                path.touch()
+            except OSError as exc:  # pragma: no cover - a read-only or vanished directory
+                log.warning("cannot touch health file %s: %s", path, exc)
+            time.sleep(HEALTH_INTERVAL)
+
+    threading.Thread(target=beat, name="judgeq-health", daemon=True).start()
+
+
 @worker_process_init.connect
 def _reset_after_fork(**_: object) -> None:
     with _lock:
         _state.clear()
 
 
+def _executor() -> ThreadPoolExecutor:
+    """This process's pool for the jobs of grade messages. Its threads are made on demand:
+    at most (messages in hand) x (jobs per message) run at once, which the Celery pool's
+    slots already bound."""
+    with _lock:
+        ex = _state.get("executor")
+        if ex is None:
+            ex = _state["executor"] = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="judgeq-job")
+        return ex  # type: ignore[return-value]
+
+
+def _needs_reducer(store: RedisStore, run_id: str) -> bool:
+    """A complete run without a report (e.g. the worker that stored the last result died
+    before enqueuing the reducer): enqueue it again; the reducer is idempotent."""
+    spec = store.spec(run_id)
+    return (
+        spec is not None
+        and store.counters(run_id).get("done", 0) >= spec.total
+        and store.report(run_id) is None
+    )
+
+
 @app.task(name=GRADE_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-def grade(self: Task, run_id: str, index: int, job_id: str = "") -> str:
-    """Grade job ``index`` of ``run_id`` (``job_id`` is for display only)."""
+def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None = None) -> str:
+    """Grade jobs ``indices`` of ``run_id`` concurrently (``job_ids`` are for display only).
+
+    The message is acknowledged after every job's result is stored; a redelivered message
+    skips the jobs that already have one.
+    """
     try:
         store, contexts = runtime()
-        outcome = process_job(store, contexts, run_id, index)
-        if outcome is Outcome.LAST:
+        if len(indices) == 1:
+            outcomes = [process_job(store, contexts, run_id, indices[0])]
+        else:
+            futures = [_executor().submit(process_job, store, contexts, run_id, i) for i in indices]
+            outcomes = [f.result() for f in futures]
+        if Outcome.LAST in outcomes or (Outcome.DUPLICATE in outcomes and _needs_reducer(store, run_id)):
             app.send_task(REDUCE_TASK, args=[run_id])
-        elif outcome is Outcome.DUPLICATE:
-            # A redelivery: if the run is complete but has no report (the worker that
-            # stored the last result died before enqueuing the reducer), enqueue it again.
-            spec = store.spec(run_id)
-            if (
-                spec is not None
-                and store.counters(run_id).get("done", 0) >= spec.total
-                and store.report(run_id) is None
-            ):
-                app.send_task(REDUCE_TASK, args=[run_id])
-        return outcome.value
+        return ",".join(sorted({o.value for o in outcomes}))
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        log.warning("store unreachable while grading %s/%s: %s; requeueing", run_id, index, exc)
+        log.warning("store unreachable while grading %s %s: %s; requeueing", run_id, indices, exc)
         raise Reject(str(exc), requeue=True) from None
 
 

@@ -788,6 +788,9 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "FakeAnthropic/1.0"
     sys_version = ""
     timeout = 120  # idle keep-alive connections are closed after this many seconds
+    # Headers and body go out in two writes: without TCP_NODELAY, Nagle's algorithm and the
+    # client's delayed ACK add ~40 ms to every response.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:

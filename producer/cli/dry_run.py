@@ -73,8 +73,14 @@ def dry_run(plan: Plan, settings: Settings) -> None:
         click.echo(f"  cost: no price known for {plan.judge.model!r} (judgeq/data/prices.json)")
         return
     full = estimate_cost(plan.judge.model, input_tokens, output_tokens)
+    # with caching: the first job writes the prefix to the cache, the others read it
+    reads = max(system_tokens * (n - 1), 0)
     cached = estimate_cost(
-        plan.judge.model, input_tokens, output_tokens, cache_read=max(system_tokens * (n - 1), 0)
+        plan.judge.model,
+        input_tokens - reads - system_tokens,
+        output_tokens,
+        cache_read=reads,
+        cache_write=system_tokens,
     )
     click.echo(
         f"  estimated cost for {plan.judge.model}: ${full:.4f} without prompt caching, "

@@ -67,7 +67,7 @@ def submit(**flags: Any) -> None:
         from ..celery_dispatch import CeleryDispatcher
 
         app = create_app(settings)
-        dispatcher = CeleryDispatcher(app, settings.queue)
+        dispatcher = CeleryDispatcher(app, settings.queue, settings.jobs_per_message)
         run_id = plan.spec.run_id
         click.echo(
             f"judgeq: run {run_id}: enqueuing {plan.spec.total} jobs "

@@ -37,6 +37,10 @@ def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
     settings = settings_from(**flags)
     level = (flags["loglevel"] or settings.log_level).upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # HTTP client and SDK chatter (a line per request) stays out of worker logs, whatever
+    # the level: judgeq logs what matters per job itself.
+    for noisy in ("httpx2", "httpx", "httpcore", "httpcore2", "anthropic"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     if flags["redis_url"]:
         # the app (judgeq.workers.app, as for 'celery -A judgeq.workers') reads its settings
         # from the environment when it is imported
@@ -46,10 +50,12 @@ def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
     argv = [
         "worker",
         f"--pool={flags['pool'] or settings.pool}",
-        f"--concurrency={flags['concurrency'] or settings.concurrency}",
+        # Celery slots: each grade message holds up to JUDGEQ_JOBS_PER_MESSAGE jobs, graded
+        # concurrently, so this many slots give --concurrency judge calls at once.
+        f"--concurrency={-(-(flags['concurrency'] or settings.concurrency) // settings.jobs_per_message)}",
         f"--queues={flags['queues'] or settings.queue}",
         f"--loglevel={level}",
-        "--events",
+        "--events" if settings.task_events else "--without-heartbeat",
         "--without-gossip",
         "--without-mingle",
     ]

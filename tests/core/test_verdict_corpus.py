@@ -761,12 +761,6 @@ CORPUS = [
         '{"label": "negative", "confidence": 0.93}, which matches the reference label.\n\n'
         "Verdict: PASS",
         verdict="pass",
-        bug=(
-            "a quoted candidate JSON object whose keys overlap the verdict vocabulary "
-            "('label') sets saw_verdict_object (_verdict.py:297), which skips the "
-            "plain-text fallback (line 300), so the explicit 'Verdict: PASS' is ignored "
-            "-> parse_error"
-        ),
     ),
     case(
         "ten-quoted-candidate-json-result-then-text-score",
@@ -774,11 +768,6 @@ CORPUS = [
         'The candidate returned `{"result": "ok", "count": 3}`, which matches the schema '
         "but omits the `items` field.\n\nScore: 6/10",
         holistic=6.0,
-        bug=(
-            "the quoted candidate object has a 'result' key (in _VERDICT_KEYS, hence "
-            "_VERDICTISH), so saw_verdict_object (_verdict.py:297) suppresses the text "
-            "fallback (line 300) and 'Score: 6/10' is never read -> parse_error"
-        ),
     ),
 ]
 

@@ -143,7 +143,7 @@ class Worker:
     def wait_ready(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if b" ready." in self.log.read_bytes():
+            if b"judgeq worker ready" in self.log.read_bytes():
                 return
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"worker {self.name} exited:\n{self.log.read_text()[-3000:]}")

@@ -188,7 +188,7 @@ def test_pickled_message_is_refused(
         def __reduce__(self) -> tuple:
             return (os.system, (f"touch {marker}",))
 
-    app.send_task("judgeq.grade", args=[Evil(), 0, "x"], serializer="pickle", queue="judgeq")
+    app.send_task("judgeq.grade", args=[Evil(), [0], ["x"]], serializer="pickle", queue="judgeq")
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and "untrusted content" not in w.log.read_text():
         time.sleep(0.1)
