@@ -45,6 +45,7 @@ class Settings(BaseSettings):
     visibility_timeout: float | None = Field(None, gt=0)
     flower_user: str | None = None
     flower_password: SecretStr | None = None
+    flower_no_auth: bool = False
     log_level: str = "INFO"
     health_file: Path | None = None
     task_events: bool = True

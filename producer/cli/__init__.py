@@ -59,7 +59,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import rubrics, run, status, submit, worker
+    from . import flower, rubrics, run, status, submit, worker
 
     main.add_command(rubrics.rubrics)
     main.add_command(run.run)
@@ -68,6 +68,7 @@ def _register() -> None:
     main.add_command(status.report)
     main.add_command(status.finalize)
     main.add_command(worker.worker)
+    main.add_command(flower.flower)
 
 
 _register()
