@@ -48,5 +48,8 @@ def parse_position_weights(spec: str) -> Mapping[str, float]:
         band, _, value = part.partition("=")
         if parse_band(band) is None:
             raise ValueError(f"{band!r} is not a rank band like 1 or 2-3")
-        out[band.strip()] = float(value)
+        try:
+            out[band.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"weight {value.strip()!r} of rank band {band.strip()!r} is not a number") from None
     return out

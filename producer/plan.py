@@ -16,7 +16,15 @@ from pathlib import Path
 
 from judgeq._batch import BatchLimits, BatchScan, scan_batch
 from judgeq._errors import ConfigError, JudgeError
-from judgeq._rubric import Rubric, parse_rubric, parse_weights, read_rubric_text, weights_from_env
+from judgeq._retrieval import parse_position_weights
+from judgeq._rubric import (
+    RetrievalConfig,
+    Rubric,
+    parse_rubric,
+    parse_weights,
+    read_rubric_text,
+    weights_from_env,
+)
 from judgeq._run import RunSpec, new_run_id
 from judgeq._settings import Settings
 from judgeq.judges import JudgeSpec, parse_judge_spec
@@ -90,6 +98,9 @@ def make_plan(
     thresholds: str | None = None,
     run_id: str | None = None,
     skip_invalid: bool = False,
+    position_weights: str | None = None,
+    default_weight: float | None = None,
+    hit_k: str | None = None,
 ) -> Plan:
     """Validate everything; raise before anything is enqueued."""
     rubric, rubric_text, overrides = load_rubric_for_run(rubric_ref, weights)
@@ -99,6 +110,7 @@ def make_plan(
     )
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", run_id):
         raise ConfigError(f"--run-id: {run_id!r} must be letters, digits, '.', '_' or '-' (max 128)")
+    retrieval = retrieval_config(rubric, position_weights, default_weight, hit_k)
     limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)
     scan = scan_batch(batch_path, batch_name, limits)
     if not skip_invalid:
@@ -120,10 +132,37 @@ def make_plan(
         max_tokens=settings.judge_max_tokens,
         safety_gate=settings.safety_gate,
         safety_cap=settings.safety_score_cap,
+        retrieval=retrieval,
         rejected_count=scan.invalid,
         rejected=scan.rejected[:1000],
     )
     return Plan(spec=spec, scan=scan, judge=judge_spec, notice=notice)
+
+
+def retrieval_config(
+    rubric: Rubric, position_weights: str | None, default_weight: float | None, hit_k: str | None
+) -> RetrievalConfig | None:
+    """The rubric's retrieval settings with the flags on top; None when no flag is given."""
+    if position_weights is None and default_weight is None and hit_k is None:
+        return None
+    update: dict[str, object] = {}
+    if position_weights is not None:
+        try:
+            update["position_weights"] = dict(parse_position_weights(position_weights))
+        except ValueError as exc:
+            raise ConfigError(f"--position-weights: {exc}") from None
+    if hit_k is not None:
+        try:
+            update["hit_k"] = [int(k) for k in hit_k.split(",") if k.strip()]
+        except ValueError:
+            raise ConfigError(f"--hit-k: {hit_k!r} is not a list of whole numbers, e.g. 1,3,5,10") from None
+    if default_weight is not None:
+        update["default_weight"] = default_weight
+    base = rubric.retrieval or RetrievalConfig()
+    try:
+        return RetrievalConfig.model_validate({**base.model_dump(), **update})
+    except ValueError as exc:
+        raise ConfigError(f"retrieval settings: {str(exc).splitlines()[-1].strip()}") from None
 
 
 def preflight(plan: Plan, settings: Settings) -> None:

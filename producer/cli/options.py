@@ -58,6 +58,18 @@ def grading_options(f: F) -> F:
             help="Validate, render every request, count tokens and estimate the cost; call no judge.",
         ),
         click.option(
+            "--position-weights",
+            default=None,
+            help="Retrieval rank weights, e.g. 1=1.0,2-3=0.95,4-5=0.85 [default: the rubric's].",
+        ),
+        click.option(
+            "--default-weight",
+            type=float,
+            default=None,
+            help="Retrieval weight when the needle is missing or beyond every band [rubric's; 0.6].",
+        ),
+        click.option("--hit-k", default=None, help="Retrieval hit@k cut-offs, e.g. 1,3,5,10."),
+        click.option(
             "--safety-gate/--no-safety-gate",
             default=None,
             help="Force the safety gate on or off [JUDGEQ_SAFETY_GATE; default: the rubric's].",

@@ -26,6 +26,9 @@ def plan_from_flags(settings: Settings, batch_path: Path, batch_name: str, **fla
         thresholds=flags["thresholds"],
         run_id=flags["run_id"],
         skip_invalid=flags["skip_invalid"],
+        position_weights=flags["position_weights"],
+        default_weight=flags["default_weight"],
+        hit_k=flags["hit_k"],
     )
 
 

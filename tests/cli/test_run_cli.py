@@ -1,0 +1,65 @@
+"""``judgeq run`` (embedded mode) through the real console script, offline (lexical judge)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent.parent
+ENV = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "JUDGEQ_"))}
+
+
+def judgeq(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "judgeq", *args], capture_output=True, text=True,
+                          env=ENV, timeout=120, cwd=cwd)
+
+
+def test_quick_start_grades_the_example_without_key_or_redis(tmp_path: Path) -> None:
+    out = judgeq("run", str(ROOT / "examples" / "responses.jsonl"), "--rubric", "quality",
+                 "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "uses the offline 'lexical' judge" in out.stderr and "ANTHROPIC_API_KEY" in out.stderr
+    assert "30/30 graded" in out.stdout
+    (run_dir,) = tmp_path.iterdir()
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["counts"]["total"] == 30 and report["judge"]["provider"] == "lexical"
+    assert set(report["by_model"]) == {"assistant-v1", "assistant-v2"}
+    assert len((run_dir / "verdicts.jsonl").read_text().splitlines()) == 30
+    assert "# judgeq report" in (run_dir / "report.md").read_text()
+
+
+def test_retrieval_example_with_flags(tmp_path: Path) -> None:
+    out = judgeq("run", str(ROOT / "examples" / "retrieval.jsonl"), "--rubric", "retrieval-relevance",
+                 "--out", str(tmp_path), "--hit-k", "1,2,3", "--position-weights", "1=1.0,2-3=0.5",
+                 "--default-weight", "0.25")
+    assert out.returncode == 0, out.stderr
+    (run_dir,) = tmp_path.iterdir()
+    rt = json.loads((run_dir / "report.json").read_text())["retrieval"]
+    assert set(rt["hit_at_k_rates"]) == {"1", "2", "3"}
+    assert rt["questions"] == 24 and rt["accuracy"] == 79.17  # 19 of 24 needles retrieved
+    for line in (run_dir / "verdicts.jsonl").read_text().splitlines():
+        v = json.loads(line)
+        weight = 1.0 if v["rank"] == 1 else 0.5 if v["rank"] in (2, 3) else 0.25
+        assert v["total_score"] == round(v["llm_grade"] * weight, 2)
+
+
+def test_bad_retrieval_flags() -> None:
+    batch = str(ROOT / "examples" / "retrieval.jsonl")
+    out = judgeq("run", batch, "--rubric", "retrieval-relevance", "--hit-k", "1,x")
+    assert out.returncode == 2 and "--hit-k: '1,x' is not a list of whole numbers" in out.stderr
+    out = judgeq("run", batch, "--rubric", "retrieval-relevance", "--position-weights", "1=x")
+    assert out.returncode == 2 and "weight 'x' of rank band '1' is not a number" in out.stderr
+    out = judgeq("run", batch, "--rubric", "retrieval-relevance", "--hit-k", "0")
+    assert out.returncode == 2 and "retrieval settings" in out.stderr
+
+
+def test_dry_run_calls_no_judge(tmp_path: Path) -> None:
+    out = judgeq("run", str(ROOT / "examples" / "responses.jsonl"), "--rubric", "quality",
+                 "--judge", "anthropic:claude-sonnet-4-5", "--dry-run", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "dry run: 30 jobs valid (0 rejected)" in out.stdout
+    assert "estimated cost for claude-sonnet-4-5: $" in out.stdout
+    assert not any(tmp_path.iterdir())  # nothing graded, nothing written
