@@ -51,5 +51,7 @@ def parse_position_weights(spec: str) -> Mapping[str, float]:
         try:
             out[band.strip()] = float(value)
         except ValueError:
-            raise ValueError(f"weight {value.strip()!r} of rank band {band.strip()!r} is not a number") from None
+            raise ValueError(
+                f"weight {value.strip()!r} of rank band {band.strip()!r} is not a number"
+            ) from None
     return out

@@ -46,8 +46,10 @@ def test_workers_scale() -> None:
     assert worker["stop_signal"] == "SIGTERM" and "stop_grace_period" in worker
     assert worker["depends_on"]["redis"]["condition"] == "service_healthy"
     check = " ".join(worker["healthcheck"]["test"])
-    assert "python" not in check and "celery" not in check and "judgeq" not in check.replace(
-        "judgeq-worker.alive", ""
+    assert (
+        "python" not in check
+        and "celery" not in check
+        and "judgeq" not in check.replace("judgeq-worker.alive", "")
     )
     assert worker["environment"]["JUDGEQ_HEALTH_FILE"] in check
 
@@ -74,8 +76,13 @@ def test_commands_are_real(name: str) -> None:
     assert cmd[0] in ("judgeq", "celery")
     args = [a for a in cmd[1:] if a != "--help"]
     # the subcommand with its options, asked for help: parses the options, starts nothing
-    proc = subprocess.run([sys.executable, "-m", "judgeq", *args, "--help"], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "JUDGEQ_FLOWER_NO_AUTH": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "judgeq", *args, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "JUDGEQ_FLOWER_NO_AUTH": "1"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Usage:" in proc.stdout
 

@@ -27,7 +27,9 @@ def _flower_auth_guard() -> None:
     if any(a.startswith(("--basic-auth", "--auth", "--basic_auth")) for a in argv):
         return
     if settings.flower_user and settings.flower_password:
-        os.environ["FLOWER_BASIC_AUTH"] = f"{settings.flower_user}:{settings.flower_password.get_secret_value()}"
+        os.environ["FLOWER_BASIC_AUTH"] = (
+            f"{settings.flower_user}:{settings.flower_password.get_secret_value()}"
+        )
         return
     sys.exit(
         "judgeq: error: Flower would run without authentication. Set JUDGEQ_FLOWER_USER and "

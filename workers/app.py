@@ -6,7 +6,9 @@ Configuration comes from :class:`judgeq.Settings` (``JUDGEQ_*`` variables).  Cho
 * late acknowledgement with ``reject_on_worker_lost``: a job is acknowledged only after its
   result is stored; a killed worker's jobs are redelivered after the visibility timeout,
   derived from the judge deadline (``JUDGEQ_VISIBILITY_TIMEOUT``, default 2 x deadline +
-  60 s, so a job waiting in a worker's prefetch buffer is not redelivered while it waits);
+  60 s, so a job waiting in a worker's prefetch buffer is not redelivered while it waits),
+  swept every ``min(10, timeout / 6)`` s: a killed worker's jobs are back within the
+  visibility timeout plus one sweep (310 s with the defaults);
 * prefetch multiplier 1: a worker reserves at most one extra job per execution slot;
 * task events on (Flower), results ignored (results live in judgeq's own store);
 * unlimited broker reconnection, so workers ride out a Redis restart.
@@ -26,6 +28,11 @@ def visibility_timeout(settings: Settings) -> float:
     if settings.visibility_timeout is not None:
         return settings.visibility_timeout
     return 2 * settings.judge_deadline + 60.0
+
+
+def restore_interval(settings: Settings) -> float:
+    """Seconds between sweeps that requeue messages past the visibility timeout."""
+    return max(1.0, min(10.0, visibility_timeout(settings) / 6))
 
 
 def create_app(settings: Settings | None = None) -> Celery:
@@ -50,6 +57,10 @@ def create_app(settings: Settings | None = None) -> Celery:
         task_routes={name: {"queue": settings.queue} for name in (GRADE_TASK, REDUCE_TASK)},
         broker_transport_options={
             "visibility_timeout": visibility_timeout(settings),
+            # sweep for timed-out unacknowledged messages every few seconds, not every
+            # 100 s (kombu's default: interval 10 s x throttle 10)
+            "unacked_restore_interval": restore_interval(settings),
+            "unacked_restore_throttle": 1,
             "socket_keepalive": True,
             "retry_on_timeout": True,
             "health_check_interval": 30,

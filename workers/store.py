@@ -26,6 +26,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import redis
+from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.retry import Retry
 
 from judgeq._errors import StoreError
 from judgeq._result import Result
@@ -53,8 +55,14 @@ def _k(run_id: str, what: str) -> str:
     return f"judgeq:run:{{{run_id}}}:{what}"
 
 
-def connect(url: str, **kwargs: Any) -> redis.Redis:
-    """A client with sane timeouts and retries, checked with PING; clear error if down."""
+RECONNECT_RETRIES = 40
+"""Retries of a command after a connection error, with exponential backoff capped at 2 s:
+about a minute, so clients ride out a Redis restart."""
+
+
+def connect(url: str) -> redis.Redis:
+    """A client checked with one PING (a clear error at once if Redis is down), which then
+    retries commands across connection errors for about a minute (a Redis restart)."""
     try:
         client = redis.Redis.from_url(
             url,
@@ -62,10 +70,10 @@ def connect(url: str, **kwargs: Any) -> redis.Redis:
             socket_connect_timeout=5,
             socket_timeout=30,
             health_check_interval=30,
-            retry_on_timeout=True,
-            **kwargs,
+            retry=Retry(NoBackoff(), 0),
         )
         client.ping()
+        client.set_retry(Retry(ExponentialBackoff(cap=2.0, base=0.1), RECONNECT_RETRIES))
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise StoreError(f"cannot reach Redis at {mask_url(url)}: {exc}") from None
     except redis.AuthenticationError:

@@ -49,24 +49,13 @@ def runtime() -> tuple[RedisStore, Contexts]:
     with _lock:
         if _state.get("pid") != os.getpid():
             s = _settings()
-            client = connect(s.redis_url, **_retrying())
+            client = connect(s.redis_url)
             _state.update(
                 pid=os.getpid(),
                 store=RedisStore(client, retention_s=int(s.retention_days * 86400)),
                 contexts=Contexts(_judge_factory),  # type: ignore[arg-type]
             )
         return _state["store"], _state["contexts"]  # type: ignore[return-value]
-
-
-def _retrying() -> dict[str, object]:
-    """Client options that ride out a Redis restart (about a minute of retries)."""
-    from redis.backoff import ExponentialBackoff
-    from redis.retry import Retry
-
-    return {
-        "retry": Retry(ExponentialBackoff(cap=2.0, base=0.1), 40),
-        "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
-    }
 
 
 HEALTH_INTERVAL = 10.0

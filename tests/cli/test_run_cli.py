@@ -13,13 +13,15 @@ ENV = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "J
 
 
 def judgeq(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "judgeq", *args], capture_output=True, text=True,
-                          env=ENV, timeout=120, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "judgeq", *args], capture_output=True, text=True, env=ENV, timeout=120, cwd=cwd
+    )
 
 
 def test_quick_start_grades_the_example_without_key_or_redis(tmp_path: Path) -> None:
-    out = judgeq("run", str(ROOT / "examples" / "responses.jsonl"), "--rubric", "quality",
-                 "--out", str(tmp_path))
+    out = judgeq(
+        "run", str(ROOT / "examples" / "responses.jsonl"), "--rubric", "quality", "--out", str(tmp_path)
+    )
     assert out.returncode == 0, out.stderr
     assert "uses the offline 'lexical' judge" in out.stderr and "ANTHROPIC_API_KEY" in out.stderr
     assert "30/30 graded" in out.stdout
@@ -32,9 +34,20 @@ def test_quick_start_grades_the_example_without_key_or_redis(tmp_path: Path) -> 
 
 
 def test_retrieval_example_with_flags(tmp_path: Path) -> None:
-    out = judgeq("run", str(ROOT / "examples" / "retrieval.jsonl"), "--rubric", "retrieval-relevance",
-                 "--out", str(tmp_path), "--hit-k", "1,2,3", "--position-weights", "1=1.0,2-3=0.5",
-                 "--default-weight", "0.25")
+    out = judgeq(
+        "run",
+        str(ROOT / "examples" / "retrieval.jsonl"),
+        "--rubric",
+        "retrieval-relevance",
+        "--out",
+        str(tmp_path),
+        "--hit-k",
+        "1,2,3",
+        "--position-weights",
+        "1=1.0,2-3=0.5",
+        "--default-weight",
+        "0.25",
+    )
     assert out.returncode == 0, out.stderr
     (run_dir,) = tmp_path.iterdir()
     rt = json.loads((run_dir / "report.json").read_text())["retrieval"]
@@ -57,8 +70,17 @@ def test_bad_retrieval_flags() -> None:
 
 
 def test_dry_run_calls_no_judge(tmp_path: Path) -> None:
-    out = judgeq("run", str(ROOT / "examples" / "responses.jsonl"), "--rubric", "quality",
-                 "--judge", "anthropic:claude-sonnet-4-5", "--dry-run", "--out", str(tmp_path))
+    out = judgeq(
+        "run",
+        str(ROOT / "examples" / "responses.jsonl"),
+        "--rubric",
+        "quality",
+        "--judge",
+        "anthropic:claude-sonnet-4-5",
+        "--dry-run",
+        "--out",
+        str(tmp_path),
+    )
     assert out.returncode == 0, out.stderr
     assert "dry run: 30 jobs valid (0 rejected)" in out.stdout
     assert "estimated cost for claude-sonnet-4-5: $" in out.stdout

@@ -40,7 +40,8 @@ def flower(env: dict[str, str], tmp_path: Path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "judgeq", "flower", "--port", str(port), "--address", "127.0.0.1"],
         env={**env, "JUDGEQ_FLOWER_USER": USER, "JUDGEQ_FLOWER_PASSWORD": PASSWORD},
-        stdout=log, stderr=subprocess.STDOUT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -58,14 +59,27 @@ def flower(env: dict[str, str], tmp_path: Path):
     proc.wait(timeout=10)
 
 
-def test_flower_lists_grading_tasks_with_auth(flower, tmp_path: Path, env: dict[str, str],
-                                              start_worker: Callable[..., Worker]) -> None:
+def test_flower_lists_grading_tasks_with_auth(
+    flower, tmp_path: Path, env: dict[str, str], start_worker: Callable[..., Worker]
+) -> None:
     base, _ = flower
     start_worker("w1")
     time.sleep(1.0)  # let Flower's event consumer attach before tasks run
     batch = write_batch(tmp_path / "b.jsonl", response_rows(12))
-    proc = judgeq_cli("submit", str(batch), "--rubric", "quality", "--judge", "anthropic:claude-test",
-                      "--run-id", "flower-run", "--wait", "--out", str(tmp_path / "out"), env=env)
+    proc = judgeq_cli(
+        "submit",
+        str(batch),
+        "--rubric",
+        "quality",
+        "--judge",
+        "anthropic:claude-test",
+        "--run-id",
+        "flower-run",
+        "--wait",
+        "--out",
+        str(tmp_path / "out"),
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     tasks: dict = {}
     deadline = time.monotonic() + 20
@@ -74,8 +88,10 @@ def test_flower_lists_grading_tasks_with_auth(flower, tmp_path: Path, env: dict[
         assert status == 200, body
         tasks = json.loads(body)
         grades = [t for t in tasks.values() if t.get("name") == "judgeq.grade"]
-        if grades and all(t["state"] == "SUCCESS" for t in grades) and any(
-            t.get("name") == "judgeq.reduce" for t in tasks.values()
+        if (
+            grades
+            and all(t["state"] == "SUCCESS" for t in grades)
+            and any(t.get("name") == "judgeq.reduce" for t in tasks.values())
         ):
             break
         time.sleep(0.5)
@@ -102,6 +118,11 @@ def test_flower_refuses_without_credentials(flower) -> None:
 def test_flower_will_not_start_open(env: dict[str, str]) -> None:
     proc = judgeq_cli("flower", "--port", str(free_port()), env=env, timeout=60)
     assert proc.returncode == 2 and "Flower needs credentials" in proc.stderr
-    celery = subprocess.run([sys.executable, "-m", "celery", "-A", "judgeq.workers", "flower",
-                             f"--port={free_port()}"], env=env, capture_output=True, text=True, timeout=60)
+    celery = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "judgeq.workers", "flower", f"--port={free_port()}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert celery.returncode != 0 and "would run without authentication" in celery.stderr
