@@ -166,6 +166,23 @@ class Worker:
         self.proc = None
 
 
+def judgeq_cmd(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run the judgeq CLI; exits the benchmark with its stderr when it fails."""
+    proc = subprocess.run([sys.executable, "-m", "judgeq", *args], env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"judgeq {args[0]} failed:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def submit_and_wait(batch: Path, out: Path, env: dict[str, str], judge: str) -> tuple[str, dict]:
+    """``judgeq submit --wait`` with the quality rubric; (run id, report)."""
+    proc = judgeq_cmd(
+        "submit", str(batch), "--rubric", "quality", "--judge", judge, "--wait", "--out", str(out), env=env
+    )
+    run_id = proc.stdout.splitlines()[0].strip()
+    return run_id, json.loads((out / run_id / "report.json").read_text())
+
+
 def write_batch(path: Path, n: int, directives: dict[int, str] | None = None) -> Path:
     directives = directives or {}
     with path.open("w") as f:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import redis
-from _harness import Worker, env_for, fake_api, fake_stats, redis_server, workdir
+from _harness import Worker, env_for, fake_api, fake_stats, judgeq_cmd, redis_server, submit_and_wait, workdir
 
 from judgeq.testing.faults import expected_nulls, fault_plan, response_rows
 
@@ -95,60 +95,31 @@ def scenario(name: str, n: int, latency: float, workers: int, concurrency: int) 
         chaos = threading.Thread(target=disturb, daemon=True)
         t0 = time.perf_counter()
         chaos.start()
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "judgeq",
-                "submit",
-                str(batch),
-                "--rubric",
-                "quality",
-                "--judge",
-                "anthropic:claude-chaos",
-                "--wait",
-                "--out",
-                str(tmp / "out"),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
+        try:
+            run_id, report = submit_and_wait(batch, tmp / "out", env, "anthropic:claude-chaos")
+        finally:
+            stop.set()
         wall = time.perf_counter() - t0
-        stop.set()
         chaos.join(timeout=30)
         for w in pool:
             w.stop()
-        if proc.returncode != 0:
-            sys.exit(f"{name}: submit failed:\n{proc.stderr[-3000:]}")
-        run_id = proc.stdout.splitlines()[0]
-        report = json.loads((tmp / "out" / run_id / "report.json").read_text())
         ids = [json.loads(x)["job_id"] for x in (tmp / "out" / run_id / "verdicts.jsonl").open()]
-        calls = fake_stats(api)["request_count"] - 1
+        calls = fake_stats(api)["request_count"] - 1  # minus the preflight call
         # the same batch, undisturbed, in-process against the same fake judge
-        ref = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "judgeq",
-                "run",
-                str(batch),
-                "--rubric",
-                "quality",
-                "--judge",
-                "anthropic:claude-chaos",
-                "--out",
-                str(tmp / "ref"),
-                "-c",
-                "64",
-            ],
+        judgeq_cmd(
+            "run",
+            str(batch),
+            "--rubric",
+            "quality",
+            "--judge",
+            "anthropic:claude-chaos",
+            "--out",
+            str(tmp / "ref"),
+            "-c",
+            "64",
             env=env,
-            capture_output=True,
-            text=True,
         )
-        ref_report = (
-            json.loads(next((tmp / "ref").glob("*/report.json")).read_text()) if ref.returncode == 0 else {}
-        )
+        ref_report = json.loads(next((tmp / "ref").glob("*/report.json")).read_text())
     injected = expected_nulls(plan)
     return {
         "scenario": name,
@@ -161,7 +132,7 @@ def scenario(name: str, n: int, latency: float, workers: int, concurrency: int) 
         "nulls by reason": report["counts"]["null_by_reason"],
         "nulls injected": dict(sorted(injected.items())),
         "nulls as injected": report["counts"]["null_by_reason"] == dict(sorted(injected.items())),
-        "report equals undisturbed run": bool(ref_report) and strip(report) == strip(ref_report),
+        "report equals undisturbed run": strip(report) == strip(ref_report),
         "wall time s": round(wall, 1),
     }
 

@@ -13,12 +13,19 @@ measured rate, from which the time for the whole batch is extrapolated.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import time
 
-from _harness import API_KEY, Worker, env_for, fake_api, fake_stats, redis_server, workdir, write_batch
+from _harness import (
+    API_KEY,
+    Worker,
+    env_for,
+    fake_api,
+    fake_stats,
+    redis_server,
+    submit_and_wait,
+    workdir,
+    write_batch,
+)
 
 
 def sequential_baseline(batch_path: str, api_url: str, n: int) -> float:
@@ -68,33 +75,11 @@ def main() -> None:
         workers = [Worker(env, tmp, f"w{i}", args.concurrency).start() for i in range(args.workers)]
         try:
             t0 = time.perf_counter()
-            proc = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "judgeq",
-                    "submit",
-                    str(batch),
-                    "--rubric",
-                    "quality",
-                    "--judge",
-                    "anthropic:claude-bench",
-                    "--wait",
-                    "--out",
-                    str(tmp / "out"),
-                ],
-                env=env,
-                capture_output=True,
-                text=True,
-            )
+            _run_id, report = submit_and_wait(batch, tmp / "out", env, "anthropic:claude-bench")
             wall = time.perf_counter() - t0
         finally:
             for w in workers:
                 w.stop()
-        if proc.returncode != 0:
-            sys.exit(f"submit failed:\n{proc.stderr[-3000:]}")
-        run_id = proc.stdout.splitlines()[0]
-        report = json.loads((tmp / "out" / run_id / "report.json").read_text())
         calls = fake_stats(api)["request_count"] - 1  # minus the preflight call
         base_rate = sequential_baseline(str(batch), api, base_n)
 

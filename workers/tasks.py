@@ -21,6 +21,7 @@ from celery.signals import worker_process_init, worker_ready
 
 from judgeq._pipeline import Contexts, Outcome, process_job, reduce_run
 from judgeq._settings import Settings
+from judgeq.judges import judge_factory
 
 from . import app
 from .app import GRADE_TASK, REDUCE_TASK
@@ -36,14 +37,6 @@ def _settings() -> Settings:
     return app.judgeq_settings  # type: ignore[attr-defined,no-any-return]
 
 
-def _judge_factory(provider: str, model: str) -> object:
-    from judgeq.judges import build_judge
-
-    s = _settings()
-    key = s.anthropic_api_key.get_secret_value() if s.anthropic_api_key else None
-    return build_judge(provider, model, api_key=key, base_url=s.anthropic_base_url)
-
-
 def runtime() -> tuple[RedisStore, Contexts]:
     """This process's store and grading contexts (created lazily, once per process)."""
     with _lock:
@@ -53,7 +46,7 @@ def runtime() -> tuple[RedisStore, Contexts]:
             _state.update(
                 pid=os.getpid(),
                 store=RedisStore(client, retention_s=int(s.retention_days * 86400)),
-                contexts=Contexts(_judge_factory),  # type: ignore[arg-type]
+                contexts=Contexts(judge_factory(s)),  # type: ignore[arg-type]
             )
         return _state["store"], _state["contexts"]  # type: ignore[return-value]
 

@@ -6,9 +6,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .._errors import ConfigError
+
+if TYPE_CHECKING:
+    from .._settings import Settings
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 
@@ -58,4 +63,14 @@ def build_judge(
     raise ConfigError(f"unknown judge provider {provider!r}")
 
 
-__all__ += ["build_judge"]
+def judge_factory(settings: Settings) -> Callable[[str, str], object]:
+    """A ``(provider, model) -> judge`` factory with the key and base URL from ``settings``."""
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+
+    def factory(provider: str, model: str) -> object:
+        return build_judge(provider, model, api_key=key, base_url=settings.anthropic_base_url)
+
+    return factory
+
+
+__all__ += ["build_judge", "judge_factory"]

@@ -37,7 +37,14 @@ def expected_nulls(plan: dict[int, str]) -> Counter[str]:
     return Counter(PERMANENT[d] for d in plan.values() if d in PERMANENT)
 
 
-def response_rows(n: int, plan: dict[int, str] | None = None, *, prefix: str = "j") -> list[dict[str, Any]]:
+def response_rows(
+    n: int,
+    plan: dict[int, str] | None = None,
+    *,
+    prefix: str = "j",
+    width: int = 6,
+    models: tuple[str, ...] = ("sys-a", "sys-b", "sys-c"),
+) -> list[dict[str, Any]]:
     """``n`` response jobs with the plan's directives in their outputs (deterministic)."""
     plan = plan or {}
     rows = []
@@ -45,11 +52,11 @@ def response_rows(n: int, plan: dict[int, str] | None = None, *, prefix: str = "
         extra = f" [[fake:{plan[i]}]]" if i in plan else ""
         rows.append(
             {
-                "id": f"{prefix}{i:06d}",
+                "id": f"{prefix}{i:0{width}d}",
                 "input": f"Question number {i}?",
                 "output": f"Answer number {i}.{extra}",
                 "expected_answer": f"Answer {i}",
-                "model": ("sys-a", "sys-b", "sys-c")[i % 3],
+                "model": models[i % len(models)],
             }
         )
     return rows

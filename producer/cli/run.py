@@ -6,14 +6,14 @@ from typing import Any
 
 import click
 
-from judgeq._batch import open_batch
 from judgeq._errors import JudgeqError
+from judgeq.judges import judge_factory
 
 from ..embedded import EmbeddedRunner
 from ..plan import preflight
 from ..progress import summary_text, wait_for_report, write_files
 from .options import grading_options, settings_from
-from .submit import plan_from_flags, report_invalid
+from .submit import validated
 
 
 @click.command()
@@ -28,31 +28,17 @@ from .submit import plan_from_flags, report_invalid
 def run(**flags: Any) -> None:
     """Grade BATCH in-process with the same task code as the workers, and write the report."""
     settings = settings_from(**flags)
-    with open_batch(flags["batch"]) as (path, name):
-        plan = plan_from_flags(settings, path, name, **flags)
-        if plan.notice:
-            click.echo(plan.notice, err=True)
-        report_invalid(plan)
-        if flags["dry_run"]:
-            from .dry_run import dry_run
-
-            dry_run(plan, settings)
+    with validated(settings, flags) as plan:
+        if plan is None:
             return
         preflight(plan, settings)
-
-        def judge_factory(provider: str, model: str) -> Any:
-            from judgeq.judges import build_judge
-
-            key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
-            return build_judge(provider, model, api_key=key, base_url=settings.anthropic_base_url)
-
         click.echo(
             f"judgeq: run {plan.spec.run_id}: grading {plan.spec.total} jobs in-process "
             f"(rubric {plan.spec.rubric.name}, judge {plan.judge}, "
             f"concurrency {settings.concurrency})",
             err=True,
         )
-        with EmbeddedRunner(judge_factory, settings.concurrency) as runner:
+        with EmbeddedRunner(judge_factory(settings), settings.concurrency) as runner:
             run_id = runner.submit(plan, settings)
             try:
                 report = wait_for_report(runner.store, run_id, interval=0.2)

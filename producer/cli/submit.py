@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,24 @@ def plan_from_flags(settings: Settings, batch_path: Path, batch_name: str, **fla
     )
 
 
+@contextlib.contextmanager
+def validated(settings: Settings, flags: dict[str, Any]) -> Iterator[Plan | None]:
+    """Open the batch and validate everything (nothing is enqueued on error); print the
+    notices. Yields the plan, or None when ``--dry-run`` already did the whole job."""
+    with open_batch(flags["batch"]) as (path, name):
+        plan = plan_from_flags(settings, path, name, **flags)
+        if plan.notice:
+            click.echo(plan.notice, err=True)
+        report_invalid(plan)
+        if flags["dry_run"]:
+            from .dry_run import dry_run
+
+            dry_run(plan, settings)
+            yield None
+            return
+        yield plan
+
+
 def report_invalid(plan: Plan) -> None:
     scan = plan.scan
     if scan.invalid:
@@ -52,15 +72,8 @@ def submit(**flags: Any) -> None:
     from judgeq.workers.store import RedisStore, connect
 
     settings = settings_from(**flags)
-    with open_batch(flags["batch"]) as (path, name):
-        plan = plan_from_flags(settings, path, name, **flags)
-        if plan.notice:
-            click.echo(plan.notice, err=True)
-        report_invalid(plan)
-        if flags["dry_run"]:
-            from .dry_run import dry_run
-
-            dry_run(plan, settings)
+    with validated(settings, flags) as plan:
+        if plan is None:
             return
         client = connect(settings.redis_url)
         store = RedisStore(client, retention_s=int(settings.retention_days * 86400))

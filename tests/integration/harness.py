@@ -16,6 +16,8 @@ from typing import Any
 
 import redis
 
+from judgeq.testing import faults
+
 API_KEY = "sk-ant-test-SECRET-0123456789abcdef"
 
 
@@ -191,20 +193,8 @@ def write_batch(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
 def response_rows(
     n: int, *, prefix: str = "j", directive: dict[int, str] | None = None
 ) -> list[dict[str, Any]]:
-    directive = directive or {}
-    rows = []
-    for i in range(n):
-        extra = f" [[fake:{directive[i]}]]" if i in directive else ""
-        rows.append(
-            {
-                "id": f"{prefix}{i:05d}",
-                "input": f"Question number {i}?",
-                "output": f"Answer number {i}.{extra}",
-                "expected_answer": f"Answer {i}",
-                "model": "sys-a" if i % 2 else "sys-b",
-            }
-        )
-    return rows
+    """Jobs j00000…: even ones from sys-b, odd ones from sys-a; ``directive``: fake-judge faults."""
+    return faults.response_rows(n, directive, prefix=prefix, width=5, models=("sys-b", "sys-a"))
 
 
 def strip_volatile(report: dict[str, Any]) -> dict[str, Any]:
