@@ -54,6 +54,12 @@ def quantile(hist: Mapping[float, int], q: float) -> float | None:
     return lo_val + (hi_val - lo_val) * frac
 
 
+def threshold_label(t: float) -> str:
+    """``7`` -> ``"7.0"``, ``6.5`` -> ``"6.5"``, ``6.75`` -> ``"6.75"`` (never two labels alike)."""
+    short = f"{t:.1f}"
+    return short if float(short) == t else repr(float(t))
+
+
 def pct(num: int, den: int) -> float | None:
     """Percent with 2 decimals; None when the denominator is 0."""
     return round(100.0 * num / den, 2) if den else None
@@ -200,7 +206,7 @@ class Summary:
             "pass_rate": pct(self.passed, self.total),
         }
         if not self.pass_fail:
-            out["pass_rates"] = {f"{t:.1f}": pct(self.passes[t], self.total) for t in self.thresholds}
+            out["pass_rates"] = {threshold_label(t): pct(self.passes[t], self.total) for t in self.thresholds}
         out["flags"] = dict(sorted(self.flags.items()))
         if self.retrieval is not None:
             out["retrieval"] = self.retrieval.to_dict()

@@ -108,7 +108,9 @@ NULL_REASONS: tuple[str, ...] = (
     "invalid_request",
     "parse_error",
     "refusal",
+    "internal_error",
     "lost",
 )
-"""Every reason a job's grade can be null. ``lost``: the job never produced a result
-(only ever set by ``judgeq finalize``)."""
+"""Every reason a job's grade can be null. ``internal_error``: an unexpected exception while
+grading (a bug; the message is in ``raw``). ``lost``: the job never produced a result (set by
+``judgeq finalize``, or by the reducer for a result that vanished)."""

@@ -111,7 +111,7 @@ def grade_job(
         safety_cap=ctx.safety_cap,
     )
     if isinstance(job, QuestionJob):
-        grade = math.floor(score.overall + 0.5)  # half up: 7.5 -> 8, 8.5 -> 9
+        grade = llm_grade(score.overall, rubric)
         base["llm_grade"] = grade
         base["total_score"] = total_score(grade, base["rank"], ctx.retrieval or RetrievalConfig())
         base["llm_reasoning"] = notes
@@ -127,6 +127,14 @@ def grade_job(
         notes=notes,
         **base,
     )
+
+
+def llm_grade(overall: float, rubric: Rubric) -> int:
+    """A question's grade on 1-10 whatever the rubric's scale (pass 10, fail 1; 1-5 mapped
+    linearly), rounded half up (7.5 -> 8), so retrieval metrics mean the same for every rubric."""
+    lo, hi = rubric.lo, rubric.hi
+    on_ten = 1 + 9 * (min(max(overall, lo), hi) - lo) / (hi - lo) if (lo, hi) != (1, 10) else overall
+    return max(1, min(10, math.floor(on_ten + 0.5)))
 
 
 def _question_fields(job: QuestionJob, config: RetrievalConfig) -> dict[str, object]:

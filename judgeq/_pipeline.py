@@ -91,9 +91,13 @@ def process_job(store: Store, contexts: Contexts, run_id: str, index: int) -> Ou
     if raw is None:
         # graded meanwhile by another delivery (payloads are deleted on store), or expired
         return Outcome.DUPLICATE if store.has_result(run_id, index) else Outcome.NO_PAYLOAD
-    obj = json.loads(raw)
-    job = JOB_MODELS[infer_kind(obj)].model_validate(obj)
-    result = grade_job(ctx, job, index)
+    try:
+        obj = json.loads(raw)
+        job = JOB_MODELS[infer_kind(obj)].model_validate(obj)
+        result = grade_job(ctx, job, index)
+    except Exception as exc:  # a bug must not lose the job: it becomes a null with its reason
+        log.exception("job %d of run %s failed unexpectedly", index, run_id)
+        result = _null(spec, index, _job_id(raw, index), "internal_error", f"{type(exc).__name__}: {exc}")
     if result.kind == "question" and log.isEnabledFor(logging.DEBUG):
         log.debug(
             "question %s retrieved=%s rank=%s grade=%s total=%s reasoning=%r",
@@ -112,6 +116,27 @@ def process_job(store: Store, contexts: Contexts, run_id: str, index: int) -> Ou
     return Outcome.STORED
 
 
+def _job_id(raw: str | None, index: int) -> str:
+    try:
+        return str(json.loads(raw or "{}").get("id", f"#{index}"))
+    except ValueError:
+        return f"#{index}"
+
+
+def _null(spec: RunSpec, index: int, job_id: str, reason: str, why: str) -> Result:
+    rubric = spec.rubric
+    return Result(
+        job_id=job_id,
+        index=index,
+        status="null",
+        null_reason=reason,
+        raw=why[:500],
+        rubric_name=rubric.name,
+        rubric_version=rubric.version,
+        judge_model=spec.judge_model,
+    )
+
+
 def reduce_run(store: Store, run_id: str) -> dict[str, object]:
     """Aggregate every stored result of a run (streaming) and save its report."""
     spec = store.spec(run_id)
@@ -120,11 +145,11 @@ def reduce_run(store: Store, run_id: str) -> dict[str, object]:
     state = store.state(run_id)
     agg = new_aggregator(spec)
     missing = 0
-    for result in store.results(run_id, spec.total):
-        if result is None:
+    for index, result in enumerate(store.results(run_id, spec.total)):
+        if result is None:  # vanished (expired?): a null, so every rate keeps all jobs as denominator
             missing += 1
-        else:
-            agg.add(result)
+            result = _null(spec, index, f"#{index}", "lost", "no result was stored for this job")
+        agg.add(result)
     started = state.get("started_at") or spec.created_at
     finished = utcnow()
     epoch = float(state.get("started_epoch") or 0)
@@ -141,23 +166,15 @@ def finalize_run(store: Store, run_id: str) -> tuple[int, dict[str, object]]:
     if spec is None:
         raise LookupError(f"run {run_id} is unknown or expired")
     lost = 0
-    rubric = spec.rubric
     for index, result in enumerate(store.results(run_id, spec.total)):
         if result is not None:
             continue
-        job_id = f"#{index}"
-        raw = store.job(run_id, index)
-        if raw:
-            job_id = str(json.loads(raw).get("id", job_id))
-        placeholder = Result(
-            job_id=job_id,
-            index=index,
-            status="null",
-            null_reason="lost",
-            raw="no result was stored for this job before the run was finalized",
-            rubric_name=rubric.name,
-            rubric_version=rubric.version,
-            judge_model=spec.judge_model,
+        placeholder = _null(
+            spec,
+            index,
+            _job_id(store.job(run_id, index), index),
+            "lost",
+            "no result was stored for this job before the run was finalized",
         )
         if store.store_result(run_id, placeholder) is not None:
             lost += 1

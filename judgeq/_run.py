@@ -42,6 +42,7 @@ class RunSpec(BaseModel):
     thresholds: list[float] = Field(default_factory=lambda: [8.0, 7.0, 6.5])
     total: int = 0
     batch: str = ""
+    batch_fingerprint: str = ""
     created_at: str = Field(default_factory=utcnow)
     judge_timeout: float = 30.0
     judge_deadline: float = 120.0

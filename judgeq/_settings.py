@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -49,6 +48,7 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     health_file: Path | None = None
     task_events: bool = True
+    repair_stalled: bool = True
 
     anthropic_api_key: SecretStr | None = Field(
         None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "anthropic_api_key")
@@ -74,14 +74,15 @@ def load_settings(**overrides: Any) -> Settings:
 
 
 def mask_url(url: str) -> str:
-    """``redis://:secret@host:6379/0`` -> ``redis://:***@host:6379/0``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable url>"
-    if parts.password is None:
+    """``redis://user:secret@host:6379/0`` -> ``redis://user:***@host:6379/0``.
+
+    Works on the text, without parsing, so a password containing ``/``, ``?``, ``#`` or ``@``
+    is masked too (everything between ``scheme://`` and the last ``@``)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
         return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit((parts.scheme, f"{user}:***@{host}{port}", parts.path, parts.query, ""))
+    userinfo, at, host = rest.rpartition("@")
+    if not at:
+        return url
+    user = userinfo.split(":", 1)[0] if ":" in userinfo else ""
+    return f"{scheme}://{user}:***@{host}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,7 @@ class EmbeddedRunner:
         self.dispatcher = QueueDispatcher()
         self.contexts = Contexts(judge_factory)
         self.errors: list[BaseException] = []
+        self._stopping = threading.Event()
         self._threads = [
             threading.Thread(target=self._work, name=f"judgeq-worker-{i}", daemon=True)
             for i in range(concurrency)
@@ -57,7 +59,7 @@ class EmbeddedRunner:
     def _work(self) -> None:
         while True:
             item = self.dispatcher.q.get()
-            if item is _STOP:
+            if item is _STOP or self._stopping.is_set():
                 return
             run_id, index = item
             try:
@@ -74,10 +76,19 @@ class EmbeddedRunner:
         return self
 
     def __exit__(self, *_: object) -> None:
+        """Stop at once: queued jobs are dropped (on Ctrl-C nothing more is graded or paid
+        for); jobs in flight finish their current judge call."""
+        self._stopping.set()
+        while True:
+            try:
+                self.dispatcher.q.get_nowait()
+            except queue.Empty:
+                break
         for _t in self._threads:
             self.dispatcher.q.put(_STOP)
+        deadline = time.monotonic() + 5
         for t in self._threads:
-            t.join(timeout=5)
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def submit(self, plan: Plan, settings: Settings) -> str:
         register_and_enqueue(plan, self.store, self.dispatcher, settings)

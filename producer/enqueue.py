@@ -16,6 +16,7 @@ from typing import Protocol
 
 from judgeq._batch import BatchLimits, iter_jobs
 from judgeq._errors import ConfigError
+from judgeq._jobs import Job
 from judgeq._run import RunSpec
 from judgeq._settings import Settings
 from judgeq._store import Store
@@ -37,16 +38,31 @@ class EnqueueStats:
     paused_s: float = 0.0
 
 
+_SAME = (
+    "total",
+    "batch_fingerprint",
+    "judge_provider",
+    "judge_model",
+    "thresholds",
+    "judge_timeout",
+    "judge_deadline",
+    "max_tokens",
+    "safety_gate",
+    "safety_cap",
+    "retrieval",
+)
+
+
 def check_resubmission(existing: RunSpec, plan: Plan) -> None:
-    """A run id may be re-submitted only with the same batch size, rubric and judge."""
+    """A run id may be re-submitted only with the same batch, rubric and settings."""
     new = plan.spec
-    problems = []
-    if existing.total != new.total:
-        problems.append(f"{existing.total} jobs before, {new.total} now")
+    problems = [
+        f"{name} {getattr(existing, name)!r} (now {getattr(new, name)!r})"
+        for name in _SAME
+        if getattr(existing, name) != getattr(new, name)
+    ]
     if existing.rubric.fingerprint != new.rubric.fingerprint:
         problems.append("a different rubric or weights")
-    if (existing.judge_provider, existing.judge_model) != (new.judge_provider, new.judge_model):
-        problems.append(f"judge {existing.judge_provider}:{existing.judge_model} before")
     if problems:
         raise ConfigError(
             f"--run-id: run {new.run_id!r} already exists with {'; '.join(problems)}; use a new run id"
@@ -62,37 +78,53 @@ def register_and_enqueue(
     on_progress: Callable[[EnqueueStats], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> EnqueueStats:
-    """Register the run (or check a re-submission) and enqueue every job without a result."""
+    """Register the run (or check a re-submission) and enqueue its jobs.
+
+    The producer owns two state fields: ``enqueue`` (``enqueuing``, ``paused``, ``done``) and
+    ``enqueued`` (how many jobs, in index order, have been sent). The run's ``state`` is set
+    to ``running`` once, at registration; only the reducer changes it (``finished``). A
+    re-submission sends only the jobs never sent before (index >= ``enqueued``) that have no
+    result: jobs already sent are in the queue or graded, and a message lost in transit is
+    the workers' stalled-run repair's business, so nothing is graded twice.
+    """
     spec = plan.spec
     existing = store.spec(spec.run_id)
+    already_sent = 0
     if existing is not None:
         check_resubmission(existing, plan)
         spec = existing
+        already_sent = int(float(store.state(spec.run_id).get("enqueued") or 0))
     else:
         store.register(spec)
         store.set_state(
-            spec.run_id, state="enqueuing", started_at=spec.created_at, started_epoch=time.time(), enqueued=0
+            spec.run_id,
+            state="running",
+            enqueue="enqueuing",
+            started_at=spec.created_at,
+            started_epoch=time.time(),
+            enqueued=0,
         )
     stats = EnqueueStats()
     limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)
-    chunk: list[tuple[int, object]] = []
+    chunk: list[tuple[int, Job]] = []
 
     def flush() -> None:
-        indices = [i for i, _ in chunk]
-        todo = set(store.missing(spec.run_id, indices)) if existing is not None else set(indices)
-        items = [(i, job) for i, job in chunk if i in todo]
+        fresh = [(i, job) for i, job in chunk if i >= already_sent]
+        todo = set(store.missing(spec.run_id, [i for i, _ in fresh])) if existing is not None else None
+        items = [(i, job) for i, job in fresh if todo is None or i in todo]
         stats.skipped += len(chunk) - len(items)
+        last = chunk[-1][0] + 1
         chunk.clear()
-        if not items:
-            return
-        while dispatcher.depth() > settings.max_queue_depth:
-            store.set_state(spec.run_id, state="enqueuing (paused: queue full)")
-            sleep(0.5)
-            stats.paused_s += 0.5
-        store.put_jobs(spec.run_id, [(i, job.model_dump_json(exclude_none=True)) for i, job in items])  # type: ignore[attr-defined]
-        dispatcher.send(spec.run_id, [(i, job.id) for i, job in items])  # type: ignore[attr-defined]
-        stats.enqueued += len(items)
-        store.set_state(spec.run_id, state="enqueuing", enqueued=stats.enqueued + stats.skipped)
+        if items:
+            while dispatcher.depth() > settings.max_queue_depth:
+                store.set_state(spec.run_id, enqueue="paused")
+                sleep(0.5)
+                stats.paused_s += 0.5
+            store.put_jobs(spec.run_id, [(i, job.model_dump_json(exclude_none=True)) for i, job in items])
+            dispatcher.send(spec.run_id, [(i, job.id) for i, job in items])
+            stats.enqueued += len(items)
+        if last > already_sent:
+            store.set_state(spec.run_id, enqueue="enqueuing", enqueued=last)
         if on_progress is not None:
             on_progress(stats)
 
@@ -100,7 +132,7 @@ def register_and_enqueue(
         chunk.append((index, job))
         if len(chunk) >= settings.enqueue_chunk:
             flush()
-    flush()
-    if stats.enqueued or existing is None:
-        store.set_state(spec.run_id, state="running", enqueued=spec.total)
+    if chunk:
+        flush()
+    store.set_state(spec.run_id, enqueue="done", enqueued=spec.total)
     return stats

@@ -59,7 +59,7 @@ def parse_thresholds(text: str, *, origin: str = "--thresholds") -> list[float]:
         out.append(value)
     if not out:
         raise ConfigError(f"{origin}: give at least one threshold, e.g. 8,7,6.5")
-    return out
+    return sorted(set(out), reverse=True)
 
 
 def resolve_judge(flag: str | None, settings: Settings) -> tuple[JudgeSpec, str | None]:
@@ -127,6 +127,7 @@ def make_plan(
         thresholds=levels,
         total=scan.valid,
         batch=batch_name,
+        batch_fingerprint=scan.fingerprint,
         judge_timeout=settings.judge_timeout,
         judge_deadline=settings.judge_deadline,
         max_tokens=settings.judge_max_tokens,

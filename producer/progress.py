@@ -9,6 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import redis
+from kombu.exceptions import OperationalError
+
+from judgeq._errors import ConfigError, JudgeqError
 from judgeq._report import write_report_files
 from judgeq._store import Store
 
@@ -48,7 +52,7 @@ def snapshot(store: Store, run_id: str) -> Snapshot | None:
     eta = (spec.total - done) / rate if rate else None
     return Snapshot(
         run_id=run_id,
-        state=st.get("state", "unknown"),
+        state=_display_state(st),
         total=spec.total,
         done=done,
         enqueued=int(float(st.get("enqueued") or 0)),
@@ -60,6 +64,16 @@ def snapshot(store: Store, run_id: str) -> Snapshot | None:
         rr_sum=float(c.get("rr_sum", 0.0)),
         pass7=int(c.get("pass7", 0)),
     )
+
+
+def _display_state(st: dict[str, str]) -> str:
+    state = st.get("state", "unknown")
+    enqueue = st.get("enqueue", "done")
+    if state == "running" and enqueue == "paused":
+        return "enqueuing (paused: queue full)"
+    if state == "running" and enqueue != "done":
+        return "enqueuing"
+    return state
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -111,15 +125,38 @@ def wait_for_report(
     tty = stream.isatty()
     last_print = 0.0
     complete_since: float | None = None
+    outage_since: float | None = None
     while True:
-        report = store.report(run_id)
-        if report is not None and store.state(run_id).get("state") in ("finished", "incomplete"):
-            if tty:
-                stream.write("\r\033[K")
-            return report
-        snap = snapshot(store, run_id)
+        try:
+            report = store.report(run_id)
+            if report is not None:
+                if tty:
+                    stream.write("\r\033[K")
+                return report
+            snap = snapshot(store, run_id)
+            if snap is not None and snap.state == "failed":
+                raise JudgeqError(f"run {run_id} failed: {store.state(run_id).get('error', '?')}")
+            if snap is not None and snap.done >= snap.total and nudge is not None:
+                now = time.monotonic()
+                complete_since = complete_since or now
+                if now - complete_since >= nudge_after:
+                    nudge()
+                    complete_since = now
+            outage_since = None
+        except (redis.RedisError, OperationalError, OSError) as exc:
+            # the store's client already retried for about a minute: say so, keep waiting
+            now = time.monotonic()
+            if outage_since is None:
+                outage_since = now
+                stream.write(
+                    f"\njudgeq: the store is unreachable ({type(exc).__name__}); still waiting "
+                    f"(the run goes on; Ctrl-C stops waiting)\n"
+                )
+                stream.flush()
+            sleep(max(interval, 2.0))
+            continue
         if snap is None:
-            raise LookupError(f"run {run_id} is unknown or expired")
+            raise ConfigError(f"run {run_id} is unknown or expired")
         now = time.monotonic()
         if tty:
             stream.write("\r\033[K" + progress_line(snap))
@@ -128,11 +165,6 @@ def wait_for_report(
             stream.write(progress_line(snap) + "\n")
             stream.flush()
             last_print = now
-        if snap.done >= snap.total and nudge is not None:
-            complete_since = complete_since or now
-            if now - complete_since >= nudge_after:
-                nudge()
-                complete_since = now
         sleep(interval)
 
 

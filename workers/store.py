@@ -22,6 +22,7 @@ twice, and exactly one worker sees the count reach the total.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -38,7 +39,8 @@ from judgeq._store import live_increments
 _STORE_RESULT = """
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return -1 end
 redis.call('HDEL', KEYS[2], ARGV[1])
-for i = 4, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[3], ARGV[i], ARGV[i + 1]) end
+for i = 5, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[3], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[3], 'last_done_at', ARGV[4])
 local done = redis.call('HINCRBY', KEYS[3], 'done', 1)
 local ttl = tonumber(ARGV[3])
 if ttl > 0 and redis.call('TTL', KEYS[1]) < 0 then
@@ -74,13 +76,20 @@ def connect(url: str) -> redis.Redis:
         )
         client.ping()
         client.set_retry(Retry(ExponentialBackoff(cap=2.0, base=0.1), RECONNECT_RETRIES))
-    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        raise StoreError(f"cannot reach Redis at {mask_url(url)}: {exc}") from None
-    except redis.AuthenticationError:
+    except redis.AuthenticationError:  # a ConnectionError subclass: test it first
         raise StoreError(f"Redis at {mask_url(url)} refused the password") from None
-    except ValueError as exc:
-        raise StoreError(f"invalid Redis URL {mask_url(url)}: {exc}") from None
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise StoreError(f"cannot reach Redis at {mask_url(url)}: {_scrub(str(exc), url)}") from None
+    except ValueError:
+        raise StoreError(f"invalid Redis URL {mask_url(url)} (e.g. redis://:PASSWORD@host:6379/0)") from None
     return client
+
+
+def _scrub(text: str, url: str) -> str:
+    """``text`` without the URL's password (error messages never show it)."""
+    userinfo = url.partition("://")[2].rpartition("@")[0]
+    password = userinfo.split(":", 1)[1] if ":" in userinfo else ""
+    return text.replace(password, "***") if password else text
 
 
 class RedisStore:
@@ -129,7 +138,7 @@ class RedisStore:
         return bool(self.r.hexists(_k(run_id, "results"), str(index)))
 
     def store_result(self, run_id: str, result: Result) -> int | None:
-        args: list[Any] = [str(result.index), result.model_dump_json(), self.retention_s]
+        args: list[Any] = [str(result.index), result.model_dump_json(), self.retention_s, repr(time.time())]
         for key, inc in live_increments(result).items():
             args += [key, repr(float(inc))]
         done = self._store(
@@ -145,7 +154,21 @@ class RedisStore:
                 yield Result.model_validate_json(raw) if raw else None
 
     def counters(self, run_id: str) -> dict[str, float]:
-        return {k: float(v) for k, v in self.r.hgetall(_k(run_id, "counters")).items()}
+        raw = self.r.hgetall(_k(run_id, "counters"))
+        return {k: float(v) for k, v in raw.items() if k != "last_done_at"}
+
+    def last_progress(self, run_id: str) -> float | None:
+        """When a result was last stored for the run (epoch seconds), if ever."""
+        value = self.r.hget(_k(run_id, "counters"), "last_done_at")
+        return float(value) if value else None
+
+    def pending(self, run_id: str) -> dict[int, str]:
+        """Job payloads without a result yet (payloads are deleted as results are stored)."""
+        return {int(k): v for k, v in self.r.hgetall(_k(run_id, "jobs")).items()}
+
+    def claim(self, run_id: str, what: str, seconds: float) -> bool:
+        """A lock shared by every worker, held for ``seconds``."""
+        return bool(self.r.set(_k(run_id, what), "1", nx=True, ex=max(1, int(seconds))))
 
     # -- reducer, state, report -----------------------------------------------------
     def claim_reducer(self, run_id: str) -> bool:

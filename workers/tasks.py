@@ -12,19 +12,23 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import redis
 from celery import Task
 from celery.exceptions import Reject
 from celery.signals import worker_process_init, worker_ready
+from kombu.exceptions import OperationalError
 
+from judgeq._errors import StoreError
 from judgeq._pipeline import Contexts, Outcome, process_job, reduce_run
 from judgeq._settings import Settings
 from judgeq.judges import judge_factory
 
 from . import app
 from .app import GRADE_TASK, REDUCE_TASK
+from .repair import check_interval, repair_stalled_runs
 from .store import RedisStore, connect
 
 log = logging.getLogger("judgeq.worker")
@@ -55,26 +59,36 @@ HEALTH_INTERVAL = 10.0
 
 
 @worker_ready.connect
-def _announce_ready(**_: object) -> None:
-    """Log readiness and keep ``JUDGEQ_HEALTH_FILE`` fresh (a cheap container healthcheck:
-    the file's age, no Python import)."""
+def _on_ready(**_: object) -> None:
+    """Log readiness; keep ``JUDGEQ_HEALTH_FILE`` fresh (a container healthcheck that is the
+    file's age, no Python import); start the stalled-run repair loop."""
     s = _settings()
     log.warning("judgeq worker ready (redis %s, queue %s)", s.redis_url.split("@")[-1], s.queue)
+    threading.Thread(target=_health_loop, args=(s,), name="judgeq-health", daemon=True).start()
+    if s.repair_stalled:
+        threading.Thread(target=_repair_loop, args=(s,), name="judgeq-repair", daemon=True).start()
+
+
+def _health_loop(s: Settings) -> None:
     path = s.health_file
-    if path is None:
-        return
+    while path is not None:
+        try:
+            path.touch()
+        except OSError as exc:  # pragma: no cover - a read-only or vanished directory
+            log.warning("cannot touch health file %s: %s", path, exc)
+        time.sleep(HEALTH_INTERVAL)
 
-    def beat() -> None:
-        import time
 
-        while True:
-            try:
-                path.touch()
-            except OSError as exc:  # pragma: no cover - a read-only or vanished directory
-                log.warning("cannot touch health file %s: %s", path, exc)
-            time.sleep(HEALTH_INTERVAL)
+def _repair_loop(s: Settings) -> None:
+    def send(run_id: str, indices: list[int], job_ids: list[str]) -> None:
+        app.send_task(GRADE_TASK, args=[run_id, indices, job_ids], queue=s.queue)
 
-    threading.Thread(target=beat, name="judgeq-health", daemon=True).start()
+    while True:
+        time.sleep(check_interval(s))
+        try:
+            repair_stalled_runs(runtime()[0], s, send)
+        except Exception as exc:  # keep the loop alive through Redis restarts and the like
+            log.warning("stalled-run check failed: %s", exc)
 
 
 @worker_process_init.connect
@@ -118,25 +132,31 @@ def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None
             outcomes = [process_job(store, contexts, run_id, indices[0])]
         else:
             futures = [_executor().submit(process_job, store, contexts, run_id, i) for i in indices]
+            wait(futures)  # every job settles before the message is acked or requeued
             outcomes = [f.result() for f in futures]
         if Outcome.LAST in outcomes or (Outcome.DUPLICATE in outcomes and _needs_reducer(store, run_id)):
-            app.send_task(REDUCE_TASK, args=[run_id])
+            try:
+                app.send_task(REDUCE_TASK, args=[run_id])
+            except Exception:
+                store.release_reducer(run_id)  # a redelivery of this message will try again
+                raise
         return ",".join(sorted({o.value for o in outcomes}))
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        log.warning("store unreachable while grading %s %s: %s; requeueing", run_id, indices, exc)
+    except (redis.RedisError, StoreError, OperationalError) as exc:
+        # the store or the broker is unreachable or refusing writes: nothing was lost (results
+        # are written once); put the message back for another try
+        log.warning("store/broker error while grading %s %s: %s; requeueing", run_id, indices, exc)
         raise Reject(str(exc), requeue=True) from None
 
 
 @app.task(name=REDUCE_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def reduce(self: Task, run_id: str) -> str:
     """Aggregate a run's results into its report (idempotent)."""
-    store, _ = runtime()
     try:
-        report = reduce_run(store, run_id)
+        report = reduce_run(runtime()[0], run_id)
     except LookupError as exc:
         log.warning("%s", exc)
         return "unknown-run"
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except (redis.RedisError, StoreError, OperationalError) as exc:
         raise Reject(str(exc), requeue=True) from None
     counts = report["counts"]
     log.info("run %s reduced: %s", run_id, counts)

@@ -94,6 +94,10 @@ class AnthropicJudge:
             message = self._client.messages.create(**request.to_messages_kwargs(self.model), timeout=timeout)
         except (anthropic.AnthropicError, OSError) as exc:
             raise translate_error(exc) from None
+        except TypeError as exc:  # the SDK's "Could not resolve authentication method"
+            if "authentication" not in str(exc):
+                raise
+            raise JudgeAuthError("no Anthropic API key: set ANTHROPIC_API_KEY") from None
         texts: list[str] = []
         tool_input: dict[str, Any] | None = None
         for block in message.content:
@@ -124,6 +128,10 @@ class AnthropicJudge:
             )
         except (anthropic.AnthropicError, OSError) as exc:
             raise translate_error(exc) from None
+        except TypeError as exc:  # the SDK's "Could not resolve authentication method"
+            if "authentication" not in str(exc):
+                raise
+            raise JudgeAuthError("no Anthropic API key: set ANTHROPIC_API_KEY") from None
 
     def count_tokens(self, request: JudgeRequest, *, timeout: float = 30.0) -> int:
         kwargs = request.to_messages_kwargs(self.model)
@@ -132,3 +140,7 @@ class AnthropicJudge:
             return self._client.messages.count_tokens(**kwargs, timeout=timeout).input_tokens
         except (anthropic.AnthropicError, OSError) as exc:
             raise translate_error(exc) from None
+        except TypeError as exc:  # the SDK's "Could not resolve authentication method"
+            if "authentication" not in str(exc):
+                raise
+            raise JudgeAuthError("no Anthropic API key: set ANTHROPIC_API_KEY") from None

@@ -81,13 +81,34 @@ def report(run_id: str, **flags: Any) -> None:
 @click.argument("run_id")
 @redis_option
 @out_option
-def finalize(run_id: str, **flags: Any) -> None:
-    """Close a run whose last messages were lost: jobs without a result become null 'lost'."""
+@click.option("--force", is_flag=True, help="Finalize even though the run may still be progressing.")
+def finalize(run_id: str, force: bool, **flags: Any) -> None:
+    """Close a run whose last messages were lost: jobs without a result become null 'lost'.
+
+    Refused while the run may still progress (enqueuing, or a result stored within the time a
+    redelivery can take), unless --force: finalizing a live run records graded-to-be jobs as
+    lost and pays for judge calls whose results are discarded.
+    """
+    import time
+
+    from judgeq.workers.repair import stall_after
+
     from judgeq._pipeline import finalize_run
 
     settings, store = _store(**flags)
     if store.spec(run_id) is None:
         raise ConfigError(f"run {run_id!r} is unknown or expired")
+    state = store.state(run_id)
+    quiet_for = time.time() - (store.last_progress(run_id) or float(state.get("started_epoch") or 0))
+    if not force and store.report(run_id) is None:
+        if state.get("enqueue", "done") != "done":
+            raise ConfigError(f"run {run_id} is still being enqueued; wait, or pass --force")
+        if quiet_for < stall_after(settings):
+            raise ConfigError(
+                f"run {run_id} stored a result {quiet_for:.0f} s ago; workers may still be grading "
+                f"or redelivering (and re-enqueue lost jobs after {stall_after(settings):.0f} s without "
+                "progress). Wait, or pass --force"
+            )
     lost, data = finalize_run(store, run_id)
     click.echo(f"judgeq: run {run_id}: {lost} job(s) had no result and were recorded as lost", err=True)
     paths = write_files(store, run_id, data, settings.results_dir)

@@ -209,7 +209,9 @@ def test_reduce_run_with_jobs_missing_is_incomplete() -> None:
     for i in (0, 2):
         process_job(store, contexts, RUN, i)
     report = reduce_run(store, RUN)
-    assert report["counts"]["total"] == 2
+    # every job stays in the denominators: the two without a result count as null 'lost'
+    assert report["counts"]["total"] == 4 and report["counts"]["graded"] == 2
+    assert report["counts"]["null_by_reason"] == {"lost": 2}
     assert report["counts"]["missing"] == 2
     assert store.state(RUN)["state"] == "incomplete"
 

@@ -114,6 +114,7 @@ class Worker:
         concurrency: int = 8,
         pool: str = "threads",
         loglevel: str = "INFO",
+        argv: list[str] | None = None,
     ) -> None:
         self.env, self.name = env, name
         self.log = logdir / f"{name}.log"
@@ -131,6 +132,8 @@ class Worker:
             "-l",
             loglevel,
         ]
+        if argv is not None:  # another command line, e.g. plain `celery -A judgeq.workers worker`
+            self.args = [sys.executable, "-m", *argv]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, wait: bool = True) -> Worker:

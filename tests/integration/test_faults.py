@@ -181,6 +181,23 @@ def test_lost_reducer_runs_again(
     assert len(verdict_ids(tmp_path / "out", run_id)) == 40
 
 
+def test_lost_message_is_re_enqueued_by_the_workers(
+    tmp_path: Path, env: dict[str, str], redis_server: RedisServer, start_worker: Callable[..., Worker]
+) -> None:
+    env = {**env, **FAST}
+    batch = write_batch(tmp_path / "b.jsonl", response_rows(40))
+    proc = judgeq_cli("submit", str(batch), *SUBMIT, "--run-id", "healed", env=env)
+    assert proc.returncode == 0, proc.stderr
+    client = redis_server.client()
+    assert json.loads(client.lpop("judgeq"))["headers"]["task"] == "judgeq.grade"  # lost in transit
+    w = start_worker("w1", env=FAST)
+    # stall detection: visibility 6 s + 2 sweeps of 1 s + 6 s margin, checked every ~5 s
+    wait_for(lambda: int(float(_counters(client).get("done", 0))) >= 40, 60, "the repair")
+    assert "re-enqueued them" in w.log.read_text()
+    report = judgeq_cli("report", "healed", "--out", str(tmp_path / "o"), env=env)
+    assert report.returncode == 0 and "40/40 graded" in report.stdout
+
+
 def test_finalize_closes_a_run_with_lost_messages(
     tmp_path: Path, env: dict[str, str], redis_server: RedisServer, start_worker: Callable[..., Worker]
 ) -> None:
@@ -191,12 +208,14 @@ def test_finalize_closes_a_run_with_lost_messages(
     client = redis_server.client()
     lost = json.loads(client.lpop("judgeq"))  # one grade message (8 jobs) vanishes
     assert lost["headers"]["task"] == "judgeq.grade"
-    start_worker("w1", env=FAST)
+    start_worker("w1", env={**FAST, "JUDGEQ_REPAIR_STALLED": "false"})  # finalize, not the repair
     wait_for(lambda: int(float(_counters(client).get("done", 0))) >= 32, 60, "the other jobs")
     time.sleep(1)
     report = judgeq_cli("report", "lossy", "--out", str(tmp_path / "o1"), env=env)
     assert report.returncode == 1 and "has no report yet (32/40 done" in report.stderr
-    fin = judgeq_cli("finalize", "lossy", "--out", str(tmp_path / "o2"), env=env)
+    early = judgeq_cli("finalize", "lossy", env=env)
+    assert early.returncode == 2 and "workers may still be grading" in early.stderr
+    fin = judgeq_cli("finalize", "lossy", "--force", "--out", str(tmp_path / "o2"), env=env)
     assert fin.returncode == 0, fin.stderr
     assert "8 job(s) had no result and were recorded as lost" in fin.stderr
     data = json.loads((tmp_path / "o2" / "lossy" / "report.json").read_text())

@@ -169,7 +169,23 @@ def test_resubmission_grades_nothing_twice(
         "rerun-1",
         env=env,
     )
-    assert proc.returncode == 2 and "already exists with 60 jobs before, 61 now" in proc.stderr
+    assert proc.returncode == 2 and "already exists with total 60 (now 61)" in proc.stderr
+    # the same size but other content is refused too
+    rows = response_rows(60)
+    rows[5]["output"] = "edited"
+    edited = write_batch(tmp_path / "d.jsonl", rows)
+    proc = judgeq_cli(
+        "submit",
+        str(edited),
+        "--rubric",
+        "quality",
+        "--judge",
+        "anthropic:claude-test",
+        "--run-id",
+        "rerun-1",
+        env=env,
+    )
+    assert proc.returncode == 2 and "batch_fingerprint" in proc.stderr
 
 
 def test_pickled_message_is_refused(

@@ -1,0 +1,92 @@
+"""The stalled-run repair over a fakeredis store: when it re-sends, and when it must not."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import fakeredis
+import pytest
+from judgeq.workers.repair import repair_stalled_runs, stall_after
+from judgeq.workers.store import RedisStore
+
+from judgeq import Result, load_settings
+from judgeq._rubric import read_rubric_text
+from judgeq._run import RunSpec
+
+SETTINGS = load_settings(visibility_timeout=10)  # stall after 10 + 2 x 1.67 + 10 s
+
+
+@pytest.fixture
+def store() -> RedisStore:
+    return RedisStore(fakeredis.FakeRedis(decode_responses=True))
+
+
+def setup_run(store: RedisStore, total: int = 20, done: int = 4, state: str = "running") -> None:
+    text, source = read_rubric_text("quality")
+    spec = RunSpec(
+        run_id="r1",
+        rubric_text=text,
+        rubric_source=source,
+        judge_provider="lexical",
+        judge_model="lexical-overlap-v1",
+        total=total,
+    )
+    store.register(spec)
+    store.set_state(
+        "r1",
+        state="running",
+        enqueue="enqueuing" if state == "enqueuing" else "done",
+        started_epoch=time.time(),
+    )
+    if state not in ("running", "enqueuing"):
+        store.set_state("r1", state=state)
+    store.put_jobs("r1", [(i, json.dumps({"id": f"job-{i}"})) for i in range(total)])
+    for i in range(done):
+        store.store_result(
+            "r1",
+            Result(
+                job_id=f"job-{i}",
+                index=i,
+                status="graded",
+                overall=5.0,
+                rubric_name="quality",
+                rubric_version="1.0.0",
+                judge_model="x",
+            ),
+        )
+
+
+def test_stalled_run_gets_its_pending_jobs_again(store: RedisStore) -> None:
+    setup_run(store)
+    sent: list[tuple[str, list[int], list[str]]] = []
+    later = time.time() + stall_after(SETTINGS) + 1
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), now=later) == {"r1": 16}
+    assert [len(ix) for _, ix, _ in sent] == [8, 8]
+    assert sent[0][1][:2] == [4, 5] and sent[0][2][:2] == ["job-4", "job-5"]
+    # one repair per stall period, across workers
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), now=later) == {}
+
+
+def test_no_repair_before_the_stall_period(store: RedisStore) -> None:
+    setup_run(store)
+    soon = time.time() + stall_after(SETTINGS) - 5
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, now=soon) == {}
+
+
+def test_no_repair_while_messages_wait_or_enqueuing_or_done(store: RedisStore) -> None:
+    later = time.time() + stall_after(SETTINGS) + 1
+    setup_run(store, state="enqueuing")
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, now=later) == {}
+    store.set_state("r1", enqueue="done")
+    store.r.rpush(SETTINGS.queue, "a message")
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, now=later) == {}
+    store.r.delete(SETTINGS.queue)
+    store.set_state("r1", state="finished")
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, now=later) == {}
+
+
+def test_a_complete_run_is_left_alone(store: RedisStore) -> None:
+    setup_run(store, total=4, done=4)
+    later = time.time() + stall_after(SETTINGS) + 1
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, now=later) == {}

@@ -1,0 +1,161 @@
+"""Operating judgeq: plain `celery worker`, a prefork pool, Ctrl-C while waiting, dry-run token
+counting through the API, per-question debug logs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from judgeq.testing.fake_anthropic import FakeMessagesAPI
+
+from .harness import RedisServer, Worker, judgeq_cli, response_rows, write_batch
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).parent.parent.parent
+SUBMIT = ["--rubric", "quality", "--judge", "anthropic:claude-test"]
+
+
+def submit_wait(batch: Path, env: dict[str, str], out: Path, *extra: str) -> dict:
+    proc = judgeq_cli("submit", str(batch), *SUBMIT, "--wait", "--out", str(out), *extra, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_id = proc.stdout.splitlines()[0]
+    return json.loads((out / run_id / "report.json").read_text())
+
+
+def test_plain_celery_worker_command(
+    tmp_path: Path, env: dict[str, str], start_worker: Callable[..., Worker]
+) -> None:
+    start_worker(
+        "plain",
+        argv=[
+            "celery",
+            "-A",
+            "judgeq.workers",
+            "worker",
+            "-P",
+            "threads",
+            "-c",
+            "2",
+            "-n",
+            "plain@%h",
+            "-l",
+            "INFO",
+        ],
+    )
+    report = submit_wait(write_batch(tmp_path / "b.jsonl", response_rows(24)), env, tmp_path / "out")
+    assert report["counts"]["graded"] == 24
+
+
+def test_prefork_pool(tmp_path: Path, env: dict[str, str], start_worker: Callable[..., Worker]) -> None:
+    w = start_worker("forked", pool="prefork", concurrency=16)  # 2 processes x 8 jobs per message
+    report = submit_wait(write_batch(tmp_path / "b.jsonl", response_rows(40)), env, tmp_path / "out")
+    assert report["counts"]["graded"] == 40
+    assert "concurrency: 2 (prefork)" in w.log.read_text()  # 16 judge calls = 2 slots x 8 jobs
+
+
+def test_ctrl_c_stops_waiting_not_the_run(
+    tmp_path: Path,
+    env: dict[str, str],
+    fake_api: FakeMessagesAPI,
+    redis_server: RedisServer,
+    start_worker: Callable[..., Worker],
+) -> None:
+    fake_api.latency = 0.3
+    start_worker("w1")
+    batch = write_batch(tmp_path / "b.jsonl", response_rows(48))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "judgeq",
+            "submit",
+            str(batch),
+            *SUBMIT,
+            "--wait",
+            "--run-id",
+            "interrupted",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    client = redis_server.client()
+    deadline = time.monotonic() + 60
+    while client.hget("judgeq:run:{interrupted}:state", "enqueue") != "done":  # now it waits
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    assert "stopped waiting; run interrupted goes on" in stderr and "Traceback" not in stderr
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the run finishes without the producer
+        status = judgeq_cli("status", "interrupted", env=env)
+        if "finished" in status.stdout:
+            break
+        time.sleep(0.5)
+    assert "done     48/48" in status.stdout
+    report = judgeq_cli("report", "interrupted", "--out", str(tmp_path / "later"), env=env)
+    assert report.returncode == 0 and "48/48 graded" in report.stdout
+
+
+def test_dry_run_counts_tokens_with_the_api(
+    tmp_path: Path, env: dict[str, str], fake_api: FakeMessagesAPI
+) -> None:
+    proc = judgeq_cli(
+        "run",
+        str(ROOT / "examples" / "responses.jsonl"),
+        "--rubric",
+        "quality",
+        "--judge",
+        "anthropic:claude-sonnet-4-5",
+        "--dry-run",
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "the token counting API on 20 sampled requests" in proc.stdout
+    assert fake_api.request_count == 0  # no judge call: only count_tokens
+    assert "estimated cost for claude-sonnet-4-5" in proc.stdout
+
+
+def test_questions_are_logged_at_debug(
+    tmp_path: Path, env: dict[str, str], start_worker: Callable[..., Worker]
+) -> None:
+    w = start_worker("dbg", loglevel="DEBUG")
+    proc = judgeq_cli(
+        "submit",
+        str(ROOT / "examples" / "retrieval.jsonl"),
+        "--rubric",
+        "retrieval-relevance",
+        "--judge",
+        "anthropic:claude-test",
+        "--wait",
+        "--out",
+        str(tmp_path / "out"),
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    log = w.log.read_text()
+    line = next(x for x in log.splitlines() if "question q-002 " in x)
+    assert "retrieved=[" in line and "rank=4" in line and "grade=" in line and "total=" in line
+    assert "reasoning=" in line
+
+
+def test_unreachable_redis_is_one_clear_line(env: dict[str, str], redis_server: RedisServer) -> None:
+    bad = {**env, "JUDGEQ_REDIS_URL": "redis://:hunter2@127.0.0.1:1/0"}
+    for args in (["status"], ["report", "x"], ["finalize", "x"]):
+        proc = judgeq_cli(*args, env=bad)
+        assert proc.returncode == 1
+        assert proc.stderr.startswith("judgeq: error: cannot reach Redis at redis://:***@127.0.0.1:1/0")
+        assert "hunter2" not in proc.stderr and "Traceback" not in proc.stderr
