@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from celery import Celery
-from judgeq.workers.app import GRADE_TASK, REDUCE_TASK
+from judgeq.workers.app import GRADE_TASK, REDUCE_TASK, queue_depth
 
 
 class CeleryDispatcher:
@@ -28,12 +28,7 @@ class CeleryDispatcher:
 
     def depth(self) -> int:
         """Jobs waiting in the queue (messages x jobs per message; not those reserved)."""
-        with self.app.connection_for_write() as conn:
-            try:
-                ok = conn.default_channel.queue_declare(self.queue, passive=True)
-            except conn.channel_errors:
-                return 0  # not declared yet: nothing waiting
-            return int(ok.message_count) * self.jobs_per_message
+        return queue_depth(self.app, self.queue) * self.jobs_per_message
 
     def reduce(self, run_id: str) -> None:
         self.app.send_task(REDUCE_TASK, args=[run_id], queue=self.queue)

@@ -30,6 +30,16 @@ def visibility_timeout(settings: Settings) -> float:
     return 2 * settings.judge_deadline + 60.0
 
 
+def queue_depth(app: Celery, queue: str) -> int:
+    """Messages waiting in ``queue`` on the broker (not those reserved by workers)."""
+    with app.connection_for_write() as conn:
+        try:
+            ok = conn.default_channel.queue_declare(queue, passive=True)
+        except conn.channel_errors:
+            return 0  # never declared: nothing waiting
+        return int(ok.message_count)
+
+
 def restore_interval(settings: Settings) -> float:
     """Seconds between sweeps that requeue messages past the visibility timeout."""
     return max(1.0, min(10.0, visibility_timeout(settings) / 6))

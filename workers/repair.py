@@ -15,7 +15,6 @@ repair a run per stall period.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -41,11 +40,19 @@ def check_interval(settings: Settings) -> float:
 
 
 def repair_stalled_runs(
-    store: RedisStore, settings: Settings, send: Send, *, now: float | None = None, chunk: int = 8
+    store: RedisStore,
+    settings: Settings,
+    send: Send,
+    depth: Callable[[], int],
+    *,
+    now: float | None = None,
+    chunk: int = 8,
 ) -> dict[str, int]:
-    """Re-send the pending jobs of every stalled run; {run_id: jobs re-sent}."""
+    """Re-send the pending jobs of every stalled run; {run_id: jobs re-sent}.
+
+    ``depth`` counts the messages waiting on the broker (which may not be the store)."""
     now = time.time() if now is None else now
-    if store.r.llen(settings.queue):
+    if depth():
         return {}  # messages are still waiting: nothing can be declared lost yet
     limit = stall_after(settings)
     repaired: dict[str, int] = {}
@@ -62,13 +69,12 @@ def repair_stalled_runs(
         last = store.last_progress(run_id) or float(state.get("started_epoch") or now)
         if now - last < limit or not store.claim(run_id, "repair", limit):
             continue
-        pending = store.pending(run_id)
-        if not pending:
+        indices = store.pending_indices(run_id)
+        if not indices:
             continue
-        indices = sorted(pending)
         for i in range(0, len(indices), chunk):
             group = indices[i : i + chunk]
-            send(run_id, group, [str(json.loads(pending[x]).get("id", "")) for x in group])
+            send(run_id, group, store.job_ids(run_id, group))
         log.warning(
             "run %s made no progress for %.0f s with %d job(s) without a result and an empty "
             "queue: re-enqueued them (a message was lost in transit; results are counted once)",

@@ -43,9 +43,9 @@ for i = 5, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[3], ARGV[i], ARGV[i + 1])
 redis.call('HSET', KEYS[3], 'last_done_at', ARGV[4])
 local done = redis.call('HINCRBY', KEYS[3], 'done', 1)
 local ttl = tonumber(ARGV[3])
-if ttl > 0 and redis.call('TTL', KEYS[1]) < 0 then
-  redis.call('EXPIRE', KEYS[1], ttl)
-  redis.call('EXPIRE', KEYS[3], ttl)
+-- a run that grades for longer than half the retention keeps all its keys alive
+if ttl > 0 and redis.call('TTL', KEYS[1]) < ttl / 2 then
+  for i = 1, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
 end
 return done
 """
@@ -142,7 +142,7 @@ class RedisStore:
         for key, inc in live_increments(result).items():
             args += [key, repr(float(inc))]
         done = self._store(
-            keys=[_k(run_id, "results"), _k(run_id, "jobs"), _k(run_id, "counters")], args=args
+            keys=[_k(run_id, w) for w in ("results", "jobs", "counters", "spec", "state")], args=args
         )
         return None if int(done) < 0 else int(done)
 
@@ -162,9 +162,14 @@ class RedisStore:
         value = self.r.hget(_k(run_id, "counters"), "last_done_at")
         return float(value) if value else None
 
-    def pending(self, run_id: str) -> dict[int, str]:
-        """Job payloads without a result yet (payloads are deleted as results are stored)."""
-        return {int(k): v for k, v in self.r.hgetall(_k(run_id, "jobs")).items()}
+    def pending_indices(self, run_id: str) -> list[int]:
+        """Indices of the jobs without a result yet (payloads are deleted as results are stored)."""
+        return sorted(int(k) for k in self.r.hscan_iter(_k(run_id, "jobs"), no_values=True))
+
+    def job_ids(self, run_id: str, indices: list[int]) -> list[str]:
+        """The ids of some jobs still pending (for display in task arguments)."""
+        raws = self.r.hmget(_k(run_id, "jobs"), [str(i) for i in indices])
+        return [str(json.loads(raw).get("id", "")) if raw else "" for raw in raws]
 
     def claim(self, run_id: str, what: str, seconds: float) -> bool:
         """A lock shared by every worker, held for ``seconds``."""

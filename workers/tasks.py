@@ -27,7 +27,7 @@ from judgeq._settings import Settings
 from judgeq.judges import judge_factory
 
 from . import app
-from .app import GRADE_TASK, REDUCE_TASK
+from .app import GRADE_TASK, REDUCE_TASK, queue_depth
 from .repair import check_interval, repair_stalled_runs
 from .store import RedisStore, connect
 
@@ -86,7 +86,7 @@ def _repair_loop(s: Settings) -> None:
     while True:
         time.sleep(check_interval(s))
         try:
-            repair_stalled_runs(runtime()[0], s, send)
+            repair_stalled_runs(runtime()[0], s, send, lambda: queue_depth(app, s.queue))
         except Exception as exc:  # keep the loop alive through Redis restarts and the like
             log.warning("stalled-run check failed: %s", exc)
 

@@ -17,6 +17,10 @@ from judgeq._run import RunSpec
 SETTINGS = load_settings(visibility_timeout=10)  # stall after 10 + 2 x 1.67 + 10 s
 
 
+def depth() -> int:
+    return 0
+
+
 @pytest.fixture
 def store() -> RedisStore:
     return RedisStore(fakeredis.FakeRedis(decode_responses=True))
@@ -61,32 +65,44 @@ def test_stalled_run_gets_its_pending_jobs_again(store: RedisStore) -> None:
     setup_run(store)
     sent: list[tuple[str, list[int], list[str]]] = []
     later = time.time() + stall_after(SETTINGS) + 1
-    assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), now=later) == {"r1": 16}
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), depth, now=later) == {"r1": 16}
     assert [len(ix) for _, ix, _ in sent] == [8, 8]
     assert sent[0][1][:2] == [4, 5] and sent[0][2][:2] == ["job-4", "job-5"]
     # one repair per stall period, across workers
-    assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), now=later) == {}
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), depth, now=later) == {}
 
 
 def test_no_repair_before_the_stall_period(store: RedisStore) -> None:
     setup_run(store)
     soon = time.time() + stall_after(SETTINGS) - 5
-    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, now=soon) == {}
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, depth, now=soon) == {}
 
 
 def test_no_repair_while_messages_wait_or_enqueuing_or_done(store: RedisStore) -> None:
     later = time.time() + stall_after(SETTINGS) + 1
     setup_run(store, state="enqueuing")
-    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, now=later) == {}
+    assert (
+        repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda: store.r.llen(SETTINGS.queue), now=later)
+        == {}
+    )
     store.set_state("r1", enqueue="done")
     store.r.rpush(SETTINGS.queue, "a message")
-    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, now=later) == {}
+    assert (
+        repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda: store.r.llen(SETTINGS.queue), now=later)
+        == {}
+    )
     store.r.delete(SETTINGS.queue)
     store.set_state("r1", state="finished")
-    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, now=later) == {}
+    assert (
+        repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda: store.r.llen(SETTINGS.queue), now=later)
+        == {}
+    )
 
 
 def test_a_complete_run_is_left_alone(store: RedisStore) -> None:
     setup_run(store, total=4, done=4)
     later = time.time() + stall_after(SETTINGS) + 1
-    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, now=later) == {}
+    assert (
+        repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda: store.r.llen(SETTINGS.queue), now=later)
+        == {}
+    )
