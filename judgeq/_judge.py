@@ -50,7 +50,9 @@ class RetryPolicy:
 
     429/529/5xx/timeouts are retried with exponential backoff and full jitter (at least
     half the step), or after the judge's ``retry-after`` when it sent one, as long as the
-    next attempt can start before the deadline.
+    next attempt can start before the deadline. The null reason of a job that never got an
+    answer is the judge's last error, except that a final attempt cut short by the deadline
+    and timing out does not replace an earlier error.
     """
 
     timeout: float = 30.0
@@ -99,12 +101,16 @@ def call_with_retries(
         if remaining < policy.min_attempt_time:
             break
         attempts += 1
+        cut_short = remaining < policy.timeout
         try:
             reply = judge.complete(request, timeout=min(policy.timeout, remaining))
             return CallOutcome(reply, None, attempts, clock() - start, errors)
         except JudgeError as exc:
-            last = exc
             errors.append(exc.reason)
+            # An attempt the deadline cut short and that then timed out says nothing about
+            # the judge: the job's reason stays what the judge said before (e.g. 500 -> api_error).
+            if not (isinstance(exc, JudgeTimeout) and cut_short and last is not None):
+                last = exc
             if not exc.retryable:
                 break
             delay = exc.retry_after if exc.retry_after is not None else _backoff(policy, attempts, rng)

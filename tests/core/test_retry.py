@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from judgeq import (
+    JudgeAPIError,
     JudgeAuthError,
     JudgeOverloaded,
     JudgeRateLimited,
@@ -88,3 +89,19 @@ def test_deadline_bounds_all_attempts() -> None:
 def test_retry_after_beyond_deadline_gives_up_with_that_reason() -> None:
     out, clock, _ = run([JudgeRateLimited("429", retry_after=500)], RetryPolicy(deadline=60))
     assert out.reply is None and out.error.reason == "rate_limited" and clock.sleeps == []
+
+
+def test_a_deadline_cut_timeout_keeps_the_judges_reason() -> None:
+    # 500 every time; the last attempt only has 0.5 s left of the deadline and times out
+    policy = RetryPolicy(timeout=2.0, deadline=4.0, base_delay=0.1, max_delay=0.1)
+    script = [JudgeAPIError("500"), JudgeAPIError("500"), JudgeAPIError("500"), JudgeTimeout("cut")]
+    out, _, judge = run(script, policy, cost=1.0)
+    assert out.reply is None and out.error.reason == "api_error"
+    assert out.errors[-1] == "timeout" and judge.timeouts[-1] < 2.0
+
+
+def test_a_full_length_timeout_is_the_reason() -> None:
+    policy = RetryPolicy(timeout=1.0, deadline=2.5, base_delay=0.05, max_delay=0.05)
+    out, _, judge = run([JudgeAPIError("500"), JudgeTimeout("t")], policy, cost=1.0)
+    assert judge.timeouts == [1.0, 1.0]  # the second attempt had its full time
+    assert out.reply is None and out.error.reason == "timeout"
