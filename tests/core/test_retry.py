@@ -101,7 +101,7 @@ def test_a_deadline_cut_timeout_keeps_the_judges_reason() -> None:
 
 
 def test_a_full_length_timeout_is_the_reason() -> None:
-    policy = RetryPolicy(timeout=1.0, deadline=2.5, base_delay=0.05, max_delay=0.05)
+    policy = RetryPolicy(timeout=1.0, deadline=2.1, base_delay=0.05, max_delay=0.05)
     out, _, judge = run([JudgeAPIError("500"), JudgeTimeout("t")], policy, cost=1.0)
     assert judge.timeouts == [1.0, 1.0]  # the second attempt had its full time
     assert out.reply is None and out.error.reason == "timeout"
