@@ -42,6 +42,7 @@ from ._rubric import (
 from ._safety import SAFETY_CATEGORIES, check_safety
 from ._scoring import Score, apply_ceiling, score_verdict, weighted_overall
 from ._settings import Settings, load_settings, mask_url
+from ._store import MemoryStore, Store
 from ._verdict import ParsedVerdict, parse_verdict
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "JudgeRequest",
     "JudgeTimeout",
     "JudgeqError",
+    "MemoryStore",
     "ParsedVerdict",
     "QuestionJob",
     "ResponseJob",
@@ -78,6 +80,7 @@ __all__ = [
     "RubricError",
     "Score",
     "Settings",
+    "Store",
     "StoreError",
     "apply_ceiling",
     "builtin_names",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from celery import Celery
+
 from judgeq.workers.app import GRADE_TASK, REDUCE_TASK, queue_depth
 
 

@@ -91,9 +91,8 @@ def finalize(run_id: str, force: bool, **flags: Any) -> None:
     """
     import time
 
-    from judgeq.workers.repair import stall_after
-
     from judgeq._pipeline import finalize_run
+    from judgeq.workers.repair import stall_after
 
     settings, store = _store(**flags)
     if store.spec(run_id) is None:

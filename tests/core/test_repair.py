@@ -7,12 +7,12 @@ import time
 
 import fakeredis
 import pytest
-from judgeq.workers.repair import repair_stalled_runs, stall_after
-from judgeq.workers.store import RedisStore
 
 from judgeq import Result, load_settings
 from judgeq._rubric import read_rubric_text
 from judgeq._run import RunSpec
+from judgeq.workers.repair import repair_stalled_runs, stall_after
+from judgeq.workers.store import RedisStore
 
 SETTINGS = load_settings(visibility_timeout=10)  # stall after 10 + 2 x 1.67 + 10 s
 
