@@ -164,7 +164,9 @@ class RedisStore:
 
     def pending_indices(self, run_id: str) -> list[int]:
         """Indices of the jobs without a result yet (payloads are deleted as results are stored)."""
-        return sorted(int(k) for k in self.r.hscan_iter(_k(run_id, "jobs"), no_values=True))
+        # HKEYS, not HSCAN NOVALUES (Redis >= 7.4 only): the hash holds only jobs sent and not
+        # yet graded, which the producer's queue bound keeps small
+        return sorted(int(k) for k in self.r.hkeys(_k(run_id, "jobs")))
 
     def job_ids(self, run_id: str, indices: list[int]) -> list[str]:
         """The ids of some jobs still pending (for display in task arguments)."""
