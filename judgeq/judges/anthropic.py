@@ -23,6 +23,8 @@ from .._errors import (
 from .._judge import JudgeReply
 from .._render import JudgeRequest
 
+NO_KEY = "no Anthropic API key: set ANTHROPIC_API_KEY"
+
 
 def _retry_after(exc: anthropic.APIStatusError) -> float | None:
     headers = exc.response.headers
@@ -68,7 +70,7 @@ def translate_error(exc: Exception) -> JudgeError:
             return JudgeAPIError(msg, retry_after=_retry_after(exc))
         return JudgeInvalidRequest(msg)
     if isinstance(exc, anthropic.CredentialsError):
-        return JudgeAuthError(f"no usable Anthropic credentials: {type(exc).__name__}")
+        return JudgeAuthError(NO_KEY)
     return JudgeAPIError(f"unexpected judge failure: {type(exc).__name__}")
 
 
@@ -86,18 +88,30 @@ class AnthropicJudge:
         client: anthropic.Anthropic | None = None,
     ) -> None:
         self.model = model
-        # api_key/base_url None: the SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL.
-        self._client = client or anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
-
-    def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
+        # api_key/base_url None: the SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL. Without
+        # credentials the judge still builds: every call is then an auth_error null (the
+        # producer's preflight reports it once, before anything is enqueued).
+        self._client: anthropic.Anthropic | None
         try:
-            message = self._client.messages.create(**request.to_messages_kwargs(self.model), timeout=timeout)
+            self._client = client or anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
+        except (anthropic.CredentialsError, TypeError):
+            self._client = None
+
+    def _call(self, method: str, **kwargs: Any) -> Any:
+        """Call ``client.messages.<method>``, translating SDK errors into judgeq's tree."""
+        if self._client is None:
+            raise JudgeAuthError(NO_KEY)
+        try:
+            return getattr(self._client.messages, method)(**kwargs)
         except (anthropic.AnthropicError, OSError) as exc:
             raise translate_error(exc) from None
         except TypeError as exc:  # the SDK's "Could not resolve authentication method"
             if "authentication" not in str(exc):
                 raise
-            raise JudgeAuthError("no Anthropic API key: set ANTHROPIC_API_KEY") from None
+            raise JudgeAuthError(NO_KEY) from None
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
+        message = self._call("create", **request.to_messages_kwargs(self.model), timeout=timeout)
         texts: list[str] = []
         tool_input: dict[str, Any] | None = None
         for block in message.content:
@@ -119,28 +133,15 @@ class AnthropicJudge:
 
     def preflight(self, *, timeout: float = 30.0) -> None:
         """One tiny call that proves the key and the model work; raises JudgeError."""
-        try:
-            self._client.messages.create(
-                model=self.model,
-                max_tokens=1,
-                messages=[{"role": "user", "content": "ping"}],
-                timeout=timeout,
-            )
-        except (anthropic.AnthropicError, OSError) as exc:
-            raise translate_error(exc) from None
-        except TypeError as exc:  # the SDK's "Could not resolve authentication method"
-            if "authentication" not in str(exc):
-                raise
-            raise JudgeAuthError("no Anthropic API key: set ANTHROPIC_API_KEY") from None
+        self._call(
+            "create",
+            model=self.model,
+            max_tokens=1,
+            messages=[{"role": "user", "content": "ping"}],
+            timeout=timeout,
+        )
 
     def count_tokens(self, request: JudgeRequest, *, timeout: float = 30.0) -> int:
         kwargs = request.to_messages_kwargs(self.model)
         kwargs.pop("max_tokens")
-        try:
-            return self._client.messages.count_tokens(**kwargs, timeout=timeout).input_tokens
-        except (anthropic.AnthropicError, OSError) as exc:
-            raise translate_error(exc) from None
-        except TypeError as exc:  # the SDK's "Could not resolve authentication method"
-            if "authentication" not in str(exc):
-                raise
-            raise JudgeAuthError("no Anthropic API key: set ANTHROPIC_API_KEY") from None
+        return self._call("count_tokens", **kwargs, timeout=timeout).input_tokens
