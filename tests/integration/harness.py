@@ -19,6 +19,8 @@ import redis
 from judgeq.testing import faults
 
 API_KEY = "sk-ant-test-SECRET-0123456789abcdef"
+SUBMIT = ("--rubric", "quality", "--judge", "anthropic:claude-test")
+"""The grading options every integration test submits with (the fake judge's model)."""
 
 
 def free_port() -> int:

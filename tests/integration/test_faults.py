@@ -16,12 +16,11 @@ import pytest
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 from judgeq.testing.faults import expected_nulls, fault_plan, response_rows
 
-from .harness import RedisServer, Worker, judgeq_cli, strip_volatile, write_batch
+from .harness import SUBMIT, RedisServer, Worker, judgeq_cli, strip_volatile, write_batch
 
 pytestmark = pytest.mark.integration
 
 FAST = {"JUDGEQ_JUDGE_TIMEOUT": "1", "JUDGEQ_JUDGE_DEADLINE": "3", "JUDGEQ_VISIBILITY_TIMEOUT": "6"}
-SUBMIT = ["--rubric", "quality", "--judge", "anthropic:claude-test"]
 
 
 def start_submit(batch: Path, env: dict[str, str], out: Path, *extra: str) -> subprocess.Popen[str]:

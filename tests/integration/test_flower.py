@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import API_KEY, Worker, free_port, judgeq_cli, response_rows, write_batch
+from .harness import API_KEY, SUBMIT, Worker, free_port, judgeq_cli, response_rows, write_batch
 
 pytestmark = pytest.mark.integration
 
@@ -69,10 +69,7 @@ def test_flower_lists_grading_tasks_with_auth(
     proc = judgeq_cli(
         "submit",
         str(batch),
-        "--rubric",
-        "quality",
-        "--judge",
-        "anthropic:claude-test",
+        *SUBMIT,
         "--run-id",
         "flower-run",
         "--wait",

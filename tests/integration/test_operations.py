@@ -15,11 +15,10 @@ import pytest
 
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
-from .harness import RedisServer, Worker, judgeq_cli, response_rows, write_batch
+from .harness import SUBMIT, RedisServer, Worker, judgeq_cli, response_rows, write_batch
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).parent.parent.parent
-SUBMIT = ["--rubric", "quality", "--judge", "anthropic:claude-test"]
 
 
 def submit_wait(batch: Path, env: dict[str, str], out: Path, *extra: str) -> dict:

@@ -12,7 +12,16 @@ import pytest
 
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
-from .harness import API_KEY, RedisServer, Worker, judgeq_cli, response_rows, strip_volatile, write_batch
+from .harness import (
+    API_KEY,
+    SUBMIT,
+    RedisServer,
+    Worker,
+    judgeq_cli,
+    response_rows,
+    strip_volatile,
+    write_batch,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -26,10 +35,7 @@ def submit(batch: Path, env: dict[str, str], out: Path, *extra: str) -> tuple[st
     proc = judgeq_cli(
         "submit",
         str(batch),
-        "--rubric",
-        "quality",
-        "--judge",
-        "anthropic:claude-test",
+        *SUBMIT,
         "--wait",
         "--out",
         str(out),
@@ -66,10 +72,7 @@ def test_500_jobs_across_two_workers(
     embedded = judgeq_cli(
         "run",
         str(batch),
-        "--rubric",
-        "quality",
-        "--judge",
-        "anthropic:claude-test",
+        *SUBMIT,
         "--out",
         str(tmp_path / "emb"),
         env=env,
@@ -140,10 +143,7 @@ def test_resubmission_grades_nothing_twice(
     proc = judgeq_cli(
         "submit",
         str(batch),
-        "--rubric",
-        "quality",
-        "--judge",
-        "anthropic:claude-test",
+        *SUBMIT,
         "--run-id",
         "rerun-1",
         "--wait",
@@ -161,10 +161,7 @@ def test_resubmission_grades_nothing_twice(
     proc = judgeq_cli(
         "submit",
         str(other),
-        "--rubric",
-        "quality",
-        "--judge",
-        "anthropic:claude-test",
+        *SUBMIT,
         "--run-id",
         "rerun-1",
         env=env,
@@ -177,10 +174,7 @@ def test_resubmission_grades_nothing_twice(
     proc = judgeq_cli(
         "submit",
         str(edited),
-        "--rubric",
-        "quality",
-        "--judge",
-        "anthropic:claude-test",
+        *SUBMIT,
         "--run-id",
         "rerun-1",
         env=env,
