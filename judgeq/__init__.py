@@ -7,12 +7,15 @@ aggregation.  It imports no Celery, Redis or SDK (a test holds it to that); thos
 
 from ._errors import (
     NULL_REASONS,
+    SYSTEMIC_REASONS,
     BatchError,
     ConfigError,
     JudgeAPIError,
     JudgeAuthError,
+    JudgeBillingError,
     JudgeError,
     JudgeInvalidRequest,
+    JudgeModelNotFound,
     JudgeOverloaded,
     JudgeqError,
     JudgeRateLimited,
@@ -20,7 +23,7 @@ from ._errors import (
     RubricError,
     StoreError,
 )
-from ._grading import GradingContext, grade_job
+from ._grading import GradingContext, grade_job, null_result
 from ._jobs import Job, QuestionJob, ResponseJob
 from ._judge import CallOutcome, Judge, JudgeReply, RetryPolicy, call_with_retries
 from ._render import JudgeRequest, output_schema, render_request, render_system, render_user
@@ -48,6 +51,7 @@ from ._verdict import ParsedVerdict, parse_verdict
 __all__ = [
     "NULL_REASONS",
     "SAFETY_CATEGORIES",
+    "SYSTEMIC_REASONS",
     "BatchError",
     "CallOutcome",
     "Ceiling",
@@ -61,8 +65,10 @@ __all__ = [
     "Judge",
     "JudgeAPIError",
     "JudgeAuthError",
+    "JudgeBillingError",
     "JudgeError",
     "JudgeInvalidRequest",
+    "JudgeModelNotFound",
     "JudgeOverloaded",
     "JudgeRateLimited",
     "JudgeReply",
@@ -90,6 +96,7 @@ __all__ = [
     "load_rubric",
     "load_settings",
     "mask_url",
+    "null_result",
     "output_schema",
     "parse_rubric",
     "parse_verdict",

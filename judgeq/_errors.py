@@ -12,8 +12,14 @@ Callers catch at the level they need::
         ├── JudgeRateLimited         HTTP 429                                         -> rate_limited
         ├── JudgeOverloaded          HTTP 529                                         -> overloaded
         ├── JudgeAPIError            HTTP 5xx, connection errors                      -> api_error
-        ├── JudgeAuthError           HTTP 401/403: bad key or no access               -> auth_error
-        └── JudgeInvalidRequest      HTTP 400/404/413/422: the request is wrong       -> invalid_request
+        ├── JudgeAuthError           HTTP 401/403: bad key or no access               -> auth_error *
+        ├── JudgeBillingError        HTTP 402, or "credit balance is too low"         -> billing_error *
+        └── JudgeInvalidRequest      HTTP 400/413/422: the request is wrong           -> invalid_request
+            └── JudgeModelNotFound   HTTP 404: the judge model does not exist for you -> model_not_found *
+
+``*``: a **systemic** failure (``JudgeError.systemic``): it says nothing about the job, so it
+never becomes a job's null at once; a run whose calls fail this way N times in a row pauses
+(``JUDGEQ_SYSTEMIC_FAILURES``) until ``judgeq resume``.
 
 Errors raised to the user carry one line of text (``str(err)``) that names the file,
 line and field where one applies; the CLI prints that line and exits non-zero, never a
@@ -53,6 +59,7 @@ class JudgeError(JudgeqError):
 
     reason: str = "api_error"
     retryable: bool = False
+    systemic: bool = False
 
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
@@ -91,12 +98,27 @@ class JudgeAuthError(JudgeError):
     """The key was refused (401/403)."""
 
     reason = "auth_error"
+    systemic = True
+
+
+class JudgeBillingError(JudgeError):
+    """The account cannot pay for calls (402, or a credit balance too low)."""
+
+    reason = "billing_error"
+    systemic = True
 
 
 class JudgeInvalidRequest(JudgeError):
-    """The judge rejected the request itself (400/404/413/422)."""
+    """The judge rejected the request itself (400/413/422)."""
 
     reason = "invalid_request"
+
+
+class JudgeModelNotFound(JudgeInvalidRequest):
+    """The judge model does not exist, or this key may not use it (404)."""
+
+    reason = "model_not_found"
+    systemic = True
 
 
 NULL_REASONS: tuple[str, ...] = (
@@ -105,6 +127,8 @@ NULL_REASONS: tuple[str, ...] = (
     "overloaded",
     "api_error",
     "auth_error",
+    "billing_error",
+    "model_not_found",
     "invalid_request",
     "parse_error",
     "refusal",
@@ -113,4 +137,9 @@ NULL_REASONS: tuple[str, ...] = (
 )
 """Every reason a job's grade can be null. ``internal_error``: an unexpected exception while
 grading (a bug; the message is in ``raw``). ``lost``: the job never produced a result (set by
-``judgeq finalize``, or by the reducer for a result that vanished)."""
+``judgeq finalize``, or by the reducer for a result that vanished). ``auth_error``,
+``billing_error`` and ``model_not_found`` are systemic (:data:`SYSTEMIC_REASONS`): a job ends
+with one only after its retries, when the run did not pause."""
+
+SYSTEMIC_REASONS: frozenset[str] = frozenset({"auth_error", "billing_error", "model_not_found"})
+"""Null reasons that say the judge set-up is broken, not the job (see the tree above)."""

@@ -81,7 +81,7 @@ def grade_job(
     reply = outcome.reply
     if reply is None:
         assert outcome.error is not None
-        return Result(status="null", null_reason=outcome.error.reason, raw=str(outcome.error)[:500], **base)
+        return _null(outcome.error.reason, str(outcome.error)[:RAW_NULL_LIMIT], base)
     base.update(
         input_tokens=reply.input_tokens,
         output_tokens=reply.output_tokens,
@@ -93,14 +93,7 @@ def grade_job(
     )
     notes = verdict.notes[:NOTES_LIMIT] if verdict.notes else None
     if verdict.null_reason is not None:
-        return Result(
-            status="null",
-            null_reason=verdict.null_reason,
-            raw=verdict.raw,
-            notes=notes,
-            flags=verdict.flags,
-            **base,
-        )
+        return _null(verdict.null_reason, verdict.raw, base, notes=notes, flags=verdict.flags)
     # The safety gate checks what a model said; retrieved documents are not checked.
     candidate = job.output if job.kind == "response" else None
     score = score_verdict(
@@ -127,6 +120,49 @@ def grade_job(
         notes=notes,
         **base,
     )
+
+
+RAW_NULL_LIMIT = 500
+"""Characters of an error message kept in a null's ``raw`` (a judge's reply keeps its own
+limit, :data:`judgeq._verdict.RAW_LIMIT`)."""
+
+
+def null_result(
+    *,
+    index: int,
+    reason: str,
+    why: str | None,
+    rubric_name: str,
+    rubric_version: str,
+    judge_model: str,
+    job: Job | None = None,
+    job_id: str | None = None,
+    retrieval: RetrievalConfig | None = None,
+) -> Result:
+    """The one way a null result is made, whatever the path (judge failure, unparseable
+    verdict, internal error, lost, finalized, canceled).
+
+    A null keeps its job's kind, id and model, so it counts in the denominators of its own
+    section (``retrieval.questions``, ``by_model``): with ``job``, a question's retrieval
+    fields (rank, hits: they need no judge) are filled in too; without it (the payload is
+    gone) the null is a response-kind job named ``job_id`` with no model.
+    """
+    base: dict[str, object] = {
+        "job_id": job.id if job is not None else (job_id or f"#{index}"),
+        "index": index,
+        "rubric_name": rubric_name,
+        "rubric_version": rubric_version,
+        "judge_model": judge_model,
+    }
+    if job is not None:
+        base.update(kind=job.kind, model=job.model)
+        if isinstance(job, QuestionJob):
+            base.update(_question_fields(job, retrieval or RetrievalConfig()))
+    return _null(reason, why[:RAW_NULL_LIMIT] if why else why, base)
+
+
+def _null(reason: str, raw: str | None, base: dict[str, object], **extra: object) -> Result:
+    return Result(status="null", null_reason=reason, raw=raw, **base, **extra)  # type: ignore[arg-type]
 
 
 def llm_grade(overall: float, rubric: Rubric) -> int:

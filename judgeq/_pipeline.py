@@ -7,6 +7,12 @@
   report.  Idempotent: running it twice gives the same report.
 * :func:`finalize_run` — for a run whose last messages were lost: record every job without
   a result as null (``lost``) and reduce.
+* :func:`settle_held` — what becomes of jobs that could not be graded for a reason outside
+  the job (a systemic judge failure, a rubric or judge that fails to load): the run pauses
+  after ``JUDGEQ_SYSTEMIC_FAILURES`` systemic failures in a row (jobs stay pending, nothing
+  becomes a null), else they are retried, and after the last retry they become nulls.
+
+Every null, whatever the path, is made by :func:`judgeq._grading.null_result`.
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ._grading import GradingContext, grade_job
-from ._jobs import JOB_MODELS, infer_kind
+from ._errors import SYSTEMIC_REASONS
+from ._grading import GradingContext, grade_job, null_result
+from ._jobs import JOB_MODELS, Job, infer_kind
 from ._judge import Judge
 from ._report import build_report, new_aggregator
 from ._result import Result
@@ -39,6 +46,23 @@ class Outcome(StrEnum):
     DUPLICATE = "duplicate"
     UNKNOWN_RUN = "unknown-run"
     NO_PAYLOAD = "no-payload"
+    PAUSED = "paused"  # the run is paused: not graded, the job stays pending
+    RETRY = "retry"  # held: send the job again later
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A job not graded for a reason outside it; nothing was stored (see :func:`settle_held`).
+
+    ``reason`` is the null it ends as if retries run out (``result``, when the judge was
+    called: that null, with its attempts and latency); ``streak`` the run's systemic failures
+    in a row so far (0 when not systemic)."""
+
+    reason: str
+    message: str
+    systemic: bool
+    streak: int = 0
+    result: Result | None = None
 
 
 @dataclass
@@ -78,11 +102,20 @@ class Contexts:
         return spec, ctx
 
 
-def process_job(store: Store, contexts: Contexts, run_id: str, index: int) -> Outcome:
-    """Grade job ``index`` of ``run_id`` unless it already has a result."""
+def process_job(store: Store, contexts: Contexts, run_id: str, index: int) -> Outcome | Held:
+    """Grade job ``index`` of ``run_id`` unless it already has a result.
+
+    A judge failure or a bug in grading this job gives a null result, stored like a grade.
+    A systemic judge failure (auth, billing, unknown model) or a grading context that cannot
+    be built (a rubric that fails to load, a judge that fails to build) stores nothing and
+    returns :class:`Held`: the caller retries or pauses (:func:`settle_held`)."""
     if store.has_result(run_id, index):
         return Outcome.DUPLICATE
-    loaded = contexts.get(store, run_id)
+    try:
+        loaded = contexts.get(store, run_id)
+    except Exception as exc:
+        log.exception("cannot build the grading context of run %s", run_id)
+        return Held("internal_error", f"{type(exc).__name__}: {exc}", systemic=False)
     if loaded is None:
         log.warning("run %s is unknown or expired; dropping job %d", run_id, index)
         return Outcome.UNKNOWN_RUN
@@ -91,23 +124,31 @@ def process_job(store: Store, contexts: Contexts, run_id: str, index: int) -> Ou
     if raw is None:
         # graded meanwhile by another delivery (payloads are deleted on store), or expired
         return Outcome.DUPLICATE if store.has_result(run_id, index) else Outcome.NO_PAYLOAD
+    job = parse_job(raw)
     try:
-        obj = json.loads(raw)
-        job = JOB_MODELS[infer_kind(obj)].model_validate(obj)
+        if job is None:
+            raise ValueError("the stored job payload is not a valid job")
         result = grade_job(ctx, job, index)
     except Exception as exc:  # a bug must not lose the job: it becomes a null with its reason
         log.exception("job %d of run %s failed unexpectedly", index, run_id)
-        result = _null(spec, index, _job_id(raw, index), "internal_error", f"{type(exc).__name__}: {exc}")
+        result = null_for(spec, index, "internal_error", f"{type(exc).__name__}: {exc}", raw)
+    if result.status == "null" and result.null_reason in SYSTEMIC_REASONS:
+        streak = store.note_systemic(run_id)
+        return Held(result.null_reason, result.raw or result.null_reason, True, streak, result)
     if result.kind == "question" and log.isEnabledFor(logging.DEBUG):
         log.debug(
             "question %s retrieved=%s rank=%s grade=%s total=%s reasoning=%r",
-            job.id,
+            result.job_id,
             result.retrieved_doc_ids,
             result.rank,
             result.llm_grade,
             result.total_score,
             (result.llm_reasoning or "")[:300],
         )
+    return _store(store, spec, run_id, result)
+
+
+def _store(store: Store, spec: RunSpec, run_id: str, result: Result) -> Outcome:
     done = store.store_result(run_id, result)
     if done is None:
         return Outcome.DUPLICATE
@@ -116,25 +157,83 @@ def process_job(store: Store, contexts: Contexts, run_id: str, index: int) -> Ou
     return Outcome.STORED
 
 
+def parse_job(raw: str | None) -> Job | None:
+    """A stored job payload as its model, or None when it is missing or unreadable."""
+    if raw is None:
+        return None
+    try:
+        obj = json.loads(raw)
+        return JOB_MODELS[infer_kind(obj)].model_validate(obj)
+    except Exception:  # a payload is validated before it is stored: this is damage, not input
+        return None
+
+
 def _job_id(raw: str | None, index: int) -> str:
     try:
         return str(json.loads(raw or "{}").get("id", f"#{index}"))
-    except ValueError:
+    except (ValueError, AttributeError):
         return f"#{index}"
 
 
-def _null(spec: RunSpec, index: int, job_id: str, reason: str, why: str) -> Result:
-    rubric = spec.rubric
-    return Result(
-        job_id=job_id,
+def null_for(spec: RunSpec, index: int, reason: str, why: str, raw: str | None) -> Result:
+    """A null for job ``index`` of ``spec``'s run, keeping the kind, id and model of its
+    stored payload ``raw`` (when there is one)."""
+    try:
+        rubric_name, rubric_version = spec.rubric.name, spec.rubric.version
+    except Exception:  # the rubric itself fails to load: the null still names the run's rubric
+        rubric_name, rubric_version = spec.rubric_source, "unknown"
+    return null_result(
         index=index,
-        status="null",
-        null_reason=reason,
-        raw=why[:500],
-        rubric_name=rubric.name,
-        rubric_version=rubric.version,
+        reason=reason,
+        why=why,
+        rubric_name=rubric_name,
+        rubric_version=rubric_version,
         judge_model=spec.judge_model,
+        job=parse_job(raw),
+        job_id=_job_id(raw, index),
+        retrieval=spec.retrieval,
     )
+
+
+def settle_held(
+    store: Store,
+    run_id: str,
+    held: list[tuple[int, Held]],
+    *,
+    systemic_limit: int,
+    final: bool,
+) -> Outcome:
+    """Decide what becomes of held jobs; returns the outcome for the caller:
+
+    * :attr:`Outcome.PAUSED` — the run is (now) paused: the jobs stay pending, nothing is
+      stored; ``judgeq resume`` sends them again. A run pauses when a systemic failure made
+      the streak reach ``systemic_limit``.
+    * :attr:`Outcome.RETRY` (``final`` False) — the caller sends them again later;
+    * after the last retry (``final``): each becomes a null with its reason, stored once;
+      :attr:`Outcome.LAST` when that completed the run (enqueue the reducer), else STORED.
+    """
+    if not held:
+        return Outcome.STORED
+    if store.state(run_id).get("state") == "paused":
+        return Outcome.PAUSED
+    systemic = [h for _, h in held if h.systemic]
+    worst = max(systemic, key=lambda h: h.streak, default=None)
+    if worst is not None and worst.streak >= systemic_limit:
+        why = f"{worst.reason}: {worst.message} ({worst.streak} judge calls in a row failed this way)"
+        store.pause(run_id, why)
+        log.error("run %s paused: %s. Fix the judge set-up, then: judgeq resume %s", run_id, why, run_id)
+        return Outcome.PAUSED
+    if not final:
+        return Outcome.RETRY
+    spec = store.spec(run_id)
+    if spec is None:
+        return Outcome.UNKNOWN_RUN
+    outcome = Outcome.STORED
+    for index, h in held:
+        result = h.result or null_for(spec, index, h.reason, h.message, store.job(run_id, index))
+        if _store(store, spec, run_id, result) is Outcome.LAST:
+            outcome = Outcome.LAST
+    return outcome
 
 
 def reduce_run(store: Store, run_id: str) -> dict[str, object]:
@@ -148,7 +247,9 @@ def reduce_run(store: Store, run_id: str) -> dict[str, object]:
     for index, result in enumerate(store.results(run_id, spec.total)):
         if result is None:  # vanished (expired?): a null, so every rate keeps all jobs as denominator
             missing += 1
-            result = _null(spec, index, f"#{index}", "lost", "no result was stored for this job")
+            result = null_for(
+                spec, index, "lost", "no result was stored for this job", store.job(run_id, index)
+            )
         agg.add(result)
     started = state.get("started_at") or spec.created_at
     finished = utcnow()
@@ -169,12 +270,12 @@ def finalize_run(store: Store, run_id: str) -> tuple[int, dict[str, object]]:
     for index, result in enumerate(store.results(run_id, spec.total)):
         if result is not None:
             continue
-        placeholder = _null(
+        placeholder = null_for(
             spec,
             index,
-            _job_id(store.job(run_id, index), index),
             "lost",
             "no result was stored for this job before the run was finalized",
+            store.job(run_id, index),
         )
         if store.store_result(run_id, placeholder) is not None:
             lost += 1

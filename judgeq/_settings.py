@@ -8,6 +8,9 @@ it (it is not put in Redis, task messages, logs or reports).
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,9 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ._errors import ConfigError
+
+PREFIX = "JUDGEQ_"
+WEIGHT_PREFIX = "JUDGEQ_WEIGHT_"
 
 
 class Settings(BaseSettings):
@@ -49,6 +55,13 @@ class Settings(BaseSettings):
     health_file: Path | None = None
     task_events: bool = True
     repair_stalled: bool = True
+    systemic_failures: int = Field(20, ge=1)
+    task_retries: int = Field(3, ge=0, le=100)
+    task_retry_delay: float = Field(5.0, ge=0)
+    judge_check_interval: float = Field(60.0, gt=0)
+    debug: bool = False
+    weights: dict[str, float] = Field(default_factory=dict)
+    """Dimension weight overrides, from ``JUDGEQ_WEIGHT_<DIMENSION>`` variables."""
 
     anthropic_api_key: SecretStr | None = Field(
         None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "anthropic_api_key")
@@ -62,14 +75,39 @@ class Settings(BaseSettings):
         return self.broker_url or self.redis_url
 
 
+def known_variables() -> list[str]:
+    """Every ``JUDGEQ_…`` variable name the settings read (weights aside)."""
+    return sorted(PREFIX + name.upper() for name in Settings.model_fields if not name.startswith("anthropic"))
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One line per ``JUDGEQ_…`` variable that no setting reads, with the closest valid name."""
+    environ = os.environ if environ is None else environ
+    known = known_variables()
+    lines = []
+    for key in sorted(environ):
+        if not key.startswith(PREFIX) or key in known:
+            continue
+        if key.startswith(WEIGHT_PREFIX) and len(key) > len(WEIGHT_PREFIX):
+            continue
+        close = difflib.get_close_matches(key, [*known, WEIGHT_PREFIX + "<DIMENSION>"], n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else " (see the README's configuration table)"
+        lines.append(f"unknown setting {key} is ignored{hint}")
+    return lines
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment, with non-None ``overrides`` (CLI flags) on top."""
     clean = {k: v for k, v in overrides.items() if v is not None}
     try:
+        if "weights" not in clean:
+            from ._rubric import weights_from_env  # _rubric imports nothing of this module
+
+            clean["weights"] = weights_from_env(os.environ)
         return Settings(**clean)
     except ValidationError as exc:
         err = exc.errors()[0]
-        name = "JUDGEQ_" + "_".join(str(p) for p in err["loc"]).upper()
+        name = PREFIX + "_".join(str(p) for p in err["loc"]).upper()
         raise ConfigError(f"{name}: {err['msg']}") from None
 
 

@@ -1,5 +1,5 @@
 """The result store seam: a :class:`Store` protocol, and :class:`MemoryStore` for embedded
-runs and tests.  The Redis implementation lives at the edge (:mod:`judgeq.workers.store`);
+runs and tests.  The Redis implementation lives at the edge (:mod:`judgeq.redis_store`);
 both pass the same contract tests.
 
 Per run the store holds the :class:`~judgeq.RunSpec`, the job payloads not yet graded, one
@@ -57,6 +57,23 @@ class Store(Protocol):
         ...
 
     def counters(self, run_id: str) -> dict[str, float]: ...
+    def pending_indices(self, run_id: str) -> list[int]:
+        """Indices of the jobs sent and without a result yet, in order."""
+        ...
+
+    def note_systemic(self, run_id: str) -> int:
+        """Count one more systemic judge failure in a row; the streak so far. Storing any
+        result resets the streak."""
+        ...
+
+    def pause(self, run_id: str, reason: str) -> bool:
+        """Pause a running run with a one-line reason; False if it was not running."""
+        ...
+
+    def resume(self, run_id: str) -> bool:
+        """Un-pause a paused run (streak reset); False if it was not paused."""
+        ...
+
     def claim_reducer(self, run_id: str) -> bool: ...
     def release_reducer(self, run_id: str) -> None: ...
     def set_state(self, run_id: str, **fields: Any) -> None: ...
@@ -116,6 +133,7 @@ class MemoryStore:
             for key, inc in live_increments(result).items():
                 counters[key] += inc  # type: ignore[assignment]
             counters["done"] += 1
+            self._state.setdefault(run_id, {}).pop("systemic_streak", None)
             return int(counters["done"])
 
     def results(self, run_id: str, total: int) -> Iterator[Result | None]:
@@ -127,6 +145,31 @@ class MemoryStore:
     def counters(self, run_id: str) -> dict[str, float]:
         with self._lock:
             return dict(self._counters.get(run_id, {}))
+
+    def pending_indices(self, run_id: str) -> list[int]:
+        return sorted(self._jobs.get(run_id, {}))
+
+    def note_systemic(self, run_id: str) -> int:
+        with self._lock:
+            state = self._state.setdefault(run_id, {})
+            state["systemic_streak"] = str(int(state.get("systemic_streak", "0")) + 1)
+            return int(state["systemic_streak"])
+
+    def pause(self, run_id: str, reason: str) -> bool:
+        with self._lock:
+            state = self._state.setdefault(run_id, {})
+            if state.get("state") != "running":
+                return False
+            state.update(state="paused", pause_reason=reason)
+            return True
+
+    def resume(self, run_id: str) -> bool:
+        with self._lock:
+            state = self._state.setdefault(run_id, {})
+            if state.get("state") != "paused":
+                return False
+            state.update(state="running", pause_reason="", systemic_streak="0")
+            return True
 
     def claim_reducer(self, run_id: str) -> bool:
         with self._lock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from judgeq.workers.app import GRADE_TASK, REDUCE_TASK, queue_depth
+from judgeq.workers.celery_app import GRADE_TASK, REDUCE_TASK, queue_depth
 
 
 class CeleryDispatcher:
@@ -30,6 +30,10 @@ class CeleryDispatcher:
     def depth(self) -> int:
         """Jobs waiting in the queue (messages x jobs per message; not those reserved)."""
         return queue_depth(self.app, self.queue) * self.jobs_per_message
+
+    def resend(self, run_id: str, indices: list[int], job_ids: list[str]) -> None:
+        """Send jobs again (resume, repair); a job with a result is skipped by the worker."""
+        self.send(run_id, list(zip(indices, job_ids, strict=True)))
 
     def reduce(self, run_id: str) -> None:
         self.app.send_task(REDUCE_TASK, args=[run_id], queue=self.queue)

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from judgeq._judge import Judge
-from judgeq._pipeline import Contexts, Outcome, process_job, reduce_run
-from judgeq._settings import Settings
+from judgeq._pipeline import Contexts, Held, Outcome, process_job, reduce_run, settle_held
+from judgeq._settings import Settings, load_settings
 from judgeq._store import MemoryStore
 
 from .enqueue import register_and_enqueue
@@ -45,11 +45,18 @@ class QueueDispatcher:
 class EmbeddedRunner:
     """Worker threads over a :class:`QueueDispatcher` and a :class:`MemoryStore`."""
 
-    def __init__(self, judge_factory: Callable[[str, str], Judge], concurrency: int = 16) -> None:
+    def __init__(
+        self,
+        judge_factory: Callable[[str, str], Judge],
+        concurrency: int = 16,
+        settings: Settings | None = None,
+    ) -> None:
+        self.settings = settings or load_settings()
         self.store = MemoryStore()
         self.dispatcher = QueueDispatcher()
         self.contexts = Contexts(judge_factory)
         self.errors: list[BaseException] = []
+        self._tries: dict[tuple[str, int], int] = {}
         self._stopping = threading.Event()
         self._threads = [
             threading.Thread(target=self._work, name=f"judgeq-worker-{i}", daemon=True)
@@ -63,12 +70,33 @@ class EmbeddedRunner:
                 return
             run_id, index = item
             try:
-                if process_job(self.store, self.contexts, run_id, index) is Outcome.LAST:
+                if self.store.state(run_id).get("state") == "paused":
+                    continue  # the job stays pending; the run's waiter reports the pause
+                outcome = process_job(self.store, self.contexts, run_id, index)
+                if isinstance(outcome, Held):
+                    outcome = self._settle(run_id, index, outcome)
+                if outcome is Outcome.LAST:
                     reduce_run(self.store, run_id)
             except BaseException as exc:  # a bug: keep it, stop waiting for this run
                 log.exception("job %s/%s failed", run_id, index)
                 self.errors.append(exc)
                 self.store.set_state(run_id, state="failed", error=repr(exc))
+
+    def _settle(self, run_id: str, index: int, held: Held) -> Outcome:
+        """The same policy as a worker's: pause on a systemic streak, else retry with a delay,
+        then a null."""
+        s = self.settings
+        tries = self._tries[(run_id, index)] = self._tries.get((run_id, index), 0) + 1
+        final = tries > s.task_retries
+        outcome = settle_held(
+            self.store, run_id, [(index, held)], systemic_limit=s.systemic_failures, final=final
+        )
+        if outcome is Outcome.RETRY:
+            delay = s.task_retry_delay * 2 ** (tries - 1)
+            timer = threading.Timer(delay, self.dispatcher.q.put, args=((run_id, index),))
+            timer.daemon = True
+            timer.start()
+        return outcome
 
     def __enter__(self) -> EmbeddedRunner:
         for t in self._threads:

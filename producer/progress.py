@@ -33,6 +33,7 @@ class Snapshot:
     hit1: int = 0
     rr_sum: float = 0.0
     pass7: int = 0
+    pause_reason: str = ""
 
     @property
     def null_count(self) -> int:
@@ -63,7 +64,13 @@ def snapshot(store: Store, run_id: str) -> Snapshot | None:
         hit1=int(c.get("hit1", 0)),
         rr_sum=float(c.get("rr_sum", 0.0)),
         pass7=int(c.get("pass7", 0)),
+        pause_reason=st.get("pause_reason", "") if st.get("state") == "paused" else "",
     )
+
+
+def pause_line(snap: Snapshot) -> str:
+    """The one line that says why a run is paused and how to continue it."""
+    return f"PAUSED: {snap.pause_reason}. Fix the judge set-up, then: judgeq resume {snap.run_id}"
 
 
 def _display_state(st: dict[str, str]) -> str:
@@ -103,6 +110,8 @@ def progress_line(snap: Snapshot, width: int = 24) -> str:
         )
     if snap.state.startswith("enqueuing"):
         parts.append(f"{snap.state} ({snap.enqueued}/{snap.total})")
+    if snap.state == "paused":
+        parts.append(pause_line(snap))
     return " | ".join(parts)
 
 
@@ -115,17 +124,21 @@ def wait_for_report(
     nudge: Callable[[], None] | None = None,
     nudge_after: float = 20.0,
     sleep: Callable[[float], None] = time.sleep,
+    stop_on_pause: bool = False,
 ) -> dict[str, Any]:
     """Show progress until the run's report exists; return it.
 
     ``nudge`` re-enqueues the reducer when every job is done but no report appears for
-    ``nudge_after`` seconds (the reducer is idempotent).  KeyboardInterrupt propagates: it
-    stops the waiting, never the run.
+    ``nudge_after`` seconds (the reducer is idempotent).  A paused run is shown with its
+    reason (and waited for: ``judgeq resume`` continues it), or, with ``stop_on_pause``,
+    raises :class:`JudgeqError` with that line.  KeyboardInterrupt propagates: it stops the
+    waiting, never the run.
     """
     tty = stream.isatty()
     last_print = 0.0
     complete_since: float | None = None
     outage_since: float | None = None
+    was_paused = False
     while True:
         try:
             report = store.report(run_id)
@@ -136,6 +149,10 @@ def wait_for_report(
             snap = snapshot(store, run_id)
             if snap is not None and snap.state == "failed":
                 raise JudgeqError(f"run {run_id} failed: {store.state(run_id).get('error', '?')}")
+            if snap is not None and snap.state == "paused" and stop_on_pause:
+                raise JudgeqError(
+                    f"run {run_id} stopped: {snap.pause_reason}. Fix the judge set-up and run it again"
+                )
             if snap is not None and snap.done >= snap.total and nudge is not None:
                 now = time.monotonic()
                 complete_since = complete_since or now
@@ -161,10 +178,14 @@ def wait_for_report(
         if tty:
             stream.write("\r\033[K" + progress_line(snap))
             stream.flush()
+        elif snap.state == "paused" and not was_paused:
+            stream.write(progress_line(snap) + "\n")
+            stream.flush()
         elif now - last_print >= 5.0:
             stream.write(progress_line(snap) + "\n")
             stream.flush()
             last_print = now
+        was_paused = snap.state == "paused"
         sleep(interval)
 
 

@@ -1,43 +1,33 @@
-"""Celery workers: ``celery -A judgeq.workers worker`` (or ``judgeq worker``).
+"""Celery workers: ``judgeq worker``, or ``celery -A judgeq.workers worker``.
 
-The app is configured from ``JUDGEQ_*`` variables when this package is imported.
+Importing this package builds nothing: the Celery app is made by
+:func:`~judgeq.workers.celery_app.create_app`, which the entry points call with their
+settings.  ``celery -A judgeq.workers`` reads the ``app`` attribute, built from the
+``JUDGEQ_*`` environment on first access (once per process).
 """
 
-import os
-import sys
+from __future__ import annotations
 
-from judgeq._settings import load_settings
+import threading
+from typing import TYPE_CHECKING, Any
 
-from .app import GRADE_TASK, REDUCE_TASK, create_app
+from .celery_app import GRADE_TASK, REDUCE_TASK, create_app
 
-
-def _flower_auth_guard() -> None:
-    """``celery -A judgeq.workers flower`` never serves without auth unless asked to.
-
-    Credentials come from JUDGEQ_FLOWER_USER/JUDGEQ_FLOWER_PASSWORD (passed to Flower as
-    FLOWER_BASIC_AUTH), or Flower's own FLOWER_BASIC_AUTH / --basic-auth / OAuth settings;
-    JUDGEQ_FLOWER_NO_AUTH=true runs it open.
-    """
-    argv = sys.argv[1:]
-    if "flower" not in argv:
-        return
-    settings = load_settings()
-    if settings.flower_no_auth or os.environ.get("FLOWER_BASIC_AUTH") or os.environ.get("FLOWER_AUTH"):
-        return
-    if any(a.startswith(("--basic-auth", "--auth", "--basic_auth")) for a in argv):
-        return
-    if settings.flower_user and settings.flower_password:
-        os.environ["FLOWER_BASIC_AUTH"] = (
-            f"{settings.flower_user}:{settings.flower_password.get_secret_value()}"
-        )
-        return
-    sys.exit(
-        "judgeq: error: Flower would run without authentication. Set JUDGEQ_FLOWER_USER and "
-        "JUDGEQ_FLOWER_PASSWORD (or FLOWER_BASIC_AUTH=user:password), or JUDGEQ_FLOWER_NO_AUTH=true."
-    )
-
-
-_flower_auth_guard()
-app = create_app()
+if TYPE_CHECKING:
+    from celery import Celery
 
 __all__ = ["GRADE_TASK", "REDUCE_TASK", "app", "create_app"]
+
+_lock = threading.Lock()
+_app: Celery | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """``judgeq.workers.app``: the app of ``celery -A judgeq.workers``, built on first access."""
+    global _app
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    with _lock:
+        if _app is None:
+            _app = create_app()
+        return _app

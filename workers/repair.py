@@ -1,16 +1,22 @@
-"""Re-enqueue the jobs of stalled runs: the backstop for messages lost in transit.
+"""The workers' backstop for messages lost in transit: pending jobs and missing reports.
 
 kombu's Redis transport takes a message off the queue (BRPOP) before recording it as
 unacknowledged; a worker killed with SIGKILL in between loses that message (seen in
 ``benchmarks/chaos.py``: 2 messages in 20 kills). Every job keeps its payload in Redis until
-its result is stored, so no job is ever unknowable: a run that has made no progress for
-longer than a redelivery can take (visibility timeout + two sweeps + a margin: 380 s with the
-defaults), with an empty
-queue and enqueuing finished, gets its pending jobs sent again. Results are written once, so
-a job sent twice is still counted once.
+its result is stored, so no job is ever unknowable. Each worker checks every
+:func:`~judgeq._timing.check_interval` seconds, while the queue is empty:
 
-Every worker checks every ``check_interval`` seconds; a per-run lock in Redis lets one worker
-repair a run per stall period.
+* a running run that has made no progress for :func:`~judgeq._timing.stall_after` seconds
+  (visibility timeout + two sweeps + a margin: 380 s with the defaults), with enqueuing
+  finished, gets its pending jobs sent again;
+* a run whose every job is stored but which has no report that long after its last result
+  (its reduce message was lost, or the worker reducing it died) gets its reducer sent again:
+  every run gets its report within stall_after + check_interval (about 8 minutes by default)
+  of its last result, with no process waiting on it.
+
+Results are written once and the reducer is idempotent, so a job or a reducer sent twice is
+still counted once. A per-run lock in Redis lets one worker repair a run per stall period.
+Paused runs are left alone (``judgeq resume`` sends their jobs).
 """
 
 from __future__ import annotations
@@ -18,25 +24,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from judgeq._settings import Settings
+from judgeq._timing import check_interval, stall_after
+from judgeq.redis_store import RedisStore
 
-from .app import restore_interval, visibility_timeout
-from .store import RedisStore
+from .celery_app import GRADE_TASK, REDUCE_TASK
 
 log = logging.getLogger("judgeq.worker")
 
-Send = Callable[[str, list[int], list[str]], None]
-
-
-def stall_after(settings: Settings) -> float:
-    """Seconds without progress after which a run counts as stalled."""
-    vt = visibility_timeout(settings)
-    return vt + 2 * restore_interval(settings) + min(30.0, vt)
-
-
-def check_interval(settings: Settings) -> float:
-    return max(1.0, min(30.0, stall_after(settings) / 3))
+Send = Callable[[str, list[Any]], None]
+"""``send(task_name, args)``: publish a task message."""
 
 
 def repair_stalled_runs(
@@ -48,7 +47,8 @@ def repair_stalled_runs(
     now: float | None = None,
     chunk: int = 8,
 ) -> dict[str, int]:
-    """Re-send the pending jobs of every stalled run; {run_id: jobs re-sent}.
+    """Re-send the pending jobs of every stalled run, and the reducer of every complete run
+    without a report; {run_id: jobs re-sent (0: the reducer)}.
 
     ``depth`` counts the messages waiting on the broker (which may not be the store)."""
     now = time.time() if now is None else now
@@ -59,22 +59,33 @@ def repair_stalled_runs(
     for run_id in store.runs(limit=200):
         state = store.state(run_id)
         if state.get("state") != "running" or state.get("enqueue") != "done":
-            continue  # finished, unknown, or a producer is still enqueuing
+            continue  # finished, paused, unknown, or a producer is still enqueuing
         spec = store.spec(run_id)
         if spec is None:
             continue
-        counters = store.counters(run_id)
-        if counters.get("done", 0) >= spec.total:
-            continue
         last = store.last_progress(run_id) or float(state.get("started_epoch") or now)
-        if now - last < limit or not store.claim(run_id, "repair", limit):
+        if now - last < limit:
+            continue
+        complete = store.counters(run_id).get("done", 0) >= spec.total
+        if complete:
+            if store.report(run_id) is None and store.claim(run_id, "repair", limit):
+                send(REDUCE_TASK, [run_id])
+                log.warning(
+                    "run %s has every result but no report %.0f s after its last one: "
+                    "sent its reducer again (the reduce message was lost)",
+                    run_id,
+                    now - last,
+                )
+                repaired[run_id] = 0
+            continue
+        if not store.claim(run_id, "repair", limit):
             continue
         indices = store.pending_indices(run_id)
         if not indices:
             continue
         for i in range(0, len(indices), chunk):
             group = indices[i : i + chunk]
-            send(run_id, group, store.job_ids(run_id, group))
+            send(GRADE_TASK, [run_id, group, store.job_ids(run_id, group)])
         log.warning(
             "run %s made no progress for %.0f s with %d job(s) without a result and an empty "
             "queue: re-enqueued them (a message was lost in transit; results are counted once)",
@@ -84,3 +95,15 @@ def repair_stalled_runs(
         )
         repaired[run_id] = len(indices)
     return repaired
+
+
+def repair_loop(
+    settings: Settings, store: Callable[[], RedisStore], send: Send, depth: Callable[[], int]
+) -> None:
+    """Run :func:`repair_stalled_runs` every check interval, forever (a worker's thread)."""
+    while True:
+        time.sleep(check_interval(settings))
+        try:
+            repair_stalled_runs(store(), settings, send, depth)
+        except Exception as exc:  # keep the loop alive through Redis restarts and the like
+            log.warning("stalled-run check failed: %s", exc)

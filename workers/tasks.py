@@ -1,10 +1,16 @@
-"""The Celery tasks: thin wrappers over :mod:`judgeq._pipeline`.
+"""The Celery tasks: thin wrappers over :mod:`judgeq._pipeline`, registered on an app by
+:func:`register` (importing this module builds nothing).
 
 Task arguments are ids only — ``(run_id, [index, …], [job_id, …])`` for a grade message,
 ``(run_id,)`` for the reducer — so Flower shows which jobs a task holds, and never job text or
 secrets.  A grade message carries up to ``JUDGEQ_JOBS_PER_MESSAGE`` jobs (default 8), graded
 concurrently: Celery's per-message cost (delivery, acknowledgement, events) was the largest
 cost per job in ``benchmarks/throughput.py``; grouping divides it.
+
+No exception acknowledges jobs away: store or broker errors put the message back; jobs held
+for a reason outside them (a systemic judge failure, a rubric or judge that fails to load, an
+unexpected error in the task) are sent again with a delay up to ``JUDGEQ_TASK_RETRIES`` times,
+then become nulls with their reason, unless the run paused (they then stay pending).
 """
 
 from __future__ import annotations
@@ -14,38 +20,39 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
 
 import redis
-from celery import Task
-from celery.exceptions import Reject
-from celery.signals import worker_process_init, worker_ready
+from celery import Celery, Task, signals
+from celery.exceptions import Reject, Retry
 from kombu.exceptions import OperationalError
 
 from judgeq._errors import StoreError
-from judgeq._pipeline import Contexts, Outcome, process_job, reduce_run
-from judgeq._settings import Settings
+from judgeq._pipeline import Contexts, Held, Outcome, process_job, reduce_run, settle_held
+from judgeq._settings import Settings, unknown_variables
 from judgeq.judges import judge_factory
+from judgeq.redis_store import RedisStore, connect
 
-from . import app
-from .app import GRADE_TASK, REDUCE_TASK, queue_depth
-from .repair import check_interval, repair_stalled_runs
-from .store import RedisStore, connect
+from .celery_app import GRADE_TASK, REDUCE_TASK, queue_depth
+from .health import JudgeHealth
+from .repair import repair_loop
 
 log = logging.getLogger("judgeq.worker")
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}
+STORE_ERRORS = (redis.RedisError, StoreError, OperationalError)
 
 
-def _settings() -> Settings:
+def _settings(app: Celery) -> Settings:
     return app.judgeq_settings  # type: ignore[attr-defined,no-any-return]
 
 
-def runtime() -> tuple[RedisStore, Contexts]:
+def runtime(app: Celery) -> tuple[RedisStore, Contexts]:
     """This process's store and grading contexts (created lazily, once per process)."""
     with _lock:
         if _state.get("pid") != os.getpid():
-            s = _settings()
+            s = _settings(app)
             client = connect(s.redis_url)
             _state.update(
                 pid=os.getpid(),
@@ -53,48 +60,6 @@ def runtime() -> tuple[RedisStore, Contexts]:
                 contexts=Contexts(judge_factory(s)),  # type: ignore[arg-type]
             )
         return _state["store"], _state["contexts"]  # type: ignore[return-value]
-
-
-HEALTH_INTERVAL = 10.0
-
-
-@worker_ready.connect
-def _on_ready(**_: object) -> None:
-    """Log readiness; keep ``JUDGEQ_HEALTH_FILE`` fresh (a container healthcheck that is the
-    file's age, no Python import); start the stalled-run repair loop."""
-    s = _settings()
-    log.warning("judgeq worker ready (redis %s, queue %s)", s.redis_url.split("@")[-1], s.queue)
-    threading.Thread(target=_health_loop, args=(s,), name="judgeq-health", daemon=True).start()
-    if s.repair_stalled:
-        threading.Thread(target=_repair_loop, args=(s,), name="judgeq-repair", daemon=True).start()
-
-
-def _health_loop(s: Settings) -> None:
-    path = s.health_file
-    while path is not None:
-        try:
-            path.touch()
-        except OSError as exc:  # pragma: no cover - a read-only or vanished directory
-            log.warning("cannot touch health file %s: %s", path, exc)
-        time.sleep(HEALTH_INTERVAL)
-
-
-def _repair_loop(s: Settings) -> None:
-    def send(run_id: str, indices: list[int], job_ids: list[str]) -> None:
-        app.send_task(GRADE_TASK, args=[run_id, indices, job_ids], queue=s.queue)
-
-    while True:
-        time.sleep(check_interval(s))
-        try:
-            repair_stalled_runs(runtime()[0], s, send, lambda: queue_depth(app, s.queue))
-        except Exception as exc:  # keep the loop alive through Redis restarts and the like
-            log.warning("stalled-run check failed: %s", exc)
-
-
-@worker_process_init.connect
-def _reset_after_fork(**_: object) -> None:
-    with _lock:
-        _state.clear()
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -108,9 +73,9 @@ def _executor() -> ThreadPoolExecutor:
         return ex  # type: ignore[return-value]
 
 
-def _needs_reducer(store: RedisStore, run_id: str) -> bool:
+def needs_reducer(store: RedisStore, run_id: str) -> bool:
     """A complete run without a report (e.g. the worker that stored the last result died
-    before enqueuing the reducer): enqueue it again; the reducer is idempotent."""
+    before enqueuing the reducer, or the reduce message was lost); the reducer is idempotent."""
     spec = store.spec(run_id)
     return (
         spec is not None
@@ -119,45 +84,153 @@ def _needs_reducer(store: RedisStore, run_id: str) -> bool:
     )
 
 
-@app.task(name=GRADE_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+HEALTH = JudgeHealth()
+"""This worker's judge set-up (checked at start-up; while broken it takes no jobs)."""
+
+
 def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None = None) -> str:
     """Grade jobs ``indices`` of ``run_id`` concurrently (``job_ids`` are for display only).
 
-    The message is acknowledged after every job's result is stored; a redelivered message
-    skips the jobs that already have one.
+    The message is acknowledged after every job's result is stored (or the job is held, see
+    the module docstring); a redelivered message skips the jobs that already have one.
     """
+    app = self.app
+    s = _settings(app)
     try:
-        store, contexts = runtime()
+        store, contexts = runtime(app)
+        if store.state(run_id).get("state") == "paused":
+            return Outcome.PAUSED.value  # the jobs stay pending; 'judgeq resume' sends them again
         if len(indices) == 1:
             outcomes = [process_job(store, contexts, run_id, indices[0])]
         else:
             futures = [_executor().submit(process_job, store, contexts, run_id, i) for i in indices]
             wait(futures)  # every job settles before the message is acked or requeued
             outcomes = [f.result() for f in futures]
-        if Outcome.LAST in outcomes or (Outcome.DUPLICATE in outcomes and _needs_reducer(store, run_id)):
+        held = [(i, o) for i, o in zip(indices, outcomes, strict=True) if isinstance(o, Held)]
+        final = self.request.retries >= s.task_retries
+        settled = settle_held(store, run_id, held, systemic_limit=s.systemic_failures, final=final)
+        done = [o for o in outcomes if not isinstance(o, Held)]
+        if (
+            Outcome.LAST in done
+            or settled is Outcome.LAST
+            or (Outcome.DUPLICATE in done and needs_reducer(store, run_id))
+        ):
             try:
-                app.send_task(REDUCE_TASK, args=[run_id])
+                app.send_task(REDUCE_TASK, args=[run_id], queue=s.queue)
             except Exception:
                 store.release_reducer(run_id)  # a redelivery of this message will try again
                 raise
-        return ",".join(sorted({o.value for o in outcomes}))
-    except (redis.RedisError, StoreError, OperationalError) as exc:
+        if settled is Outcome.RETRY:
+            again = [i for i, _ in held]
+            log.warning(
+                "run %s: %d job(s) held (%s); retry %d of %d",
+                run_id,
+                len(again),
+                held[0][1].reason,
+                self.request.retries + 1,
+                s.task_retries,
+            )
+            raise self.retry(args=[run_id, again, []], countdown=_delay(s, self.request.retries))
+        return ",".join(sorted({o.value for o in done} | ({settled.value} if held else set())))
+    except (Retry, Reject):
+        raise
+    except STORE_ERRORS as exc:
         # the store or the broker is unreachable or refusing writes: nothing was lost (results
         # are written once); put the message back for another try
         log.warning("store/broker error while grading %s %s: %s; requeueing", run_id, indices, exc)
         raise Reject(str(exc), requeue=True) from None
+    except Exception as exc:  # a bug in the task itself: retry, then the jobs become nulls
+        log.exception("grading %s %s failed", run_id, indices)
+        if self.request.retries < s.task_retries:
+            raise self.retry(countdown=_delay(s, self.request.retries)) from None
+        why = f"{type(exc).__name__}: {exc}"
+        try:
+            store = runtime(app)[0]
+            held = [(i, Held("internal_error", why, systemic=False)) for i in indices]
+            if (
+                settle_held(store, run_id, held, systemic_limit=s.systemic_failures, final=True)
+                is Outcome.LAST
+            ):
+                app.send_task(REDUCE_TASK, args=[run_id], queue=s.queue)
+        except Exception as again:  # not even a null can be stored: keep the message
+            raise Reject(f"{why}; then {again}", requeue=True) from None
+        return "internal-error"
 
 
-@app.task(name=REDUCE_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def _delay(s: Settings, retries: int) -> float:
+    return s.task_retry_delay * 2**retries
+
+
 def reduce(self: Task, run_id: str) -> str:
     """Aggregate a run's results into its report (idempotent)."""
     try:
-        report = reduce_run(runtime()[0], run_id)
+        report = reduce_run(runtime(self.app)[0], run_id)
     except LookupError as exc:
         log.warning("%s", exc)
         return "unknown-run"
-    except (redis.RedisError, StoreError, OperationalError) as exc:
+    except STORE_ERRORS as exc:
         raise Reject(str(exc), requeue=True) from None
-    counts = report["counts"]
-    log.info("run %s reduced: %s", run_id, counts)
+    log.info("run %s reduced: %s", run_id, report["counts"])
     return "reduced"
+
+
+def register(app: Celery) -> None:
+    """Register the tasks and the worker's lifecycle hooks on ``app``."""
+    options: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
+    app.task(name=GRADE_TASK, ignore_result=True, max_retries=None, **options)(grade)
+    app.task(name=REDUCE_TASK, ignore_result=True, **options)(reduce)
+
+    def on_init(sender: Any = None, **_: object) -> None:
+        if getattr(sender, "app", None) is not app:
+            return
+        for line in unknown_variables():
+            log.warning("%s", line)
+        s = _settings(app)
+        if HEALTH.check(s):
+            # before the consumer starts: a broken worker never takes a job (not even a prefetched one)
+            app.amqp.queues.deselect(s.queue)
+            HEALTH.watch(s, on_fixed=lambda: app.control.add_consumer(s.queue, destination=[sender.hostname]))
+
+    def on_ready(sender: Any = None, **_: object) -> None:
+        if getattr(sender, "app", None) is app:
+            _on_ready(app, sender)
+
+    signals.worker_init.connect(on_init, weak=False, dispatch_uid=f"judgeq-init-{id(app)}")
+    signals.worker_ready.connect(on_ready, weak=False, dispatch_uid=f"judgeq-ready-{id(app)}")
+    signals.worker_process_init.connect(_reset_after_fork, weak=False, dispatch_uid="judgeq-fork")
+
+
+HEALTH_INTERVAL = 10.0
+
+
+def _on_ready(app: Celery, consumer: Any) -> None:
+    """Log readiness; keep ``JUDGEQ_HEALTH_FILE`` fresh; start the stalled-run repair loop."""
+    s = _settings(app)
+    log.warning("judgeq worker ready (redis %s, queue %s)", s.redis_url.split("@")[-1], s.queue)
+    threading.Thread(target=_health_loop, args=(s,), name="judgeq-health", daemon=True).start()
+    if s.repair_stalled:
+
+        def send(name: str, args: list[Any]) -> None:
+            app.send_task(name, args=args, queue=s.queue)
+
+        threading.Thread(
+            target=repair_loop,
+            args=(s, lambda: runtime(app)[0], send, lambda: queue_depth(app, s.queue)),
+            name="judgeq-repair",
+            daemon=True,
+        ).start()
+
+
+def _health_loop(s: Settings) -> None:
+    path = s.health_file
+    while path is not None:
+        try:
+            path.touch()
+        except OSError as exc:  # pragma: no cover - a read-only or vanished directory
+            log.warning("cannot touch health file %s: %s", path, exc)
+        time.sleep(HEALTH_INTERVAL)
+
+
+def _reset_after_fork(**_: object) -> None:
+    with _lock:
+        _state.clear()

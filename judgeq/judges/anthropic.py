@@ -14,8 +14,10 @@ import anthropic
 from .._errors import (
     JudgeAPIError,
     JudgeAuthError,
+    JudgeBillingError,
     JudgeError,
     JudgeInvalidRequest,
+    JudgeModelNotFound,
     JudgeOverloaded,
     JudgeRateLimited,
     JudgeTimeout,
@@ -64,6 +66,10 @@ def translate_error(exc: Exception) -> JudgeError:
             return JudgeOverloaded(msg, retry_after=_retry_after(exc))
         if status in (401, 403):
             return JudgeAuthError(msg)
+        if status == 402 or (status == 400 and "credit balance" in msg.lower()):
+            return JudgeBillingError(msg)
+        if status == 404:
+            return JudgeModelNotFound(msg)
         if status == 408:
             return JudgeTimeout(msg)
         if status >= 500 or status == 409:
@@ -140,6 +146,15 @@ class AnthropicJudge:
             messages=[{"role": "user", "content": "ping"}],
             timeout=timeout,
         )
+
+    def check(self, *, timeout: float = 30.0) -> None:
+        """Prove the key and the model with no token spent (the Models API); raises JudgeError."""
+        if self._client is None:
+            raise JudgeAuthError(NO_KEY)
+        try:
+            self._client.models.retrieve(self.model, timeout=timeout)
+        except (anthropic.AnthropicError, OSError) as exc:
+            raise translate_error(exc) from None
 
     def count_tokens(self, request: JudgeRequest, *, timeout: float = 30.0) -> int:
         kwargs = request.to_messages_kwargs(self.model)

@@ -16,6 +16,8 @@ Stdlib only. Endpoints:
   ``output_config.format.schema`` when given (``{"score": N, "reasoning": ...}`` otherwise),
   deterministically from ``sha256(seed + text of the last user message)``.
 * ``POST /v1/messages/count_tokens`` -- ``{"input_tokens": ceil(len(body) / 4)}``, no latency.
+* ``GET /v1/models/MODEL`` -- the model's record (404 when ``models`` is set and lacks it; 401
+  with a wrong key); counted in ``model_checks``, not in ``request_count``.
 * ``GET /_fake/stats``, ``POST /_fake/reset``, ``POST /_fake/config`` (``{"latency": s}``):
   admin endpoints, no authentication.
 
@@ -470,6 +472,7 @@ class FakeMessagesAPI:
         self._lock = threading.Lock()
         self._requests: deque[Any] = deque(maxlen=MAX_RECORDED_REQUESTS)
         self._request_count = 0
+        self.model_checks = 0
         self._by_status: dict[int, int] = {}
         self._attempts: dict[str, int] = {}
         self._server: _Server | None = None
@@ -560,6 +563,7 @@ class FakeMessagesAPI:
         with self._lock:
             self._requests.clear()
             self._request_count = 0
+            self.model_checks = 0
             self._by_status.clear()
             self._attempts.clear()
 
@@ -579,6 +583,8 @@ class FakeMessagesAPI:
             return reply
         if method == "POST" and path == "/v1/messages/count_tokens":
             return self._count_tokens(headers, raw)
+        if method == "GET" and path.startswith("/v1/models/"):
+            return self._model(headers, path.removeprefix("/v1/models/"))
         if method == "GET" and path == "/_fake/stats":
             return _json_reply(200, self.stats())
         if method == "POST" and path == "/_fake/reset":
@@ -600,6 +606,16 @@ class FakeMessagesAPI:
         if headers.get("x-api-key") == self.api_key:
             return True
         return headers.get("authorization") == f"Bearer {self.api_key}"
+
+    def _model(self, headers: Any, model: str) -> _Reply:
+        with self._lock:
+            self.model_checks += 1
+        if not self._authorized(headers):
+            return _error_reply(401)
+        if self.models is not None and model not in self.models:
+            return _error_reply(404, f"model: {model}")
+        record = {"type": "model", "id": model, "display_name": model, "created_at": "2025-01-01T00:00:00Z"}
+        return _json_reply(200, record)
 
     def _count_tokens(self, headers: Any, raw: bytes) -> _Reply:
         if not self._authorized(headers):

@@ -2,7 +2,8 @@
 
 Errors judgeq raises on purpose are printed as ``judgeq: error: …`` lines on stderr, never as
 a traceback.  Exit codes: 0 success, 1 runtime failure (Redis unreachable, failed run),
-2 bad input (batch, rubric, flags, settings), 130 interrupted.
+2 bad input (batch, rubric, flags, settings), 130 interrupted.  A reader that goes away
+(``judgeq status | head``) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import click
 
 from judgeq._errors import BatchError, ConfigError, JudgeqError, RubricError
+from judgeq._settings import load_settings, unknown_variables
 
 INPUT_ERRORS = (BatchError, ConfigError, RubricError)
 
@@ -32,6 +34,8 @@ class JudgeqGroup(click.Group):
     """A click group that turns JudgeqError into clean error lines."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        for line in unknown_variables():
+            click.echo(f"judgeq: warning: {line}", err=True)
         try:
             return super().invoke(ctx)
         except JudgeqError as err:
@@ -39,10 +43,12 @@ class JudgeqGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("judgeq: interrupted", err=True)
             sys.exit(130)
+        except BrokenPipeError:
+            _quiet_broken_pipe()
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:
-            if os.environ.get("JUDGEQ_DEBUG"):
+            if _debug():
                 raise
             click.echo(
                 f"judgeq: internal error: {type(exc).__name__}: {exc} "
@@ -52,6 +58,21 @@ class JudgeqGroup(click.Group):
             sys.exit(1)
 
 
+def _debug() -> bool:
+    try:
+        return load_settings().debug
+    except JudgeqError:
+        return False
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader of stdout went away (``| head``): exit quietly, as the shell's tools do.
+    Python would complain again when it flushes stdout at exit; point stdout at /dev/null."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
+
+
 @click.group(cls=JudgeqGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="judgeq")
 def main() -> None:
@@ -59,7 +80,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import flower, rubrics, run, status, submit, worker
+    from . import flower, resume, rubrics, run, status, submit, worker
 
     main.add_command(rubrics.rubrics)
     main.add_command(run.run)
@@ -67,6 +88,7 @@ def _register() -> None:
     main.add_command(status.status)
     main.add_command(status.report)
     main.add_command(status.finalize)
+    main.add_command(resume.resume)
     main.add_command(worker.worker)
     main.add_command(flower.flower)
 

@@ -38,10 +38,10 @@ def run(**flags: Any) -> None:
             f"concurrency {settings.concurrency})",
             err=True,
         )
-        with EmbeddedRunner(judge_factory(settings), settings.concurrency) as runner:
+        with EmbeddedRunner(judge_factory(settings), settings.concurrency, settings) as runner:
             run_id = runner.submit(plan, settings)
             try:
-                report = wait_for_report(runner.store, run_id, interval=0.2)
+                report = wait_for_report(runner.store, run_id, interval=0.2, stop_on_pause=True)
             except KeyboardInterrupt:
                 click.echo("\njudgeq: interrupted; an embedded run stops with its process", err=True)
                 raise SystemExit(130) from None

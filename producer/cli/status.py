@@ -9,12 +9,12 @@ import click
 
 from judgeq._errors import ConfigError
 
-from ..progress import fmt_duration, snapshot, summary_text, write_files
+from ..progress import fmt_duration, pause_line, snapshot, summary_text, write_files
 from .options import out_option, redis_option, settings_from
 
 
 def _store(**flags: Any) -> Any:
-    from judgeq.workers.store import RedisStore, connect
+    from judgeq.redis_store import RedisStore, connect
 
     settings = settings_from(**flags)
     return settings, RedisStore(connect(settings.redis_url), retention_s=int(settings.retention_days * 86400))
@@ -40,6 +40,8 @@ def status(run_id: str | None, **flags: Any) -> None:
         raise ConfigError(f"run {run_id!r} is unknown or expired")
     pct = 100 * snap.done / snap.total if snap.total else 0
     click.echo(f"run {run_id}: {snap.state}")
+    if snap.state == "paused":
+        click.echo(f"  {pause_line(snap)}")
     click.echo(f"  done     {snap.done}/{snap.total} ({pct:.1f}%)")
     if snap.enqueued < snap.total:
         click.echo(f"  enqueued {snap.enqueued}/{snap.total} (enqueuing still under way)")
@@ -92,7 +94,7 @@ def finalize(run_id: str, force: bool, **flags: Any) -> None:
     import time
 
     from judgeq._pipeline import finalize_run
-    from judgeq.workers.repair import stall_after
+    from judgeq._timing import stall_after
 
     settings, store = _store(**flags)
     if store.spec(run_id) is None:

@@ -69,7 +69,7 @@ def report_invalid(plan: Plan) -> None:
 @click.option("--wait", is_flag=True, help="Show progress, then write the report files.")
 def submit(**flags: Any) -> None:
     """Validate BATCH (JSONL, or - for stdin) and enqueue its grading jobs into Redis."""
-    from judgeq.workers.store import RedisStore, connect
+    from judgeq.redis_store import RedisStore, connect
 
     settings = settings_from(**flags)
     with validated(settings, flags) as plan:
@@ -78,7 +78,7 @@ def submit(**flags: Any) -> None:
         client = connect(settings.redis_url)
         store = RedisStore(client, retention_s=int(settings.retention_days * 86400))
         preflight(plan, settings)
-        from judgeq.workers.app import create_app
+        from judgeq.workers.celery_app import create_app
 
         from ..celery_dispatch import CeleryDispatcher
 

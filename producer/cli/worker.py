@@ -32,7 +32,8 @@ from .options import redis_option, settings_from
 def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
     """Start a grading worker (extra arguments are passed to 'celery worker')."""
     import logging
-    import os
+
+    from judgeq.workers.celery_app import create_app
 
     settings = settings_from(**flags)
     level = (flags["loglevel"] or settings.log_level).upper()
@@ -41,12 +42,7 @@ def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
     # the level: judgeq logs what matters per job itself.
     for noisy in ("httpx2", "httpx", "httpcore", "httpcore2", "anthropic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    if flags["redis_url"]:
-        # the app (judgeq.workers.app, as for 'celery -A judgeq.workers') reads its settings
-        # from the environment when it is imported
-        os.environ["JUDGEQ_REDIS_URL"] = flags["redis_url"]
-    from judgeq.workers import app
-
+    app = create_app(settings)
     argv = [
         "worker",
         f"--pool={flags['pool'] or settings.pool}",

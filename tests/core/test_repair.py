@@ -11,8 +11,10 @@ import pytest
 from judgeq import Result, load_settings
 from judgeq._rubric import read_rubric_text
 from judgeq._run import RunSpec
-from judgeq.workers.repair import repair_stalled_runs, stall_after
-from judgeq.workers.store import RedisStore
+from judgeq._timing import stall_after
+from judgeq.redis_store import RedisStore
+from judgeq.workers.celery_app import GRADE_TASK, REDUCE_TASK
+from judgeq.workers.repair import repair_stalled_runs
 
 SETTINGS = load_settings(visibility_timeout=10)  # stall after 10 + 2 x 1.67 + 10 s
 
@@ -63,11 +65,12 @@ def setup_run(store: RedisStore, total: int = 20, done: int = 4, state: str = "r
 
 def test_stalled_run_gets_its_pending_jobs_again(store: RedisStore) -> None:
     setup_run(store)
-    sent: list[tuple[str, list[int], list[str]]] = []
+    sent: list[tuple[str, list]] = []
     later = time.time() + stall_after(SETTINGS) + 1
     assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), depth, now=later) == {"r1": 16}
-    assert [len(ix) for _, ix, _ in sent] == [8, 8]
-    assert sent[0][1][:2] == [4, 5] and sent[0][2][:2] == ["job-4", "job-5"]
+    assert [name for name, _ in sent] == [GRADE_TASK, GRADE_TASK]
+    assert [len(args[1]) for _, args in sent] == [8, 8]
+    assert sent[0][1][1][:2] == [4, 5] and sent[0][1][2][:2] == ["job-4", "job-5"]
     # one repair per stall period, across workers
     assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), depth, now=later) == {}
 
@@ -99,10 +102,30 @@ def test_no_repair_while_messages_wait_or_enqueuing_or_done(store: RedisStore) -
     )
 
 
-def test_a_complete_run_is_left_alone(store: RedisStore) -> None:
+def test_a_complete_run_with_its_report_is_left_alone(store: RedisStore) -> None:
     setup_run(store, total=4, done=4)
+    store.save_report("r1", {"counts": {}})
     later = time.time() + stall_after(SETTINGS) + 1
     assert (
         repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda: store.r.llen(SETTINGS.queue), now=later)
         == {}
     )
+
+
+def test_a_complete_run_without_a_report_gets_its_reducer_once_per_stall_period(store: RedisStore) -> None:
+    setup_run(store, total=4, done=4)  # the worker's reduce message was lost
+    sent: list[tuple[str, list]] = []
+    soon = time.time() + stall_after(SETTINGS) - 5
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), depth, now=soon) == {}
+    later = time.time() + stall_after(SETTINGS) + 1
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), depth, now=later) == {"r1": 0}
+    assert sent == [(REDUCE_TASK, ["r1"])]
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), depth, now=later) == {}
+    assert len(sent) == 1
+
+
+def test_a_paused_run_is_left_alone(store: RedisStore) -> None:
+    setup_run(store)
+    assert store.pause("r1", "auth_error: refused")
+    later = time.time() + stall_after(SETTINGS) + 1
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, depth, now=later) == {}

@@ -15,7 +15,7 @@ from judgeq._result import Result
 from judgeq._rubric import read_rubric_text
 from judgeq._run import RunSpec
 from judgeq._store import MemoryStore, Store, live_increments
-from judgeq.workers.store import CHUNK, RedisStore
+from judgeq.redis_store import CHUNK, RedisStore
 
 RUN = "run-1"
 RUBRIC_TEXT, RUBRIC_SOURCE = read_rubric_text("quality")

@@ -98,6 +98,7 @@ def worker_env(redis_url: str, api_url: str, **extra: str) -> dict[str, str]:
         JUDGEQ_JUDGE_TIMEOUT="1.0",
         JUDGEQ_JUDGE_DEADLINE="5",
         JUDGEQ_VISIBILITY_TIMEOUT="8",
+        JUDGEQ_TASK_RETRY_DELAY="0.2",
         PYTHONUNBUFFERED="1",
     )
     env.update(extra)

@@ -151,7 +151,7 @@ import judgeq._pipeline as p
 _real = p.reduce_run
 
 def reduce_run(store, run_id):
-    marker = Path(os.environ["JUDGEQ_TEST_REDUCE_MARKER"])
+    marker = Path(os.environ["TEST_REDUCE_MARKER"])
     if not marker.exists():
         marker.write_text("started")
         time.sleep(60)  # the test kills the worker here, mid-aggregation
@@ -168,7 +168,7 @@ def test_lost_reducer_runs_again(
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(textwrap.dedent(SLOW_REDUCER))
     marker = tmp_path / "reduce-started"
-    extra = {**FAST, "PYTHONPATH": str(hook), "JUDGEQ_TEST_REDUCE_MARKER": str(marker)}
+    extra = {**FAST, "PYTHONPATH": str(hook), "TEST_REDUCE_MARKER": str(marker)}
     worker = start_worker("reducer", env=extra)
     batch = write_batch(tmp_path / "b.jsonl", response_rows(40))
     proc = start_submit(batch, {**env, **FAST}, tmp_path / "out")

@@ -112,14 +112,24 @@ def test_flower_refuses_without_credentials(flower) -> None:
     assert status == 401
 
 
-def test_flower_will_not_start_open(env: dict[str, str]) -> None:
-    proc = judgeq_cli("flower", "--port", str(free_port()), env=env, timeout=60)
-    assert proc.returncode == 2 and "Flower needs credentials" in proc.stderr
+@pytest.mark.parametrize(
+    "extra", [[], ["--auth_provider=x"], ["--auth-provider=flower.views.auth.GithubLoginHandler"]]
+)
+def test_flower_will_not_start_open(env: dict[str, str], extra: list[str]) -> None:
+    """Both entry points refuse, and an option that merely looks like auth is not auth."""
+    proc = judgeq_cli("flower", "--port", str(free_port()), *extra, env=env, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "Flower would run without authentication" in proc.stderr and "Traceback" not in proc.stderr
     celery = subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "judgeq.workers", "flower", f"--port={free_port()}"],
+        [sys.executable, "-m", "celery", "-A", "judgeq.workers", "flower", f"--port={free_port()}", *extra],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert celery.returncode != 0 and "would run without authentication" in celery.stderr
+    assert celery.returncode == 2 and "would run without authentication" in celery.stderr
+
+
+def test_a_run_named_flower_is_a_run_like_any_other(env: dict[str, str]) -> None:
+    proc = judgeq_cli("status", "flower", env=env)
+    assert proc.returncode == 2 and "run 'flower' is unknown or expired" in proc.stderr

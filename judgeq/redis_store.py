@@ -1,4 +1,7 @@
-"""The Redis implementation of :class:`judgeq.Store`.
+"""The Redis implementation of :class:`judgeq.Store`, and :func:`connect`.
+
+It lives outside the pure core (it imports redis) and outside the worker package, so the
+producer, the workers and the tests import it without building a Celery app.
 
 Keys of a run (all expire after the retention period; the ``{run_id}`` hash tag keeps them
 on one slot of a cluster):
@@ -30,7 +33,7 @@ import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
-from judgeq._errors import StoreError
+from judgeq._errors import ConfigError, StoreError
 from judgeq._result import Result
 from judgeq._run import RunSpec
 from judgeq._settings import mask_url
@@ -41,6 +44,7 @@ if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return -1 end
 redis.call('HDEL', KEYS[2], ARGV[1])
 for i = 5, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[3], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[3], 'last_done_at', ARGV[4])
+redis.call('HDEL', KEYS[5], 'systemic_streak')
 local done = redis.call('HINCRBY', KEYS[3], 'done', 1)
 local ttl = tonumber(ARGV[3])
 -- a run that grades for longer than half the retention keeps all its keys alive
@@ -49,6 +53,13 @@ if ttl > 0 and redis.call('TTL', KEYS[1]) < ttl / 2 then
 end
 return done
 """
+
+_TRANSITION = """
+if redis.call('HGET', KEYS[1], 'state') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'state', ARGV[2], 'pause_reason', ARGV[3], 'systemic_streak', 0)
+return 1
+"""
+"""Pause (running -> paused) or resume (paused -> running) atomically, with the reason."""
 
 CHUNK = 1000
 
@@ -78,10 +89,12 @@ def connect(url: str) -> redis.Redis:
         client.set_retry(Retry(ExponentialBackoff(cap=2.0, base=0.1), RECONNECT_RETRIES))
     except redis.AuthenticationError:  # a ConnectionError subclass: test it first
         raise StoreError(f"Redis at {mask_url(url)} refused the password") from None
+    except redis.ResponseError as exc:  # e.g. "DB index is out of range"
+        raise ConfigError(f"Redis URL {mask_url(url)}: {_scrub(str(exc), url)}") from None
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise StoreError(f"cannot reach Redis at {mask_url(url)}: {_scrub(str(exc), url)}") from None
     except ValueError:
-        raise StoreError(f"invalid Redis URL {mask_url(url)} (e.g. redis://:PASSWORD@host:6379/0)") from None
+        raise ConfigError(f"invalid Redis URL {mask_url(url)} (e.g. redis://:PASSWORD@host:6379/0)") from None
     return client
 
 
@@ -99,6 +112,7 @@ class RedisStore:
         self.r = client
         self.retention_s = int(retention_s)
         self._store = client.register_script(_STORE_RESULT)
+        self._transition = client.register_script(_TRANSITION)
 
     # -- runs ----------------------------------------------------------------------
     def register(self, spec: RunSpec) -> None:
@@ -172,6 +186,15 @@ class RedisStore:
         """The ids of some jobs still pending (for display in task arguments)."""
         raws = self.r.hmget(_k(run_id, "jobs"), [str(i) for i in indices])
         return [str(json.loads(raw).get("id", "")) if raw else "" for raw in raws]
+
+    def note_systemic(self, run_id: str) -> int:
+        return int(self.r.hincrby(_k(run_id, "state"), "systemic_streak", 1))
+
+    def pause(self, run_id: str, reason: str) -> bool:
+        return bool(self._transition(keys=[_k(run_id, "state")], args=["running", "paused", reason]))
+
+    def resume(self, run_id: str) -> bool:
+        return bool(self._transition(keys=[_k(run_id, "state")], args=["paused", "running", ""]))
 
     def claim(self, run_id: str, what: str, seconds: float) -> bool:
         """A lock shared by every worker, held for ``seconds``."""

@@ -1,6 +1,8 @@
-"""The Celery application: ``celery -A judgeq.workers worker`` or ``judgeq worker``.
+"""The Celery application factory: :func:`create_app` (nothing is built at import).
 
-Configuration comes from :class:`judgeq.Settings` (``JUDGEQ_*`` variables).  Choices:
+Entry points build the app: ``judgeq worker`` and ``judgeq flower`` call :func:`create_app`
+with their settings; ``celery -A judgeq.workers …`` reads the package's ``app`` attribute,
+built on first access.  Configuration comes from a :class:`judgeq.Settings`.  Choices:
 
 * JSON only: ``accept_content=["json"]`` — a pickled message is refused, never executed;
 * late acknowledgement with ``reject_on_worker_lost``: a job is acknowledged only after its
@@ -16,18 +18,18 @@ Configuration comes from :class:`judgeq.Settings` (``JUDGEQ_*`` variables).  Cho
 
 from __future__ import annotations
 
-from celery import Celery
+import sys
+from typing import Any
 
+import click
+from celery import Celery, signals
+
+from judgeq._errors import ConfigError
 from judgeq._settings import Settings, load_settings
+from judgeq._timing import restore_interval, visibility_timeout
 
 GRADE_TASK = "judgeq.grade"
 REDUCE_TASK = "judgeq.reduce"
-
-
-def visibility_timeout(settings: Settings) -> float:
-    if settings.visibility_timeout is not None:
-        return settings.visibility_timeout
-    return 2 * settings.judge_deadline + 60.0
 
 
 def queue_depth(app: Celery, queue: str) -> int:
@@ -40,15 +42,10 @@ def queue_depth(app: Celery, queue: str) -> int:
         return int(ok.message_count)
 
 
-def restore_interval(settings: Settings) -> float:
-    """Seconds between sweeps that requeue messages past the visibility timeout."""
-    return max(1.0, min(10.0, visibility_timeout(settings) / 6))
-
-
 def create_app(settings: Settings | None = None) -> Celery:
+    """A configured judgeq Celery app with its tasks registered."""
     settings = settings or load_settings()
-    broker = settings.effective_broker_url
-    app = Celery("judgeq", broker=broker, include=["judgeq.workers.tasks"])
+    app = Celery("judgeq", broker=settings.effective_broker_url, set_as_current=False)
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -85,4 +82,24 @@ def create_app(settings: Settings | None = None) -> Celery:
         enable_utc=True,
     )
     app.judgeq_settings = settings  # type: ignore[attr-defined]
+    from .tasks import register
+
+    register(app)
+    signals.import_modules.connect(_flower_guard, sender=app, weak=False)
     return app
+
+
+def _flower_guard(sender: Celery, **_: Any) -> None:
+    """Flower is starting on this app (it imports the task modules): refuse to serve it open."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or ctx.command.name != "flower":
+        return
+    from tornado.options import options
+
+    from .flower_auth import check_flower_auth
+
+    try:
+        check_flower_auth(options, sender.judgeq_settings)  # type: ignore[attr-defined]
+    except ConfigError as err:
+        print(f"judgeq: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -1,0 +1,48 @@
+"""``judgeq resume RUN``: continue a run that paused on a systemic judge failure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from judgeq._errors import ConfigError
+
+from .options import redis_option, settings_from
+
+CHUNK = 1000
+
+
+@click.command()
+@click.argument("run_id")
+@redis_option
+def resume(run_id: str, **flags: Any) -> None:
+    """Resume RUN_ID after fixing what paused it (a key, the account, the model).
+
+    Its pending jobs are enqueued again; jobs already graded are skipped, so nothing is
+    graded or counted twice.
+    """
+    from judgeq.redis_store import RedisStore, connect
+    from judgeq.workers.celery_app import create_app
+
+    from ..celery_dispatch import CeleryDispatcher
+
+    settings = settings_from(**flags)
+    store = RedisStore(connect(settings.redis_url), retention_s=int(settings.retention_days * 86400))
+    if store.spec(run_id) is None:
+        raise ConfigError(f"run {run_id!r} is unknown or expired")
+    state = store.state(run_id)
+    reason = state.get("pause_reason") or "?"
+    if not store.resume(run_id):
+        raise ConfigError(f"run {run_id} is not paused (it is {state.get('state', 'unknown')})")
+    dispatcher = CeleryDispatcher(create_app(settings), settings.queue, settings.jobs_per_message)
+    pending = store.pending_indices(run_id)
+    for i in range(0, len(pending), CHUNK):
+        group = pending[i : i + CHUNK]
+        dispatcher.resend(run_id, group, store.job_ids(run_id, group))
+    click.echo(
+        f"judgeq: run {run_id} resumed ({len(pending)} pending job(s) enqueued again); it had paused "
+        f"on: {reason}",
+        err=True,
+    )
+    click.echo(f"judgeq: follow it with 'judgeq status {run_id}'", err=True)

@@ -1,0 +1,93 @@
+"""Is this worker's judge set-up usable?  Checked at start-up; while it is broken the worker
+takes no jobs (it stops consuming its queue) and checks again every
+``JUDGEQ_JUDGE_CHECK_INTERVAL`` seconds, consuming again once it works.
+
+The judge checked is ``JUDGEQ_JUDGE`` (default: the Anthropic default model).  A worker that
+should serve only the offline judge says ``JUDGEQ_JUDGE=lexical``; a worker with no
+``ANTHROPIC_API_KEY`` otherwise is broken.  The check uses the Models API (no tokens spent):
+a refused key or an unknown model is broken; an unreachable API is not (calls then fail per
+job and are retried).  A run's own model is checked by its producer's preflight, and a run
+whose calls fail systemically pauses (:func:`judgeq._pipeline.settle_held`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from judgeq._errors import ConfigError, JudgeError
+from judgeq._settings import Settings
+from judgeq.judges import parse_judge_spec
+
+log = logging.getLogger("judgeq.worker")
+
+
+def judge_setup_problem(settings: Settings) -> str | None:
+    """Why the worker's judge cannot work, or None when it can (or cannot be told now)."""
+    try:
+        spec = parse_judge_spec(settings.judge or "anthropic")
+    except ConfigError as err:
+        return f"JUDGEQ_JUDGE: {err}"
+    if spec.provider != "anthropic":
+        return None
+    if settings.anthropic_api_key is None:
+        return (
+            "no ANTHROPIC_API_KEY: this worker cannot call the judge. Set the key (or "
+            "JUDGEQ_JUDGE=lexical for a worker of the offline judge only) and restart it"
+        )
+    from judgeq.judges.anthropic import AnthropicJudge
+
+    judge = AnthropicJudge(
+        spec.model,
+        api_key=settings.anthropic_api_key.get_secret_value(),
+        base_url=settings.anthropic_base_url,
+    )
+    try:
+        judge.check(timeout=settings.judge_timeout)
+    except JudgeError as exc:
+        if exc.systemic:
+            return f"judge {spec} is unusable ({exc.reason}: {exc})"
+        log.warning("judge check of %s failed (%s); taking jobs anyway", spec, exc)
+    return None
+
+
+class JudgeHealth:
+    """This process's view of its judge set-up."""
+
+    def __init__(self, check: Callable[[Settings], str | None] = judge_setup_problem) -> None:
+        self._check = check
+        self.problem: str | None = None
+        self._watching = threading.Event()
+
+    @property
+    def broken(self) -> bool:
+        return self.problem is not None
+
+    def check(self, settings: Settings) -> str | None:
+        self.problem = self._check(settings)
+        if self.problem:
+            log.error("judge set-up broken: %s. This worker takes no jobs until it works.", self.problem)
+        return self.problem
+
+    def watch(self, settings: Settings, on_fixed: Callable[[], object]) -> None:
+        """Check again every interval in a thread; call ``on_fixed`` once it works."""
+        if self._watching.is_set():
+            return
+        self._watching.set()
+
+        def loop() -> None:
+            while self.broken:
+                threading.Event().wait(settings.judge_check_interval)
+                try:
+                    problem = self._check(settings)
+                except Exception as exc:  # keep watching through anything
+                    log.warning("judge check failed: %s", exc)
+                    continue
+                if problem is None:
+                    self.problem = None
+                    log.warning("judge set-up works now: taking jobs")
+                    on_fixed()
+            self._watching.clear()
+
+        threading.Thread(target=loop, name="judgeq-judge-check", daemon=True).start()
