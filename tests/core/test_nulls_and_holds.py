@@ -1,0 +1,262 @@
+"""Every null counts in its own section; held jobs pause, retry or become nulls.
+
+Over a MemoryStore with scripted judges: the null factory's invariants, a retrieval run whose
+internal errors and lost jobs stay questions, a rubric that fails to load on a worker, and a
+run that pauses on systemic judge failures and resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import judgeq
+from judgeq._errors import SYSTEMIC_REASONS, JudgeAuthError, JudgeModelNotFound
+from judgeq._pipeline import Contexts, Held, Outcome, finalize_run, process_job, reduce_run, settle_held
+from judgeq._render import JudgeRequest
+from judgeq._rubric import read_rubric_text
+from judgeq._run import RunSpec
+from judgeq._store import MemoryStore
+from judgeq.testing.mock_messages import verdict_for_schema
+
+EXAMPLES = Path(__file__).parent.parent.parent / "examples"
+RUN = "r"
+
+
+class Judge:
+    """Grades with score 8, except: outputs/questions containing 'boom' raise a bug (not a
+    JudgeError), and every call raises ``error`` while it is set."""
+
+    provider = "test"
+    model = "scripted"
+
+    def __init__(self) -> None:
+        self.error: Exception | None = None
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> judgeq.JudgeReply:
+        with self._lock:
+            self.calls += 1
+        if self.error is not None:
+            raise self.error
+        if "boom" in request.user:
+            raise RuntimeError("a bug in grading")
+        return judgeq.JudgeReply(text=json.dumps(verdict_for_schema(request.output_schema, 8)))
+
+
+def retrieval_rows(n: int) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in (EXAMPLES / "retrieval.jsonl").read_text().splitlines() if line]
+    return rows[:n]
+
+
+def setup(rows: list[dict[str, Any]], rubric: str, judge: Any, **spec: Any) -> tuple[MemoryStore, Contexts]:
+    text, source = read_rubric_text(rubric)
+    store = MemoryStore()
+    store.register(
+        RunSpec(
+            run_id=RUN,
+            rubric_text=text,
+            rubric_source=source,
+            judge_provider="test",
+            judge_model="scripted",
+            total=len(rows),
+            **spec,
+        )
+    )
+    store.set_state(RUN, state="running", enqueue="done")
+    store.put_jobs(RUN, [(i, json.dumps(r)) for i, r in enumerate(rows)])
+    return store, Contexts(lambda provider, model: judge)
+
+
+# -- the null factory --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reason", judgeq.NULL_REASONS)
+def test_every_null_keeps_kind_id_and_model(reason: str) -> None:
+    question = judgeq.QuestionJob.model_validate(retrieval_rows(1)[0])
+    response = judgeq.ResponseJob.model_validate({"id": "a", "input": "i", "output": "o", "model": "m2"})
+    common = {"rubric_name": "x", "rubric_version": "1.0.0", "judge_model": "j", "why": "because"}
+    q = judgeq.null_result(index=3, reason=reason, job=question, **common)
+    assert (q.status, q.null_reason, q.kind, q.job_id, q.model) == (
+        "null",
+        reason,
+        "question",
+        "q-001",
+        "bm25",
+    )
+    assert q.rank == 1 and q.needle_found is True and q.llm_grade is None and q.total_score is None
+    r = judgeq.null_result(index=4, reason=reason, job=response, **common)
+    assert (r.kind, r.job_id, r.model, r.overall, r.scores) == ("response", "a", "m2", None, {})
+    gone = judgeq.null_result(index=5, reason=reason, job_id="#5", **common)
+    assert (gone.kind, gone.job_id, gone.model) == ("response", "#5", None)
+
+
+def test_null_raw_is_bounded() -> None:
+    r = judgeq.null_result(
+        index=0,
+        reason="internal_error",
+        why="x" * 10_000,
+        rubric_name="x",
+        rubric_version="1",
+        judge_model="j",
+    )
+    assert r.raw is not None and len(r.raw) == 500
+
+
+# -- point 1: nulls by every path stay in their section ------------------------------------------------
+
+
+def test_retrieval_run_with_an_internal_error_and_a_lost_job_counts_every_question() -> None:
+    rows = retrieval_rows(4)
+    rows[1]["question"] += " boom"  # grading it raises a bug: internal_error
+    judge = Judge()
+    store, contexts = setup(rows, "retrieval-relevance", judge)
+    assert process_job(store, contexts, RUN, 0) is Outcome.STORED
+    assert process_job(store, contexts, RUN, 1) is Outcome.STORED  # a null, stored
+    assert process_job(store, contexts, RUN, 2) is Outcome.STORED
+    lost, report = finalize_run(store, RUN)  # job 3 never ran
+    assert lost == 1
+    counts, rt = report["counts"], report["retrieval"]
+    assert counts == {
+        "total": 4,
+        "graded": 2,
+        "null": 2,
+        "null_by_reason": {"internal_error": 1, "lost": 1},
+        "rejected": 0,
+    }
+    assert rt["questions"] == counts["total"] == 4
+    assert rt["null"] == 2 and rt["coverage"] == 50.0
+    # ranks need no judge: every question keeps its own rank, the rates are over all 4
+    ranks = [r.rank for r in store.results(RUN, 4) if r is not None]
+    found = sum(r is not None for r in ranks)
+    assert rt["accuracy"] == 100.0 * found / 4
+    assert rt["mrr"] == pytest.approx(sum(1 / r for r in ranks if r) / 4, abs=1e-6)
+    by_model = report["by_model"]
+    assert sum(m["counts"]["total"] for m in by_model.values()) == 4
+    assert sum(m["retrieval"]["questions"] for m in by_model.values()) == 4
+    # pass rates count a null as not passed, over all questions
+    assert rt["pass_rate_7"] <= 50.0
+
+
+def test_a_result_that_vanished_before_the_reduce_stays_a_question() -> None:
+    rows = retrieval_rows(3)
+    store, contexts = setup(rows, "retrieval-relevance", Judge())
+    for i in range(3):
+        process_job(store, contexts, RUN, i)
+    store._results[RUN].pop(2)  # expired between the last store and the reduce
+    store.put_jobs(RUN, [(2, json.dumps(rows[2]))])
+    report = reduce_run(store, RUN)
+    assert report["counts"]["null_by_reason"] == {"lost": 1} and report["counts"]["missing"] == 1
+    assert report["retrieval"]["questions"] == 3
+    assert sum(m["counts"]["total"] for m in report["by_model"].values()) == 3
+
+
+# -- point 3: a grading context that cannot be built holds the jobs -----------------------------------
+
+
+def test_a_rubric_that_fails_to_load_holds_the_jobs_then_they_become_internal_error_nulls() -> None:
+    rows = retrieval_rows(2)
+    store, contexts = setup(rows, "retrieval-relevance", Judge())
+    store._specs[RUN] = store._specs[RUN].replace("scale:", "scale: 7-3 #", 1)  # a worker can't load it
+    held = process_job(store, contexts, RUN, 0)
+    assert isinstance(held, Held) and held.reason == "internal_error" and not held.systemic
+    assert store.counters(RUN).get("done", 0) == 0 and store.pending_indices(RUN) == [0, 1]
+    assert settle_held(store, RUN, [(0, held)], systemic_limit=20, final=False) is Outcome.RETRY
+    assert store.counters(RUN).get("done", 0) == 0  # nothing acknowledged away
+    both = [(0, held), (1, held)]
+    assert settle_held(store, RUN, both, systemic_limit=20, final=True) is Outcome.LAST
+    results = list(store.results(RUN, 2))
+    assert all(r is not None and r.null_reason == "internal_error" for r in results)
+    assert [r.kind for r in results if r] == ["question", "question"]
+    assert [r.job_id for r in results if r] == ["q-001", "q-002"]
+
+
+def test_a_judge_that_fails_to_build_holds_the_jobs() -> None:
+    rows = retrieval_rows(1)
+    store, _ = setup(rows, "retrieval-relevance", None)
+
+    def factory(provider: str, model: str) -> Any:
+        raise judgeq.ConfigError("unknown judge provider 'test'")
+
+    held = process_job(store, Contexts(factory), RUN, 0)
+    assert isinstance(held, Held) and "unknown judge provider" in held.message
+
+
+# -- point 4: systemic judge failures pause the run ---------------------------------------------------
+
+
+def response_rows(n: int) -> list[dict[str, Any]]:
+    return [{"id": f"j{i}", "input": f"q{i}", "output": f"a{i}", "model": "m"} for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        JudgeAuthError("401 invalid x-api-key"),
+        JudgeModelNotFound("404 model: nope"),
+        judgeq.JudgeBillingError("402"),
+    ],
+)
+def test_systemic_failures_in_a_row_pause_the_run_and_nothing_becomes_a_null(error: Exception) -> None:
+    judge = Judge()
+    judge.error = error
+    store, contexts = setup(response_rows(30), "quality", judge)
+    outcomes = [process_job(store, contexts, RUN, i) for i in range(5)]
+    assert all(isinstance(o, Held) and o.systemic for o in outcomes)
+    assert [o.streak for o in outcomes] == [1, 2, 3, 4, 5]  # type: ignore[union-attr]
+    held = list(enumerate(outcomes))
+    assert settle_held(store, RUN, held[:4], systemic_limit=5, final=False) is Outcome.RETRY  # type: ignore[arg-type]
+    assert settle_held(store, RUN, held, systemic_limit=5, final=True) is Outcome.PAUSED  # type: ignore[arg-type]
+    state = store.state(RUN)
+    assert state["state"] == "paused" and outcomes[-1].reason in state["pause_reason"]  # type: ignore[union-attr]
+    assert "5 judge calls in a row" in state["pause_reason"]
+    assert store.counters(RUN).get("done", 0) == 0 and len(store.pending_indices(RUN)) == 30
+    # later held jobs of a paused run stay pending too, even on their last retry
+    assert settle_held(store, RUN, held, systemic_limit=99, final=True) is Outcome.PAUSED  # type: ignore[arg-type]
+    # fixed, resumed: the jobs are graded and the streak starts again
+    judge.error = None
+    assert store.resume(RUN) and store.state(RUN)["state"] == "running"
+    assert not store.resume(RUN)
+    for i in range(30):
+        process_job(store, contexts, RUN, i)
+    report = reduce_run(store, RUN)
+    assert report["counts"]["graded"] == 30 and report["counts"]["null"] == 0
+
+
+def test_a_success_resets_the_streak() -> None:
+    judge = Judge()
+    store, contexts = setup(response_rows(6), "quality", judge)
+    judge.error = JudgeAuthError("401")
+    assert [process_job(store, contexts, RUN, i).streak for i in range(2)] == [1, 2]  # type: ignore[union-attr]
+    judge.error = None
+    assert process_job(store, contexts, RUN, 2) is Outcome.STORED
+    judge.error = JudgeAuthError("401")
+    assert process_job(store, contexts, RUN, 3).streak == 1  # type: ignore[union-attr]
+
+
+def test_held_systemic_jobs_that_never_pause_end_as_nulls_with_their_reason_and_attempts() -> None:
+    judge = Judge()
+    store, contexts = setup(response_rows(1), "quality", judge)
+    judge.error = JudgeAuthError("403 permission")
+    held = process_job(store, contexts, RUN, 0)
+    assert isinstance(held, Held)
+    assert settle_held(store, RUN, [(0, held)], systemic_limit=20, final=True) is Outcome.LAST
+    (result,) = store.results(RUN, 1)
+    assert result is not None and result.null_reason == "auth_error" and result.attempts == 1
+
+
+def test_per_job_failures_stay_per_job_nulls() -> None:
+    judge = Judge()
+    store, contexts = setup(response_rows(3), "quality", judge, judge_timeout=0.1, judge_deadline=0.3)
+    judge.error = judgeq.JudgeTimeout("slow")
+    assert process_job(store, contexts, RUN, 0) is Outcome.STORED
+    judge.error = judgeq.JudgeInvalidRequest("413 too large")
+    assert process_job(store, contexts, RUN, 1) is Outcome.STORED
+    reasons = [r.null_reason for r in store.results(RUN, 3) if r is not None]
+    assert reasons == ["timeout", "invalid_request"]
+    assert not SYSTEMIC_REASONS & set(reasons)
