@@ -16,18 +16,28 @@ from typing import Any
 
 from ._aggregate import Aggregator
 from ._result import Result
+from ._rubric import Rubric
 from ._run import RunSpec
 
 REPORT_VERSION = 1
 
 
+def _rubric(spec: RunSpec) -> tuple[Rubric | None, str | None]:
+    """The run's rubric, or None and why: a report is still written for a run whose rubric no
+    longer loads (its jobs are internal_error nulls), with the rubric named by its source."""
+    try:
+        return spec.rubric, None
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
 def new_aggregator(spec: RunSpec) -> Aggregator:
-    rubric = spec.rubric
-    retrieval = spec.retrieval or rubric.retrieval
+    rubric, _ = _rubric(spec)
+    retrieval = spec.retrieval or (rubric.retrieval if rubric else None)
     return Aggregator(
-        dimensions=[d.name for d in rubric.dimensions],
+        dimensions=[d.name for d in rubric.dimensions] if rubric else [],
         thresholds=spec.thresholds,
-        pass_fail=rubric.is_pass_fail,
+        pass_fail=rubric.is_pass_fail if rubric else False,
         hit_k=retrieval.hit_k if retrieval else (1, 3, 5, 10),
     )
 
@@ -42,7 +52,7 @@ def build_report(
     missing: int = 0,
 ) -> dict[str, Any]:
     """The whole ``report.json`` document."""
-    rubric = spec.rubric
+    rubric, error = _rubric(spec)
     body = agg.report(judge_model=spec.judge_model)
     counts = body.pop("counts")
     counts["rejected"] = spec.rejected_count
@@ -60,6 +70,17 @@ def build_report(
             "weights": rubric.weights or None,
             "pass_threshold": rubric.threshold,
             "fingerprint": rubric.fingerprint,
+        }
+        if rubric is not None
+        else {
+            "name": spec.rubric_source,
+            "version": "unknown",
+            "scale": None,
+            "source": spec.rubric_source,
+            "weights": spec.weights or None,
+            "pass_threshold": None,
+            "fingerprint": None,
+            "error": error,
         },
         "judge": {"provider": spec.judge_provider, "model": spec.judge_model},
         "counts": counts,
@@ -69,7 +90,7 @@ def build_report(
         "finished_at": finished_at,
         "wall_s": round(wall_s, 3),
     }
-    if rubric.is_pass_fail:
+    if rubric is not None and rubric.is_pass_fail:
         report.pop("pass_rates", None)
     return report
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ._errors import ConfigError
@@ -69,6 +69,13 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = Field(
         None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "anthropic_base_url")
     )
+
+    @field_validator("anthropic_api_key", "anthropic_base_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        """``ANTHROPIC_API_KEY=`` (empty) means no key, as for the SDK."""
+        raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+        return None if isinstance(raw, str) and not raw.strip() else value
 
     @property
     def effective_broker_url(self) -> str:

@@ -170,6 +170,10 @@ def reduce(self: Task, run_id: str) -> str:
         return "unknown-run"
     except STORE_ERRORS as exc:
         raise Reject(str(exc), requeue=True) from None
+    except Exception as exc:  # a bug: say so where people look, and stop the repair re-sending it
+        log.exception("reducing run %s failed", run_id)
+        runtime(self.app)[0].set_state(run_id, state="failed", error=f"reducer: {type(exc).__name__}: {exc}")
+        return "failed"
     log.info("run %s reduced: %s", run_id, report["counts"])
     return "reduced"
 
