@@ -84,7 +84,10 @@ class Settings(BaseSettings):
 
 def known_variables() -> list[str]:
     """Every ``JUDGEQ_…`` variable name the settings read (weights aside)."""
-    return sorted(PREFIX + name.upper() for name in Settings.model_fields if not name.startswith("anthropic"))
+    fields = (
+        name for name in Settings.model_fields if not name.startswith("anthropic") and name != "weights"
+    )
+    return sorted(PREFIX + name.upper() for name in fields)
 
 
 def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -97,7 +100,11 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
             continue
         if key.startswith(WEIGHT_PREFIX) and len(key) > len(WEIGHT_PREFIX):
             continue
-        close = difflib.get_close_matches(key, [*known, WEIGHT_PREFIX + "<DIMENSION>"], n=1, cutoff=0.6)
+        head = key[: len(WEIGHT_PREFIX)]
+        if difflib.SequenceMatcher(None, head, WEIGHT_PREFIX).ratio() >= 0.85:
+            close = [WEIGHT_PREFIX + "<DIMENSION>"]
+        else:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]}?)" if close else " (see the README's configuration table)"
         lines.append(f"unknown setting {key} is ignored{hint}")
     return lines

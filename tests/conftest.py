@@ -1,12 +1,23 @@
-"""Shared fixtures."""
+"""Shared fixtures.  Every test runs with the ``JUDGEQ_*`` and ``ANTHROPIC_*`` environment
+cleared, so a developer's or CI's settings never change a test's outcome."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key in list(os.environ):
+        if key.startswith(("JUDGEQ_", "ANTHROPIC_")):
+            monkeypatch.delenv(key)
+    yield
 
 
 @pytest.fixture

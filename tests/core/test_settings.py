@@ -1,0 +1,56 @@
+"""One settings object: every JUDGEQ_ variable is a field with its default there, misspelt
+variables are reported with the closest name, weights and debug are fields."""
+
+from __future__ import annotations
+
+import pytest
+
+from judgeq import ConfigError, Settings, load_settings
+from judgeq._settings import known_variables, unknown_variables
+
+
+def test_weights_and_debug_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUDGEQ_WEIGHT_ACCURACY", "0.4")
+    monkeypatch.setenv("JUDGEQ_WEIGHT_clarity", "0.15")
+    monkeypatch.setenv("JUDGEQ_DEBUG", "1")
+    s = load_settings()
+    assert s.weights == {"accuracy": 0.4, "clarity": 0.15}
+    assert s.debug is True
+    assert load_settings(weights={"x": 1.0}).weights == {"x": 1.0}  # a flag wins
+
+
+def test_a_bad_weight_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUDGEQ_WEIGHT_ACCURACY", "lots")
+    with pytest.raises(ConfigError, match="JUDGEQ_WEIGHT_ACCURACY: weight of 'accuracy' is not a number"):
+        load_settings()
+
+
+def test_defaults_live_in_the_settings_object() -> None:
+    s = load_settings()
+    assert s == Settings(weights={})
+    assert s.systemic_failures == 20 and s.judge_deadline == 120.0 and s.debug is False
+
+
+@pytest.mark.parametrize(
+    ("typo", "closest"),
+    [
+        ("JUDGEQ_JUDGE_DEADLNE", "JUDGEQ_JUDGE_DEADLINE"),
+        ("JUDGEQ_REDIS_ULR", "JUDGEQ_REDIS_URL"),
+        ("JUDGEQ_CONCURENCY", "JUDGEQ_CONCURRENCY"),
+        ("JUDGEQ_WIEGHT_ACCURACY", "JUDGEQ_WEIGHT_<DIMENSION>"),
+    ],
+)
+def test_a_misspelt_variable_is_reported_with_the_closest_name(typo: str, closest: str) -> None:
+    (line,) = unknown_variables({typo: "1", "JUDGEQ_REDIS_URL": "redis://x", "JUDGEQ_WEIGHT_A": "1"})
+    assert typo in line and f"did you mean {closest}?" in line
+
+
+def test_known_variables_are_not_reported() -> None:
+    environ = {name: "1" for name in known_variables()}
+    environ.update(JUDGEQ_WEIGHT_ACCURACY="0.5", HOME="/root", ANTHROPIC_API_KEY="k")
+    assert unknown_variables(environ) == []
+
+
+def test_empty_key_is_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "  ")
+    assert load_settings().anthropic_api_key is None
