@@ -29,7 +29,7 @@ def restore_interval(settings: Settings) -> float:
 
 
 def stall_after(settings: Settings) -> float:
-    """Seconds without progress after which a run counts as stalled (380 s by default)."""
+    """Seconds without progress after which a run counts as stalled (350 s by default)."""
     vt = visibility_timeout(settings)
     return vt + 2 * restore_interval(settings) + min(30.0, vt)
 

@@ -7,11 +7,11 @@ its result is stored, so no job is ever unknowable. Each worker checks every
 :func:`~judgeq._timing.check_interval` seconds, while the queue is empty:
 
 * a running run that has made no progress for :func:`~judgeq._timing.stall_after` seconds
-  (visibility timeout + two sweeps + a margin: 380 s with the defaults), with enqueuing
+  (visibility timeout + two sweeps + a margin: 350 s with the defaults), with enqueuing
   finished, gets its pending jobs sent again;
 * a run whose every job is stored but which has no report that long after its last result
   (its reduce message was lost, or the worker reducing it died) gets its reducer sent again:
-  every run gets its report within stall_after + check_interval (about 8 minutes by default)
+  every run gets its report within stall_after + check_interval (380 s by default)
   of its last result, with no process waiting on it.
 
 Results are written once and the reducer is idempotent, so a job or a reducer sent twice is

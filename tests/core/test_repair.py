@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import fakeredis
 import pytest
@@ -129,3 +130,14 @@ def test_a_paused_run_is_left_alone(store: RedisStore) -> None:
     assert store.pause("r1", "auth_error: refused")
     later = time.time() + stall_after(SETTINGS) + 1
     assert repair_stalled_runs(store, SETTINGS, lambda *a: None, depth, now=later) == {}
+
+
+def test_the_bounds_the_readme_states() -> None:
+    """README: lost jobs re-sent after 350 s without progress; a missing report healed within 380 s."""
+    from judgeq._timing import check_interval
+
+    defaults = load_settings()
+    assert stall_after(defaults) == 350.0
+    assert stall_after(defaults) + check_interval(defaults) == 380.0
+    readme = (Path(__file__).parent.parent.parent / "README.md").read_text()
+    assert "350 s by default" in readme and "**380 s** of its last result" in readme
