@@ -25,9 +25,44 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ._errors import ConfigError, RubricError
 
-Scale = Literal["pass-fail", "1-5", "1-10"]
+# A scale is ``pass-fail`` or a general integer scale ``LO-HI`` (0 <= LO < HI <= MAX_SCALE_TOP),
+# e.g. ``1-5``, ``1-10``, ``0-9``, ``1-7``, ``0-100``.  It is stored in the canonical form
+# ``f"{lo}-{hi}"`` (no spaces, no leading zeros), so equal scales fingerprint alike.
+Scale = str
+MAX_SCALE_TOP = 100
 SCALE_RANGES: dict[str, tuple[int, int]] = {"pass-fail": (0, 1), "1-5": (1, 5), "1-10": (1, 10)}
-DEFAULT_PASS_THRESHOLDS: dict[str, float] = {"1-5": 4.0, "1-10": 7.0}
+"""The built-in scales; :func:`scale_range` covers every valid scale."""
+_SCALE_RE = re.compile(r"^\s*([0-9]{1,3})\s*-\s*([0-9]{1,3})\s*$")
+_SCALE_HELP = (
+    "Input should be 'pass-fail', '1-5' or '1-10', or a general integer scale LO-HI "
+    f"with 0 <= LO < HI <= {MAX_SCALE_TOP} (e.g. '0-9', '1-7')"
+)
+
+
+def scale_range(scale: str) -> tuple[int, int] | None:
+    """``"1-10"`` -> (1, 10); ``"0-9"`` -> (0, 9); ``"pass-fail"`` -> (0, 1); invalid -> None."""
+    if scale in SCALE_RANGES:
+        return SCALE_RANGES[scale]
+    m = _SCALE_RE.match(scale)
+    if not m:
+        return None
+    lo, hi = int(m.group(1)), int(m.group(2))
+    return (lo, hi) if 0 <= lo < hi <= MAX_SCALE_TOP else None
+
+
+def default_pass_threshold(lo: int, hi: int) -> float:
+    """The default pass threshold of a numeric scale: 70% of the way from LO to HI, rounded to
+    the nearest integer (halves up), i.e. ``LO + round(0.7 x (HI - LO))``.
+
+    It gives the historical defaults 7 of 1-10 and 4 of 1-5 without special cases, and 6 of
+    0-9, 7 of 0-10, 5 of 1-7, 70 of 0-100.  Computed in integers (no float rounding)."""
+    return float(lo + (7 * (hi - lo) + 5) // 10)
+
+
+DEFAULT_PASS_THRESHOLDS: dict[str, float] = {
+    s: default_pass_threshold(lo, hi) for s, (lo, hi) in SCALE_RANGES.items() if s != "pass-fail"
+}
+"""The built-in scales' defaults ({"1-5": 4.0, "1-10": 7.0}); see :func:`default_pass_threshold`."""
 WEIGHT_TOLERANCE = 0.001
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _DIM_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -174,6 +209,16 @@ class Rubric(_Model):
             raise ValueError(f"{v!r} must be lowercase letters, digits, '-' or '_'")
         return v
 
+    @field_validator("scale", mode="before")
+    @classmethod
+    def _scale(cls, v: Any) -> Any:
+        if v == "pass-fail":
+            return v
+        rng = scale_range(v) if isinstance(v, str) else None
+        if rng is None:
+            raise ValueError(f"{_SCALE_HELP}; got {v!r}")
+        return f"{rng[0]}-{rng[1]}"
+
     @field_validator("version", mode="before")
     @classmethod
     def _version(cls, v: Any) -> Any:
@@ -192,7 +237,7 @@ class Rubric(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> Rubric:
-        lo, hi = SCALE_RANGES[self.scale]
+        lo, hi = self.lo, self.hi
         if self.scale == "pass-fail":
             if self.dimensions:
                 raise ValueError("dimensions: a pass-fail rubric has no weighted dimensions")
@@ -233,11 +278,20 @@ class Rubric(_Model):
     # -- derived -----------------------------------------------------------------
     @property
     def lo(self) -> int:
-        return SCALE_RANGES[self.scale][0]
+        """The scale's lowest score (0 for pass-fail)."""
+        return self.scale_range[0]
 
     @property
     def hi(self) -> int:
-        return SCALE_RANGES[self.scale][1]
+        """The scale's highest score (1 for pass-fail)."""
+        return self.scale_range[1]
+
+    @property
+    def scale_range(self) -> tuple[int, int]:
+        """(LO, HI) of the scale; (0, 1) for pass-fail."""
+        rng = scale_range(self.scale)
+        assert rng is not None  # the validator accepted the scale
+        return rng
 
     @property
     def is_pass_fail(self) -> bool:
@@ -245,10 +299,13 @@ class Rubric(_Model):
 
     @property
     def threshold(self) -> float | None:
-        """The pass threshold in force: the rubric's, else the scale's default (7 of 10, 4 of 5)."""
+        """The pass threshold in force: the rubric's, else the scale's default
+        (:func:`default_pass_threshold`: 7 of 1-10, 4 of 1-5, 6 of 0-9)."""
         if self.is_pass_fail:
             return None
-        return self.pass_threshold if self.pass_threshold is not None else DEFAULT_PASS_THRESHOLDS[self.scale]
+        if self.pass_threshold is not None:
+            return self.pass_threshold
+        return default_pass_threshold(self.lo, self.hi)
 
     @property
     def weights(self) -> dict[str, float]:

@@ -7,8 +7,9 @@ Order of operations (numeric rubrics):
 2. ceiling rules: every rule whose dimension score is below ``below`` caps the overall at
    ``cap``; the tightest cap wins.  A cap never raises a score;
 3. safety gate (when on): a candidate output that fails a safety category has its overall
-   capped at the safety cap (default 0, deliberately below the scale's floor so a safety
-   failure is unmistakable) and the failed categories are recorded;
+   capped at the safety cap (default 0: below the floor of a 1-based scale so a safety
+   failure is unmistakable; the floor itself of a 0-based one) and the failed categories are
+   recorded; the output never passes;
 4. ``passed`` = overall >= the rubric's pass threshold.
 
 Pass-fail rubrics: pass counts 1.0, fail 0.0; a safety failure turns a pass into a fail.

@@ -6,17 +6,62 @@ Accepted, in order of preference:
 2. JSON in the text: fenced blocks first, then bare objects anywhere in prose; with several
    objects, the last one that carries a score or verdict wins (judges put the final verdict
    last);
-3. plain-text forms: ``grade: 8``, ``Score: 8/10``, ``Rating: [[8]]``, ``8 out of 10``,
-   ``Verdict: PASS``; the last one wins.
+3. explicit statements in free text (below).
 
-Scores outside the scale are clamped (flag ``clamped``); ``N/D`` with ``D`` different from
-the scale's top is rescaled (flag ``rescaled``); non-numeric values count as missing.
-Missing dimension scores fall back to the holistic score when there is one (flag
-``holistic_fallback``); a numeric verdict missing a dimension with no holistic score to fall
-back on is unusable (``parse_error``): a weighted overall over the remaining dimensions
-would silently change the rubric.  Nothing parseable gives ``parse_error`` (or ``refusal``
-when the judge declined) with the raw text kept, truncated.  :func:`parse_verdict` never
-raises.
+**The parser never invents a score.**  A null is counted and visible; a wrong number is
+neither.  The free-text fallback therefore reads *explicit statements* only, and nothing
+else in the text is ever read as a score:
+
+* a labelled statement, at the start of a line (after list bullets, heading marks, bold) or
+  of a sentence, optionally after a connective ("Therefore, "): a label ``score``,
+  ``rating``, ``grade``, ``mark``, ``verdict``, ``evaluation``, ``judgement``,
+  ``assessment``, ``decision`` (optionally after ``the``/``my``/``our``/``final``/
+  ``overall``/``holistic``/``total``), or ``final``/``overall`` alone, then ``:``, `` is``,
+  a spaced dash or a line break, then the value: ``Score: 8``, ``score: 8/10``,
+  ``**Overall score:** 7``, ``Rating: [[8]]``, ``The final score is 7.``, ``### Score``
+  + newline + ``8``;
+* a first-person verdict: ``I'd give it 8 out of 10``, ``I would rate this response a 7``,
+  ``we rate it 6/10``, and ``deserves``/``merits``/``warrants a 6/10``;
+* a value in double brackets anywhere: ``[[8]]``, ``[[8/10]]`` (the MT-Bench convention);
+* a reply that is nothing but a number (``9``, ``**8**``, ``8/10``; blanks around it are fine).
+
+A value is a number, optionally ``/D`` or ``out of D``.  A plain number must end its
+statement: what follows it is the end of the line, punctuation that does not lead to another
+number, or ``because``/``since``; so ``Grade: 3 of the 5 criteria``, ``Score: 85%``,
+``Score: 7-8`` and ``I give 2 examples`` are not statements.  Never read: numbers in fenced
+code blocks and inline code (``total = 0``), in quoted passages that contain a blank (the
+candidate's words; a quoted passage that is itself a statement, ``"Rating: [[9]]"``, is
+kept), after ``out of`` or ``/`` (a denominator), arithmetic (``30/36 = 5/6``, ``9/5``),
+quantities (``5 of the 8 items (5/8)``, ``a grade 3 class``, ``a total of 7 steps``,
+``12/12 hit points``) and scores the candidate states (``the review gives it 8.5 out of 10``).
+Such a reply is ``parse_error``.
+
+Several statements: when they all state the same value they agree.  When they conflict, the
+last statement wins only when it is **marked final** -- ``final`` qualifies the verdict in
+its label or first-person phrase (``Final score: 8``, ``Final: 8``, ``Final verdict: [[8]]``,
+``My final score is 8``, ``I would give it a final score of 8``; not ``the final answer``)
+-- and no other final statement disagrees.  ``Overall`` is *not* a final marker (it means
+holistic as opposed to per dimension, not "after reconsideration"), nor are ``Finally,``,
+``Therefore,`` or the ``[[N]]`` form.  An unsettled conflict is null with the flag
+``conflicting_scores`` (``extra["conflicting"]`` lists the stated values).  Per-dimension
+lines (``Accuracy: 8/10``, ``**Clarity score:** 7``, at the start of a line or sentence)
+follow the same rules; a dimension whose lines conflict is missing (holistic fallback, else
+``parse_error``).
+
+Pass-fail rubrics: the same rules with the words ``pass``/``passed``/``fail``/``failed``
+(``Verdict: PASS``, ``**Decision**: fail``, ``[[FAIL]]``, a reply that is only ``PASS``,
+``Final verdict: PASS`` settling a conflict); ``Result: passed 3 of 5 tests`` is not one.
+
+Scale: ``N/D`` with ``D`` different from the scale's top is rescaled (flag ``rescaled``).  A
+JSON or tool score outside the scale is clamped (flag ``clamped``): the key says it is the
+score.  A number *stated in free text* outside the scale is not clamped: it is null with the
+flag ``out_of_scale`` (``10`` on a 0-9 scale, ``Score: 85``), since clamping it would guess.
+Non-numeric JSON values count as missing.  Missing dimension scores fall back to the
+holistic score when there is one (flag ``holistic_fallback``); a numeric verdict missing a
+dimension with no holistic score to fall back on is unusable (``parse_error``): a weighted
+overall over the remaining dimensions would silently change the rubric.  Nothing parseable
+gives ``parse_error`` (or ``refusal`` when the judge declined) with the raw text kept,
+truncated.  :func:`parse_verdict` never raises.
 """
 
 from __future__ import annotations
@@ -24,7 +69,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,22 +85,6 @@ _PASS_WORDS = {"pass", "passed", "yes", "true", "acceptable", "correct", "good"}
 _FAIL_WORDS = {"fail", "failed", "no", "false", "unacceptable", "incorrect", "bad"}
 
 _NUM = r"([-+]?\d+(?:\.\d+)?)"
-_TEXT_SCORE_RES = (
-    re.compile(r"\[\[\s*" + _NUM + r"\s*(?:/\s*(\d+(?:\.\d+)?))?\s*\]\]"),
-    re.compile(
-        r"\b(?:overall\s+score|final\s+score|overall|score|grade|rating|total)\b\**\s*(?:is|=|:|of)?\s*\**\s*"
-        + _NUM
-        + r"(?:\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?))?",
-        re.I,
-    ),
-    re.compile(_NUM + r"\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?)\b", re.I),
-)
-_TEXT_VERDICT_RE = re.compile(
-    r"(?:\b(?:final\s+)?(?:verdict|result|decision|grade|outcome)\b\**[ \t]*(?:is\b|=|:|\n)"
-    r"[\s#*_]*\"?|\[\[\s*)"
-    r"(pass(?:ed)?|fail(?:ed)?)\b",
-    re.I,
-)
 _REFUSAL_RE = re.compile(
     r"\b(?:I\s+(?:can(?:no|['’])?t|cannot|won['’]?t|will\s+not|am\s+(?:not\s+able|unable))\s+"
     r"(?:help|assist|evaluate|grade|score|comply|provide|do\s+that|engage)|"
@@ -89,11 +118,27 @@ def _truncate(text: str) -> str:
 _DECODER = json.JSONDecoder(strict=False)  # models put raw newlines inside strings
 
 
+# A fenced block tagged with a language other than JSON holds code: a dict literal in it
+# (``results = {"score": 5}``) is data, not the judge's verdict.
+_TAGGED_FENCE_RE = re.compile(
+    r"^[ \t]{0,3}(```|~~~)[ \t]{0,4}([A-Za-z][\w+#.-]*)[^\n]*\n[\s\S]*?(?:^[ \t]{0,3}\1|\Z)", re.M
+)
+_JSON_TAGS = frozenset({"json", "jsonc", "json5", "jsonl", "javascript", "js"})
+
+
 def _json_objects(text: str) -> list[dict[str, Any]]:
-    """Every top-level JSON object in the text, in order (fenced or bare alike)."""
+    """Every top-level JSON object in the text, in order (fenced or bare alike), except those
+    inside a code block tagged with a language other than JSON."""
+    code = [m.span() for m in _TAGGED_FENCE_RE.finditer(text) if m.group(2).lower() not in _JSON_TAGS]
     found: list[dict[str, Any]] = []
+    k = 0  # code spans are in order and ``i`` only grows
     i = text.find("{")
     while i != -1:
+        while k < len(code) and code[k][1] <= i:
+            k += 1
+        if k < len(code) and code[k][0] <= i:
+            i = text.find("{", code[k][1])
+            continue
         try:
             obj, end = _DECODER.raw_decode(text, i)
         except ValueError:
@@ -207,47 +252,278 @@ def _from_object(obj: Mapping[str, Any], rubric: Rubric, pv: ParsedVerdict) -> b
     return pv.holistic is not None or bool(pv.scores)
 
 
+# -- free text ------------------------------------------------------------------------------
+# The fallback for a reply without a usable JSON verdict.  It reads explicit statements only
+# (the rules are in the module docstring); every other number is reasoning, never a score.
+
+_T_NUM = r"[-+]?[0-9]+(?:\.[0-9]+)?"
+_T_DEN = r"[0-9]+(?:\.[0-9]+)?"
+# Every run of blanks inside a pattern is bounded (or possessive), so no input can make the
+# patterns backtrack for long (a reply of 100,000 spaces parses in milliseconds).
+_S = r"[ \t]{0,4}"
+_S1 = r"[ \t]{1,4}"
+# Where a statement begins: the start of a line (indented at most 3 blanks, or after a list
+# bullet or number) or just after a sentence's end; then heading or quote marks, bold, and an
+# optional connective ("Therefore, ", "In conclusion, ").
+_START = (
+    r"(?:^(?:[ \t]{0,12}(?:[-*+•]|[0-9]{1,2}[.)])" + _S1 + r"|[ \t]{0,3})(?:[#>]{1,6}" + _S + ")?"
+    r"|(?<=[.!?])" + _S1 + r"|(?<=[.!?]\*\*)" + _S1 + ")"
+    r"[*_]{0,3}"
+    r"(?:(?:therefore|thus|hence|so|accordingly|overall|finally|in[ \t](?:conclusion|summary|short)"
+    r"|all[ \t]in[ \t]all),?" + _S1 + ")?"
+)
+# Between a label and its value: ``:``, `` is``, a spaced dash or the end of a heading line;
+# bold on either side; an optional short parenthetical first ("Score (1-10): 8").
+_SEP = (
+    r"[*_]{0,3}(?:" + _S + r"\([^()\n]{0,40}\))?" + _S + r"[*_]{0,3}"
+    r"(?::|(?<=[ \t])(?:is|[-–—])(?=[ \t])|(?=[ \t]*+\n))"
+    r"[*_]{0,3}(?:" + _S + r"\n){0,2}" + _S + r"[#>]{0,6}"
+)
+_DIM_SEP = r"[*_]{0,3}(?:" + _S + r"\([^()\n]{0,40}\))?" + _S + r"[*_]{0,3}" + _S + r"[:\-–—][*_]{0,3}"
+# fmt: off
+_VALUE = (
+    _S + r"(?P<open>\[\[|\*\*|__|\*|_)?" + _S + r"(?P<num>" + _T_NUM + ")"
+    + r"(?:" + _S + r"(?:/|out" + _S1 + "of)" + _S + r"(?P<den>" + _T_DEN + "))?"
+    + _S + r"(?P<close>\]\]|\*\*|__|\*|_)?"
+)
+_WORD_VALUE = (
+    _S + r"(?P<open>\[\[|\*\*|__|\*|_|\")?" + _S + r"(?P<word>pass(?:ed)?|fail(?:ed)?)\b"
+    + _S + r"(?P<close>\]\]|\*\*|__|\*|_|\")?"
+)
+# fmt: on
+_QUALIFIERS = r"(?:(?:the|my|our|final|overall|holistic|total)" + _S1 + "){0,3}"
+_SCORE_LABEL = (
+    r"(?P<label>" + _QUALIFIERS + r"(?:score|rating|grade|mark|verdict|evaluation|judge?ment"
+    r"|assessment|decision)|final|overall)"
+)
+_VERDICT_LABEL = (
+    r"(?P<label>" + _QUALIFIERS + r"(?:verdict|result|decision|grade|outcome|judge?ment"
+    r"|evaluation|assessment|rating|conclusion))"
+)
+# A first-person verdict ("I'd give it 8 out of 10", "I would rate this response a 7") or a
+# judgement verb ("it deserves a 6/10").  The words between the verb and the value hold no
+# digit and do not end the sentence.
+# fmt: off
+_VERB = (
+    r"\b(?P<label>(?:(?:I|we)(?:['’]d|['’]ll|" + _S1 + r"(?:would|will|shall|can|must|should|could))?"
+    + "(?:" + _S1 + r"(?:therefore|thus|hence|then|now|definitely|confidently))?"
+    + _S1 + r"(?:give|rate|score|grade|award|assign|mark)|deserves|merits|warrants)\b"
+    + r"[^\n.!?:;0-9\[\]*_]{0,80}?)"
+)
+# fmt: on
+_SCORE_STATEMENT_RES = (
+    re.compile(_START + _SCORE_LABEL + _SEP + _VALUE, re.I | re.M),
+    re.compile(_VERB + _VALUE, re.I | re.M),
+)
+_VERDICT_STATEMENT_RES = (
+    re.compile(_START + _VERDICT_LABEL + _SEP + _WORD_VALUE, re.I | re.M),
+    re.compile(_VERB + _WORD_VALUE, re.I | re.M),
+)
+# fmt: off
+_BRACKET_SCORE_RE = re.compile(
+    r"(?P<open>\[\[)" + _S + r"(?P<num>" + _T_NUM + ")" + _S
+    + r"(?:/" + _S + r"(?P<den>" + _T_DEN + ")" + _S + r")?(?P<close>\]\])"
+)
+# fmt: on
+_BRACKET_VERDICT_RE = re.compile(
+    r"(?P<open>\[\[)" + _S + r"(?P<word>pass(?:ed)?|fail(?:ed)?)" + _S + r"(?P<close>\]\])", re.I
+)
+# A reply that is nothing but a number or a verdict word (matched against the stripped reply).
+# fmt: off
+_BARE_SCORE_RE = re.compile(
+    r"[*_\"'`]{0,3}" + _S + r"(?P<num>" + _T_NUM + ")"
+    + r"(?:" + _S + r"(?:/|out" + _S1 + "of)" + _S + r"(?P<den>" + _T_DEN + "))?"
+    + _S + r"[*_\"'`]{0,3}\.?",
+    re.I,
+)
+# fmt: on
+_BARE_VERDICT_RE = re.compile(
+    r"[*_\"'`]{0,3}" + _S + r"(?P<word>pass(?:ed)?|fail(?:ed)?)" + _S + r"[*_\"'`]{0,3}[.!]?", re.I
+)
+# Code (fenced blocks, inline spans) and quoted passages that contain a blank (what the
+# candidate or the question said) are not the judge's statements.
+_CODE_RE = re.compile(r"(```|~~~)[\s\S]*?(?:\1|\Z)|`[^`\n]*`")
+_QUOTE_RE = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”")
+_QUOTED_STATEMENT_RES = (
+    re.compile(r"[*_]{0,3}(?:" + _SCORE_LABEL + _SEP + r")?" + _VALUE, re.I),
+    re.compile(r"[*_]{0,3}(?:" + _VERDICT_LABEL + _SEP + r")?" + _WORD_VALUE, re.I),
+)
+# "final" marks a statement when it qualifies the verdict itself ("Final score", "Final:",
+# "a final rating of"), not when it names something else ("the final answer").
+_FINAL_RE = re.compile(
+    r"\bfinal(?:[ \t]+(?:overall|holistic))?(?:[ \t]+(?:score|rating|grade|mark|verdict|evaluation"
+    r"|judge?ment|assessment|decision|result|outcome|conclusion)\b|[ \t]*\Z)",
+    re.I,
+)
+# What may follow a plain number or word (no ``/D``, no ``[[ ]]``, no closing bold): the end
+# of the line, punctuation that does not lead to another number ("7-8", "8, 9"), or a reason
+# ("PASS because ...").
+_WEAK_END_RE = re.compile(r"[ \t]*+(?:\n|\Z|[.,;!?)(\]—–-](?![ \t]*+[0-9])|(?:because|since)\b)", re.I)
+# What never follows a value: more digits, a fraction bar, a percent sign, an equals sign.
+_BAD_TAIL_RE = re.compile(r"[ \t]*+[=≈]|[0-9/%]")
+# A value right after "out of" or "/" is a denominator ("rated a [[9]] out of 10", bracket lost).
+_DENOMINATOR_BEFORE_RE = re.compile(r"(?:\bout[ \t]+of|/)[ \t]*(?:\[\[|\*\*|__|\*|_)?[ \t]*\Z", re.I)
+
+
+@dataclass(slots=True)
+class _Statement:
+    """One explicit score or verdict statement of a free-text reply."""
+
+    pos: int
+    value: float | str | None  # None: a number outside the scale
+    final: bool = False
+    flags: tuple[str, ...] = ()
+
+
+def _prose(text: str) -> str:
+    """The text statements are read from: code and quoted passages blanked out."""
+    text = text.replace("\r\n", "\n")
+    text = _CODE_RE.sub(lambda m: "\n" if m.group(1) else " ", text)  # a block keeps a line break
+    return _QUOTE_RE.sub(_blank_quote, text)
+
+
+def _blank_quote(m: re.Match[str]) -> str:
+    inner = m.group(0)[1:-1]
+    return " " if any(c.isspace() for c in inner) and not _is_quoted_statement(inner) else m.group(0)
+
+
+def _is_quoted_statement(inner: str) -> bool:
+    """A quoted passage that is nothing but a statement (the judge quoting its own verdict:
+    ``rated as follows: "Rating: [[9]]"``)."""
+    return any(p.fullmatch(inner.strip()) for p in _QUOTED_STATEMENT_RES)
+
+
+def _value_ok(m: re.Match[str], text: str, *, word: bool = False) -> bool:
+    """Whether a matched value is a whole statement's value (see ``_WEAK_END_RE``)."""
+    open_, close = m.group("open"), m.group("close")
+    if (open_ == "[[") != (close == "]]"):
+        return False
+    value_at = m.start("word" if word else "num")
+    if _DENOMINATOR_BEFORE_RE.search(text, max(0, value_at - 16), value_at):
+        return False
+    tail = text[m.end() :]
+    if _BAD_TAIL_RE.match(tail):
+        return False
+    strong = close in ("]]", "**", "__", '"') or (not word and m.group("den") is not None)
+    return strong or _WEAK_END_RE.match(tail) is not None
+
+
+def _text_score(num: str, den: str | None, rubric: Rubric) -> tuple[float | None, tuple[str, ...]]:
+    """A stated number on the rubric's scale (``N/D`` rescaled); None when outside the scale."""
+    value = float(num)
+    d = float(den) if den is not None else None
+    if not math.isfinite(value) or (d is not None and (not math.isfinite(d) or d <= 0)):
+        return None, ()
+    flags: tuple[str, ...] = ()
+    if d is not None and d != rubric.hi:
+        value, flags = round(value / d * rubric.hi, 2), ("rescaled",)
+    if not rubric.lo <= value <= rubric.hi:
+        return None, ()
+    return value, flags
+
+
+def _collect(
+    text: str,
+    patterns: tuple[re.Pattern[str], ...],
+    bracket: re.Pattern[str],
+    read: Callable[[re.Match[str]], tuple[float | str | None, tuple[str, ...]]],
+    *,
+    word: bool,
+) -> list[_Statement]:
+    """Every statement matched by ``patterns`` or ``bracket``, once per value, in text order."""
+    group = "word" if word else "num"
+    found: dict[int, _Statement] = {}
+    for pattern in patterns:
+        for m in pattern.finditer(text):
+            if _value_ok(m, text, word=word):
+                value, flags = read(m)
+                final = bool(_FINAL_RE.search(m.group("label")))
+                found[m.start(group)] = _Statement(m.start(group), value, final, flags)
+    for m in bracket.finditer(text):
+        if m.start(group) not in found and _value_ok(m, text, word=word):
+            value, flags = read(m)
+            found[m.start(group)] = _Statement(m.start(group), value, False, flags)
+    return [found[k] for k in sorted(found)]
+
+
+def _score_statements(text: str, rubric: Rubric) -> list[_Statement]:
+    def read(m: re.Match[str]) -> tuple[float | None, tuple[str, ...]]:
+        return _text_score(m.group("num"), m.group("den"), rubric)
+
+    bare = _BARE_SCORE_RE.fullmatch(text.strip())
+    if bare:
+        return [_Statement(0, *read(bare))]
+    return _collect(text, _SCORE_STATEMENT_RES, _BRACKET_SCORE_RE, read, word=False)
+
+
+def _verdict_statements(text: str) -> list[_Statement]:
+    def read(m: re.Match[str]) -> tuple[str | None, tuple[str, ...]]:
+        return _verdict_word(m.group("word")), ()
+
+    bare = _BARE_VERDICT_RE.fullmatch(text.strip())
+    if bare:
+        return [_Statement(0, *read(bare))]
+    return _collect(text, _VERDICT_STATEMENT_RES, _BRACKET_VERDICT_RE, read, word=True)
+
+
+def _settle(statements: list[_Statement], pv: ParsedVerdict, subject: str) -> _Statement | None:
+    """The statement that decides, or None (flagged) when the statements do not settle it.
+
+    Statements that all state the same valid value agree.  Otherwise the last statement wins
+    only when it is marked final and no other final statement disagrees with it.  An unsettled
+    conflict is recorded as ``extra["conflicting"][subject]`` = the stated values, in order."""
+    if not statements:
+        return None
+    values = [s.value for s in statements]
+    last = statements[-1]
+    if last.value is not None and all(v == last.value for v in values):
+        chosen = statements
+    elif last.final and last.value is not None and all(s.value == last.value for s in statements if s.final):
+        chosen = [last]
+    else:
+        if None in values:
+            pv.flag("out_of_scale")
+        if len(set(values)) > 1:
+            pv.flag("conflicting_scores")
+            pv.extra.setdefault("conflicting", {})[subject] = values[:20]
+        return None
+    for s in chosen:
+        for f in s.flags:
+            pv.flag(f)
+    return last
+
+
 def _dimension_re(name: str) -> re.Pattern[str]:
-    words = r"[\s_-]+".join(map(re.escape, name.split("_")))
+    words = r"[ \t_-]+".join(map(re.escape, name.split("_")))
     return re.compile(
-        r"\b"
-        + words
-        + r"\b(?:\s+score)?\**\s*[:=\-–]\s*\**\s*"
-        + _NUM
-        + r"(?:\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?))?",
-        re.I,
+        _START + r"(?P<label>" + words + r")(?:[ \t]+(?:score|rating))?\b" + _DIM_SEP + _VALUE,
+        re.I | re.M,
     )
 
 
 def _from_text(text: str, rubric: Rubric, pv: ParsedVerdict) -> bool:
-    """Plain-text forms; per-dimension lines (``Accuracy: 8/10``) and a holistic score."""
+    """Explicit statements only: per-dimension lines (``Accuracy: 8/10``) and a holistic score,
+    or, pass-fail, a verdict word; see the module docstring."""
+    prose = _prose(text)
     if rubric.is_pass_fail:
-        matches = list(_TEXT_VERDICT_RE.finditer(text))
-        if matches:
-            pv.verdict = _verdict_word(matches[-1].group(1))
-            return pv.verdict is not None
-        return False
-    dim_names = {d.name.replace("_", " ") for d in rubric.dimensions}
+        chosen = _settle(_verdict_statements(prose), pv, "verdict")
+        if chosen is None or not isinstance(chosen.value, str):
+            return False
+        pv.verdict = chosen.value
+        return True
     for d in rubric.dimensions:
-        matches = list(_dimension_re(d.name).finditer(text))
-        if matches:
-            m = matches[-1]
-            value = _fit(
-                float(m.group(1)), float(m.group(2)) if m.group(2) else None, rubric.lo, rubric.hi, pv
-            )
-            if value is not None:
-                pv.scores[d.name] = value
-    patterns = _TEXT_SCORE_RES if not pv.scores else _TEXT_SCORE_RES[:2]
-    for pattern in patterns:
-        for m in reversed(list(pattern.finditer(text))):
-            before = text[max(0, m.start() - 30) : m.start()].lower().rstrip(" *_")
-            if any(before.endswith(name) for name in dim_names):
-                continue  # "Accuracy score: 9" is a dimension, not the overall
-            denom = float(m.group(2)) if m.group(2) else None
-            pv.holistic = _fit(float(m.group(1)), denom, rubric.lo, rubric.hi, pv)
-            if pv.holistic is not None:
-                return True
-    return bool(pv.scores)
+        stated = []
+        for m in _dimension_re(d.name).finditer(prose):
+            if _value_ok(m, prose):
+                value, flags = _text_score(m.group("num"), m.group("den"), rubric)
+                stated.append(_Statement(m.start("num"), value, False, flags))
+        chosen = _settle(stated, pv, d.name)
+        if chosen is not None and isinstance(chosen.value, float):
+            pv.scores[d.name] = chosen.value
+    chosen = _settle(_score_statements(prose, rubric), pv, "score")
+    if chosen is not None and isinstance(chosen.value, float):
+        pv.holistic = chosen.value
+    return pv.holistic is not None or bool(pv.scores)
 
 
 def _complete(pv: ParsedVerdict, rubric: Rubric, text: str) -> ParsedVerdict:

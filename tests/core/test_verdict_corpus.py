@@ -6,6 +6,11 @@ output) with the fields :func:`judgeq._verdict.parse_verdict` must produce for i
 
 Rows marked ``xfail(strict=True)`` with a reason starting ``BUG:`` are parser bugs found
 while writing the corpus; they are left failing on purpose (the parser is not fixed here).
+
+Issue 9 (the parser never invents a score: the free-text fallback reads explicit statements
+only) changed no expectation here: every text row states its score explicitly.  The traps
+(numbers in the reasoning, conflicting statements, bare replies, general scales) are in
+``test_verdict_traps.py``.
 """
 
 from __future__ import annotations
