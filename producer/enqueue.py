@@ -5,6 +5,14 @@ message per job carrying ``(run_id, index, job_id)`` goes to the queue.  Before 
 the producer checks the queue depth and pauses while it is over the bound
 (``JUDGEQ_MAX_QUEUE_DEPTH``), so Redis holds at most about that many waiting jobs whatever
 the batch size.  Re-submitting a run id skips the jobs that already have a result.
+
+While it works the producer writes a heartbeat (``producer_heartbeat``, epoch seconds) into
+the run state: at registration, with every chunk, at every back-pressure wait (every 0.5 s)
+and at least every :data:`HEARTBEAT_EVERY` seconds while it reads the batch.  ``status``
+shows a run whose heartbeat is older than
+:data:`~judgeq.producer.progress.PRODUCER_GONE_AFTER` (60 s) and that is not fully enqueued
+as stopped: the producer died or was interrupted, and re-submitting with the same
+``--run-id`` sends the rest.
 """
 
 from __future__ import annotations
@@ -29,6 +37,13 @@ class Dispatcher(Protocol):
 
     def send(self, run_id: str, items: list[tuple[int, str]]) -> None: ...
     def depth(self) -> int: ...
+
+
+HEARTBEAT_EVERY = 10.0
+"""Longest gap (seconds) between two heartbeats of a producer reading its batch; far below
+:data:`~judgeq.producer.progress.PRODUCER_GONE_AFTER`."""
+BACK_PRESSURE_POLL = 0.5
+"""Seconds between two queue-depth checks while the queue is over the bound."""
 
 
 @dataclass(slots=True)
@@ -77,23 +92,35 @@ def register_and_enqueue(
     *,
     on_progress: Callable[[EnqueueStats], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.time,
 ) -> EnqueueStats:
     """Register the run (or check a re-submission) and enqueue its jobs.
 
-    The producer owns two state fields: ``enqueue`` (``enqueuing``, ``paused``, ``done``) and
-    ``enqueued`` (how many jobs, in index order, have been sent). The run's ``state`` is set
-    to ``running`` once, at registration; only the reducer changes it (``finished``). A
-    re-submission sends only the jobs never sent before (index >= ``enqueued``) that have no
-    result: jobs already sent are in the queue or graded, and a message lost in transit is
-    the workers' stalled-run repair's business, so nothing is graded twice.
+    The producer owns three state fields: ``enqueue`` (``enqueuing``, ``paused``, ``done``),
+    ``enqueued`` (how many jobs, in index order, have been sent) and ``producer_heartbeat``.
+    The run's ``state`` is set to ``running`` once, at registration; only the reducer changes
+    it (``finished``). A re-submission sends only the jobs never sent before (index >=
+    ``enqueued``) that have no result: jobs already sent are in the queue or graded, and a
+    message lost in transit is the workers' stalled-run repair's business, so nothing is
+    graded twice.
+
+    It writes ``producer_heartbeat`` (``clock()`` epoch seconds): at the start, with
+    every chunk, at every back-pressure wait and at least every :data:`HEARTBEAT_EVERY`
+    seconds while reading, so ``status`` can tell a producer that died mid-enqueue (see the
+    module docstring).  ``sleep`` and ``clock`` are injectable for tests.
     """
     spec = plan.spec
     existing = store.spec(spec.run_id)
     already_sent = 0
+    last_beat = clock()
     if existing is not None:
         check_resubmission(existing, plan)
         spec = existing
-        already_sent = int(float(store.state(spec.run_id).get("enqueued") or 0))
+        state = store.state(spec.run_id)
+        already_sent = int(float(state.get("enqueued") or 0))
+        if state.get("enqueue", "done") != "done":
+            # the producer is back: no longer shown as stopped while it re-reads sent lines
+            store.set_state(spec.run_id, enqueue="enqueuing", producer_heartbeat=last_beat)
     else:
         store.register(spec)
         store.set_state(
@@ -101,12 +128,18 @@ def register_and_enqueue(
             state="running",
             enqueue="enqueuing",
             started_at=spec.created_at,
-            started_epoch=time.time(),
+            started_epoch=last_beat,
             enqueued=0,
+            producer_heartbeat=last_beat,
         )
     stats = EnqueueStats()
     limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)
     chunk: list[tuple[int, Job]] = []
+
+    def beat(now: float | None = None, **fields: object) -> None:
+        nonlocal last_beat
+        last_beat = clock() if now is None else now
+        store.set_state(spec.run_id, producer_heartbeat=last_beat, **fields)
 
     def flush() -> None:
         fresh = [(i, job) for i, job in chunk if i >= already_sent]
@@ -117,14 +150,16 @@ def register_and_enqueue(
         chunk.clear()
         if items:
             while dispatcher.depth() > settings.max_queue_depth:
-                store.set_state(spec.run_id, enqueue="paused")
-                sleep(0.5)
-                stats.paused_s += 0.5
+                beat(enqueue="paused")
+                sleep(BACK_PRESSURE_POLL)
+                stats.paused_s += BACK_PRESSURE_POLL
             store.put_jobs(spec.run_id, [(i, job.model_dump_json(exclude_none=True)) for i, job in items])
             dispatcher.send(spec.run_id, [(i, job.id) for i, job in items])
             stats.enqueued += len(items)
         if last > already_sent:
-            store.set_state(spec.run_id, enqueue="enqueuing", enqueued=last)
+            beat(enqueue="enqueuing", enqueued=last)
+        else:
+            beat()
         if on_progress is not None:
             on_progress(stats)
 
@@ -132,6 +167,8 @@ def register_and_enqueue(
         chunk.append((index, job))
         if len(chunk) >= settings.enqueue_chunk:
             flush()
+        elif (now := clock()) - last_beat >= HEARTBEAT_EVERY:
+            beat(now)
     if chunk:
         flush()
     store.set_state(spec.run_id, enqueue="done", enqueued=spec.total)

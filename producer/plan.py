@@ -1,7 +1,8 @@
 """Everything ``submit`` and ``run`` check before a single job is enqueued.
 
 :func:`make_plan` resolves and validates the rubric (with weight overrides), the judge spec
-and the thresholds, and validates the whole batch (streaming).  Any problem raises a
+and the thresholds, validates the whole batch (streaming) and checks that the rubric grades
+the batch's kinds of jobs (:func:`check_rubric_fits`).  Any problem raises a
 :class:`~judgeq.JudgeqError` whose text names the file, line and field; nothing has been
 enqueued at that point.
 """
@@ -9,7 +10,6 @@ enqueued at that point.
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +23,6 @@ from judgeq._rubric import (
     parse_rubric,
     parse_weights,
     read_rubric_text,
-    weights_from_env,
 )
 from judgeq._run import RunSpec, new_run_id
 from judgeq._settings import Settings
@@ -73,11 +72,14 @@ def resolve_judge(flag: str | None, settings: Settings) -> tuple[JudgeSpec, str 
     return parse_judge_spec("lexical"), LEXICAL_NOTICE
 
 
-def load_rubric_for_run(ref: str, weights: str | None) -> tuple[Rubric, str, dict[str, float]]:
-    """The rubric with ``JUDGEQ_WEIGHT_*`` then ``--weights`` applied, its text, the overrides."""
+def load_rubric_for_run(
+    ref: str, weights: str | None, settings: Settings
+) -> tuple[Rubric, str, dict[str, float]]:
+    """The rubric with ``JUDGEQ_WEIGHT_*`` (``settings.weights``) then ``--weights`` applied,
+    its text, the overrides."""
     text, source = read_rubric_text(ref)
     rubric = parse_rubric(text, source)
-    overrides = weights_from_env(os.environ)
+    overrides = dict(settings.weights)
     if overrides:
         rubric = rubric.with_weights(overrides, origin="JUDGEQ_WEIGHT_*")
     if weights:
@@ -103,7 +105,7 @@ def make_plan(
     hit_k: str | None = None,
 ) -> Plan:
     """Validate everything; raise before anything is enqueued."""
-    rubric, rubric_text, overrides = load_rubric_for_run(rubric_ref, weights)
+    rubric, rubric_text, overrides = load_rubric_for_run(rubric_ref, weights, settings)
     judge_spec, notice = resolve_judge(judge, settings)
     levels = parse_thresholds(
         thresholds or settings.thresholds, origin="--thresholds" if thresholds else "JUDGEQ_THRESHOLDS"
@@ -117,6 +119,7 @@ def make_plan(
         scan.raise_if_invalid()
     if scan.valid == 0:
         raise ConfigError(f"{batch_name}: no valid job lines to grade ({scan.invalid} invalid)")
+    check_rubric_fits(rubric, scan)
     spec = RunSpec(
         run_id=run_id or new_run_id(),
         rubric_text=rubric_text,
@@ -138,6 +141,47 @@ def make_plan(
         rejected=scan.rejected[:1000],
     )
     return Plan(spec=spec, scan=scan, judge=judge_spec, notice=notice)
+
+
+KIND_RUBRIC = {"response": "quality", "question": "retrieval-relevance"}
+"""Every kind of job (:data:`judgeq._jobs.JOB_MODELS`), with the built-in rubric suggested
+for it."""
+
+
+def rubric_kinds(rubric: Rubric) -> frozenset[str]:
+    """The job kinds a rubric grades: a rubric with a ``retrieval`` section grades question
+    jobs (it asks about retrieved chunks and the expected answer's key facts), any other
+    rubric grades response jobs (it asks about a candidate output)."""
+    return frozenset({"question"} if rubric.retrieval is not None else {"response"})
+
+
+def _jobs(n: int, kind: str) -> str:
+    return f"{n} {kind} job{'s' if n != 1 else ''}"
+
+
+def check_rubric_fits(rubric: Rubric, scan: BatchScan) -> None:
+    """Refuse (one line) a rubric that does not grade every kind of job in the batch."""
+    present = {kind: scan.kinds[kind] for kind in KIND_RUBRIC if scan.kinds.get(kind, 0) > 0}
+    fits = rubric_kinds(rubric)
+    misfit = [kind for kind in present if kind not in fits]
+    if not misfit:
+        return
+    grades = " and ".join(sorted(fits))
+    what = "it has a 'retrieval' section" if "question" in fits else "it has no 'retrieval' section"
+    if len(present) > 1:
+        use = ", ".join(f"{kind} jobs with --rubric {KIND_RUBRIC[kind]}" for kind in present)
+        raise ConfigError(
+            f"rubric {rubric.name!r} grades {grades} jobs ({what}), but {scan.name} mixes "
+            f"{' and '.join(_jobs(n, kind) for kind, n in present.items())}: split the batch by kind "
+            f"and grade {use}"
+        )
+    (kind,) = misfit
+    other = "with" if kind == "question" else "without"
+    raise ConfigError(
+        f"rubric {rubric.name!r} grades {grades} jobs ({what}), but {scan.name} has "
+        f"{_jobs(present[kind], kind)}: use --rubric {KIND_RUBRIC[kind]} (or another rubric {other} "
+        "a 'retrieval' section)"
+    )
 
 
 def retrieval_config(

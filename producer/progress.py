@@ -6,6 +6,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -16,10 +17,27 @@ from judgeq._errors import ConfigError, JudgeqError
 from judgeq._report import write_report_files
 from judgeq._store import Store
 
+PRODUCER_GONE_AFTER = 60.0
+"""Seconds without a producer heartbeat after which a run that is not fully enqueued is shown
+as stopped (the producer died or was interrupted).  The producer
+(:func:`~judgeq.producer.enqueue.register_and_enqueue`) writes ``producer_heartbeat`` (epoch
+seconds) into the run state at registration, at every chunk, while it waits on back-pressure
+(every 0.5 s) and at least every :data:`~judgeq.producer.enqueue.HEARTBEAT_EVERY` seconds
+while it reads the batch, so a live producer is never that quiet (a Redis outage that long
+stops it anyway).  A run state without a heartbeat (written by an older producer) is shown as
+enqueuing: nothing tells whether that producer lives."""
+
 
 @dataclass(slots=True)
 class Snapshot:
-    """Where a run stands (from the store's live counters)."""
+    """Where a run stands (from the store's live counters).
+
+    ``state`` is the run's state for display: ``running``, ``paused``, ``finished``, …,
+    ``enqueuing`` / ``enqueuing (paused: queue full)`` while the producer sends jobs, or
+    ``stopped while enqueuing`` when the producer's heartbeat is older than
+    :data:`PRODUCER_GONE_AFTER` (see :func:`stopped_text`).  ``rate`` is jobs per second
+    from the start to the run's end (``finished_at``) or, while it runs, to now.
+    """
 
     run_id: str
     state: str
@@ -34,26 +52,38 @@ class Snapshot:
     rr_sum: float = 0.0
     pass7: int = 0
     pause_reason: str = ""
+    producer_gone: bool = False
 
     @property
     def null_count(self) -> int:
         return sum(self.nulls.values())
 
 
-def snapshot(store: Store, run_id: str) -> Snapshot | None:
+STOPPED = "stopped while enqueuing"
+
+
+def snapshot(store: Store, run_id: str, *, now: float | None = None) -> Snapshot | None:
+    """The run's snapshot at ``now`` (epoch seconds; default: the clock), None if unknown."""
     spec = store.spec(run_id)
     if spec is None:
         return None
+    now = time.time() if now is None else now
     c = store.counters(run_id)
     st = store.state(run_id)
+    gone = producer_gone(st, now)
     done = int(c.get("done", 0))
     started = float(st.get("started_epoch") or 0)
-    elapsed = time.time() - started if started else 0.0
+    finished = _epoch(st.get("finished_at"))
+    end = finished if finished is not None else now
+    elapsed = end - started if started else 0.0
     rate = done / elapsed if elapsed > 0 and done else None
-    eta = (spec.total - done) / rate if rate else None
+    if finished is not None:
+        eta: float | None = 0.0
+    else:
+        eta = (spec.total - done) / rate if rate else None
     return Snapshot(
         run_id=run_id,
-        state=_display_state(st),
+        state=_display_state(st, gone),
         total=spec.total,
         done=done,
         enqueued=int(float(st.get("enqueued") or 0)),
@@ -65,6 +95,7 @@ def snapshot(store: Store, run_id: str) -> Snapshot | None:
         rr_sum=float(c.get("rr_sum", 0.0)),
         pass7=int(c.get("pass7", 0)),
         pause_reason=st.get("pause_reason", "") if st.get("state") == "paused" else "",
+        producer_gone=gone,
     )
 
 
@@ -73,14 +104,51 @@ def pause_line(snap: Snapshot) -> str:
     return f"PAUSED: {snap.pause_reason}. Fix the judge set-up, then: judgeq resume {snap.run_id}"
 
 
-def _display_state(st: dict[str, str]) -> str:
+def stopped_text(snap: Snapshot) -> str:
+    """What a run whose producer is gone needs: ``stopped while enqueuing (N/T sent; …)``."""
+    return (
+        f"{STOPPED} ({snap.enqueued}/{snap.total} sent; the producer is gone: re-run the same "
+        f"submit with --run-id {snap.run_id} to send the rest)"
+    )
+
+
+def state_text(snap: Snapshot) -> str:
+    """The state with what a stopped producer needs (for one run's status line)."""
+    return stopped_text(snap) if snap.state == STOPPED else snap.state
+
+
+def _epoch(iso: str | None) -> float | None:
+    if not iso:
+        return None
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def producer_gone(st: dict[str, str], now: float) -> bool:
+    """True when a live (running or paused) run is not fully enqueued and its producer's
+    heartbeat is older than :data:`PRODUCER_GONE_AFTER` seconds (False without a heartbeat:
+    nothing tells)."""
+    if st.get("enqueue", "done") == "done" or st.get("state") not in ("running", "paused"):
+        return False
+    try:
+        beat = float(st.get("producer_heartbeat") or 0)
+    except ValueError:
+        return False
+    return bool(beat) and now - beat > PRODUCER_GONE_AFTER
+
+
+def _display_state(st: dict[str, str], gone: bool) -> str:
     state = st.get("state", "unknown")
     enqueue = st.get("enqueue", "done")
-    if state == "running" and enqueue == "paused":
+    if state != "running" or enqueue == "done":
+        return state  # a paused run shows its pause (and its reason) first
+    if gone:
+        return STOPPED
+    if enqueue == "paused":
         return "enqueuing (paused: queue full)"
-    if state == "running" and enqueue != "done":
-        return "enqueuing"
-    return state
+    return "enqueuing"
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -110,6 +178,8 @@ def progress_line(snap: Snapshot, width: int = 24) -> str:
         )
     if snap.state.startswith("enqueuing"):
         parts.append(f"{snap.state} ({snap.enqueued}/{snap.total})")
+    if snap.state == STOPPED:
+        parts.append(stopped_text(snap))
     if snap.state == "paused":
         parts.append(pause_line(snap))
     return " | ".join(parts)
@@ -224,11 +294,15 @@ def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -
         )
     use = report["usage"]
     cost = use["estimated_cost_usd"]
-    lines.append(
-        f"tokens: {use['input_tokens']:,} in / {use['output_tokens']:,} out; est. cost "
-        + (f"${cost:.4f}" if cost is not None else "unknown")
-        + f"; latency p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms"
-    )
+    latency = f"latency p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms"
+    if report["judge"]["provider"] == "lexical":
+        lines.append(f"tokens: none (the lexical judge calls no LLM); {latency}")
+    else:
+        lines.append(
+            f"tokens: {use['input_tokens']:,} in / {use['output_tokens']:,} out; est. cost "
+            + (f"${cost:.4f}" if cost is not None else "unknown")
+            + f"; {latency}"
+        )
     if paths:
         lines += [f"  {name}: {path}" for name, path in paths.items()]
     return "\n".join(lines)

@@ -10,7 +10,8 @@ and candidate tokens C (lower-cased words, stop words dropped):
 
 Question jobs: the reference is the expected answer and the candidate is the retrieved
 chunks' text (recall only: chunks are long).  The answer comes back in the same JSON shape
-a real judge returns, so the whole pipeline (parsing included) runs unchanged.
+a real judge returns, so the whole pipeline (parsing included) runs unchanged.  It spends
+no tokens and reports none: its replies carry 0 input and 0 output tokens.
 """
 
 from __future__ import annotations
@@ -121,11 +122,7 @@ class LexicalJudge:
         score = lo + round(f1 * (hi - lo))
         notes = f"lexical overlap F1={f1:.3f} with the reference"
         verdict = json.dumps(_fill(request.output_schema, score, "pass" if f1 >= 0.5 else "fail", notes))
-        n_in = sum(len(s) for s in request.system) // 4 + len(request.user) // 4
+        # no model ran: no tokens were spent, so none are reported (the report's usage stays 0)
         return JudgeReply(
-            text=verdict,
-            stop_reason="end_turn",
-            input_tokens=n_in,
-            output_tokens=len(verdict) // 4,
-            model=self.model,
+            text=verdict, stop_reason="end_turn", input_tokens=0, output_tokens=0, model=self.model
         )

@@ -11,13 +11,14 @@ import yaml
 from judgeq._errors import JudgeqError, RubricError
 from judgeq._render import render_request
 from judgeq._rubric import Rubric, builtin_names, load_rubric
+from judgeq._settings import load_settings
 
 from ..plan import load_rubric_for_run
 
 
 def load_with_overrides(ref: str, weights: str | None) -> Rubric:
     """Load a rubric and apply ``JUDGEQ_WEIGHT_*`` then ``--weights`` overrides."""
-    return load_rubric_for_run(ref, weights)[0]
+    return load_rubric_for_run(ref, weights, load_settings())[0]
 
 
 @click.group()

@@ -9,7 +9,7 @@ import click
 
 from judgeq._errors import ConfigError
 
-from ..progress import fmt_duration, pause_line, snapshot, summary_text, write_files
+from ..progress import fmt_duration, pause_line, snapshot, state_text, summary_text, write_files
 from .options import out_option, redis_option, settings_from
 
 
@@ -39,12 +39,18 @@ def status(run_id: str | None, **flags: Any) -> None:
     if snap is None:
         raise ConfigError(f"run {run_id!r} is unknown or expired")
     pct = 100 * snap.done / snap.total if snap.total else 0
-    click.echo(f"run {run_id}: {snap.state}")
+    click.echo(f"run {run_id}: {state_text(snap)}")
     if snap.state == "paused":
         click.echo(f"  {pause_line(snap)}")
     click.echo(f"  done     {snap.done}/{snap.total} ({pct:.1f}%)")
     if snap.enqueued < snap.total:
-        click.echo(f"  enqueued {snap.enqueued}/{snap.total} (enqueuing still under way)")
+        if snap.producer_gone:
+            why = f"the producer is gone: re-run the same submit with --run-id {run_id}"
+        elif snap.state.startswith("enqueuing") or snap.state == "paused":
+            why = "enqueuing still under way"
+        else:
+            why = "never fully enqueued"
+        click.echo(f"  enqueued {snap.enqueued}/{snap.total} ({why})")
     nulls = ", ".join(f"{k} {v}" for k, v in snap.nulls.items()) or "none"
     click.echo(f"  nulls    {snap.null_count} ({nulls})")
     rate = f"{snap.rate:.1f} jobs/s" if snap.rate else "–"
@@ -103,6 +109,13 @@ def finalize(run_id: str, force: bool, **flags: Any) -> None:
     quiet_for = time.time() - (store.last_progress(run_id) or float(state.get("started_epoch") or 0))
     if not force and store.report(run_id) is None:
         if state.get("enqueue", "done") != "done":
+            snap = snapshot(store, run_id)
+            if snap is not None and snap.producer_gone:
+                raise ConfigError(
+                    f"run {run_id} stopped while enqueuing ({snap.enqueued}/{snap.total} sent; the "
+                    f"producer is gone): re-run the same submit with --run-id {run_id} to send the "
+                    "rest, or pass --force to record the unsent jobs as lost"
+                )
             raise ConfigError(f"run {run_id} is still being enqueued; wait, or pass --force")
         if quiet_for < stall_after(settings):
             raise ConfigError(

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import pytest
 
 from judgeq import ConfigError, MemoryStore, load_settings
-from judgeq.producer.enqueue import register_and_enqueue
+from judgeq.producer.enqueue import HEARTBEAT_EVERY, register_and_enqueue
 from judgeq.producer.plan import make_plan
+from judgeq.producer.progress import PRODUCER_GONE_AFTER, STOPPED, snapshot, state_text
 
 
 class SlowQueue:
@@ -85,3 +87,115 @@ def test_resubmission_with_other_settings_is_refused(tmp_path: Path) -> None:
     other = load_settings(judge_deadline=60)
     with pytest.raises(ConfigError, match=r"judge_deadline 120\.0"):
         register_and_enqueue(plan_for(path, other, run_id="r"), store, queue, other)
+
+
+# -- issue 9.7: the producer's heartbeat ----------------------------------------------------
+
+
+class Clock:
+    """Fake epoch time: only ``sleep`` (or ``tick``) moves it."""
+
+    def __init__(self, t: float = 1_700_000_000.0, tick: float = 0.0) -> None:
+        self.t, self.tick = t, tick
+
+    def __call__(self) -> float:
+        self.t += self.tick
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
+class Died(BaseException):
+    """The producer process is killed (nothing after it runs)."""
+
+
+class DyingQueue(SlowQueue):
+    """Accepts ``chunks`` sends, then the producer dies in the middle of the next one."""
+
+    def __init__(self, chunks: int) -> None:
+        super().__init__()
+        self.chunks = chunks
+
+    def send(self, run_id: str, items: list[tuple[int, str]]) -> None:
+        if self.chunks == 0:
+            raise Died
+        self.chunks -= 1
+        super().send(run_id, items)
+
+
+def test_a_producer_killed_mid_enqueue_is_shown_stopped_and_a_resubmit_revives_it(tmp_path: Path) -> None:
+    settings = load_settings(enqueue_chunk=25)
+    store, clock = MemoryStore(), Clock()
+    path = batch(tmp_path, 100)
+    with pytest.raises(Died):
+        register_and_enqueue(
+            plan_for(path, settings, run_id="dead"), store, DyingQueue(2), settings, clock=clock
+        )
+    died_at = clock.t
+    assert float(store.state("dead")["producer_heartbeat"]) == died_at
+    soon = snapshot(store, "dead", now=died_at + PRODUCER_GONE_AFTER)
+    assert soon is not None and soon.state == "enqueuing" and soon.enqueued == 50
+    later = snapshot(store, "dead", now=died_at + PRODUCER_GONE_AFTER + 1)
+    assert later is not None and later.state == STOPPED
+    assert state_text(later) == (
+        "stopped while enqueuing (50/100 sent; the producer is gone: re-run the same submit with "
+        "--run-id dead to send the rest)"
+    )
+    # the same submit again, much later: shown alive from its start, then fully enqueued
+    clock.t += 3600
+    seen: list[str] = []
+
+    class Watching(SlowQueue):
+        def send(self, run_id: str, items: list[tuple[int, str]]) -> None:
+            seen.append(snapshot(store, run_id, now=clock.t).state)  # type: ignore[union-attr]
+            super().send(run_id, items)
+
+    queue = Watching()
+    stats = register_and_enqueue(plan_for(path, settings, run_id="dead"), store, queue, settings, clock=clock)
+    assert stats.enqueued == 50 and [i for _, i, _ in queue.sent] == list(range(50, 100))
+    assert seen == ["enqueuing", "enqueuing"]
+    final = snapshot(store, "dead", now=clock.t + 86400)
+    assert final is not None and final.state == "running" and final.enqueued == 100
+
+
+def test_the_producer_beats_while_it_waits_on_back_pressure(tmp_path: Path) -> None:
+    """A queue that stays full for 10 minutes: the producer waits, and is never shown as gone."""
+    settings = load_settings(max_queue_depth=10, enqueue_chunk=10)
+    store, clock = MemoryStore(), Clock()
+    start = clock.t
+    states: list[str] = []
+
+    class Stuck(SlowQueue):
+        def depth(self) -> int:
+            return self.waiting if clock.t - start < 600 else 0
+
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+        snap = snapshot(store, plan.spec.run_id, now=clock.t)
+        assert snap is not None
+        states.append(snap.state)
+
+    plan = plan_for(batch(tmp_path, 30), settings)
+    stats = register_and_enqueue(plan, store, Stuck(), settings, sleep=sleep, clock=clock)
+    assert stats.enqueued == 30 and stats.paused_s >= 600
+    assert set(states) == {"enqueuing (paused: queue full)"}  # never "stopped while enqueuing"
+    assert float(store.state(plan.spec.run_id)["producer_heartbeat"]) == clock.t
+
+
+def test_the_producer_beats_while_it_reads_a_long_batch(tmp_path: Path) -> None:
+    """One chunk that takes long to read: a heartbeat at least every HEARTBEAT_EVERY seconds."""
+    settings = load_settings(enqueue_chunk=1000)
+    clock = Clock(tick=3.0)  # every clock reading is 3 s later
+    beats: list[float] = []
+
+    class Recording(MemoryStore):
+        def set_state(self, run_id: str, **fields: object) -> None:
+            if "producer_heartbeat" in fields:
+                beats.append(float(fields["producer_heartbeat"]))  # type: ignore[arg-type]
+            super().set_state(run_id, **fields)
+
+    store = Recording()
+    register_and_enqueue(plan_for(batch(tmp_path, 100), settings), store, SlowQueue(), settings, clock=clock)
+    assert len(beats) > 10
+    assert max(b - a for a, b in itertools.pairwise(beats)) <= HEARTBEAT_EVERY + 3.0

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import UTC, datetime
+
+import pytest
 
 from judgeq import MemoryStore, Result
 from judgeq._rubric import read_rubric_text
 from judgeq._run import RunSpec
-from judgeq.producer.progress import Snapshot, progress_line, snapshot, wait_for_report
+from judgeq.producer.progress import (
+    PRODUCER_GONE_AFTER,
+    STOPPED,
+    Snapshot,
+    progress_line,
+    snapshot,
+    state_text,
+    stopped_text,
+    wait_for_report,
+)
 
 
 def test_progress_line_shows_counts_rate_eta_and_nulls() -> None:
@@ -83,3 +95,113 @@ def test_snapshot_and_wait_from_a_store() -> None:
     out = io.StringIO()
     assert wait_for_report(store, "r", stream=out, sleep=lambda _: None) == {"run_id": "r"}
     assert json.dumps(store.report("r")) == '{"run_id": "r"}'
+
+
+# -- issue 9.7: a finished run's final rate; a producer that died mid-enqueue ------------------
+
+T0 = 1_700_000_000.0  # an arbitrary epoch: every test below drives time through ``now``
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def response_run(store: MemoryStore, run_id: str, total: int, done: int) -> None:
+    text, source = read_rubric_text("quality")
+    store.register(
+        RunSpec(
+            run_id=run_id,
+            rubric_text=text,
+            rubric_source=source,
+            judge_provider="lexical",
+            judge_model="x",
+            total=total,
+        )
+    )
+    for i in range(done):
+        store.store_result(
+            run_id,
+            Result(
+                job_id=f"j{i}",
+                index=i,
+                status="graded",
+                overall=8.0,
+                rubric_name="quality",
+                rubric_version="1.0.0",
+                judge_model="x",
+            ),
+        )
+
+
+def test_a_finished_run_keeps_its_final_rate() -> None:
+    store = MemoryStore()
+    response_run(store, "r", total=50, done=50)
+    store.set_state("r", state="running", enqueue="done", enqueued=50, started_epoch=T0)
+    running = snapshot(store, "r", now=T0 + 50)
+    assert running is not None and running.rate == 1.0  # still running: jobs / (now - started)
+    store.set_state("r", state="finished", finished_at=iso(T0 + 100))
+    for later in (T0 + 100, T0 + 3600, T0 + 7 * 86400):  # the rate no longer decays with time
+        snap = snapshot(store, "r", now=later)
+        assert snap is not None and snap.state == "finished"
+        assert snap.rate == pytest.approx(0.5) and snap.eta_s == 0.0
+        assert "0.5 jobs/s" in progress_line(snap)
+
+
+def test_an_incomplete_run_rate_uses_its_finished_at_too() -> None:
+    store = MemoryStore()
+    response_run(store, "r", total=10, done=8)
+    store.set_state("r", state="incomplete", started_epoch=T0, finished_at=iso(T0 + 16))
+    snap = snapshot(store, "r", now=T0 + 10_000)
+    assert snap is not None and snap.rate == pytest.approx(0.5) and snap.eta_s == 0.0
+
+
+def enqueuing_run(store: MemoryStore, **state: object) -> None:
+    response_run(store, "dead", total=100, done=10)
+    fields: dict[str, object] = dict(
+        state="running", enqueue="enqueuing", enqueued=50, started_epoch=T0, producer_heartbeat=T0 + 5
+    )
+    fields.update(state)
+    store.set_state("dead", **fields)
+
+
+def test_a_producer_gone_for_longer_than_the_bound_is_shown_stopped() -> None:
+    store = MemoryStore()
+    enqueuing_run(store)
+    alive = snapshot(store, "dead", now=T0 + 5 + PRODUCER_GONE_AFTER)
+    assert alive is not None and alive.state == "enqueuing" and not alive.producer_gone
+    gone = snapshot(store, "dead", now=T0 + 5 + PRODUCER_GONE_AFTER + 1)
+    assert gone is not None and gone.state == STOPPED == "stopped while enqueuing" and gone.producer_gone
+    expected = (
+        "stopped while enqueuing (50/100 sent; the producer is gone: re-run the same submit "
+        "with --run-id dead to send the rest)"
+    )
+    assert state_text(gone) == expected and stopped_text(gone) == expected
+    assert expected in progress_line(gone) and "enqueuing (" not in progress_line(gone).replace(expected, "")
+    # a producer killed while it waited on a full queue is gone too
+    store.set_state("dead", enqueue="paused")
+    paused = snapshot(store, "dead", now=T0 + 1000)
+    assert paused is not None and paused.state == STOPPED
+    assert snapshot(store, "dead", now=T0 + 10).state == "enqueuing (paused: queue full)"  # type: ignore[union-attr]
+
+
+def test_no_heartbeat_or_fully_enqueued_is_never_stopped() -> None:
+    store = MemoryStore()
+    enqueuing_run(store, producer_heartbeat="")  # an older producer: nothing tells, so enqueuing
+    assert snapshot(store, "dead", now=T0 + 86400).state == "enqueuing"  # type: ignore[union-attr]
+    store.set_state("dead", producer_heartbeat=T0, enqueue="done", enqueued=100)
+    done = snapshot(store, "dead", now=T0 + 86400)
+    assert done is not None and done.state == "running" and not done.producer_gone
+    store.set_state("dead", enqueue="enqueuing", state="finished", finished_at=iso(T0 + 50))
+    over = snapshot(store, "dead", now=T0 + 86400)  # finalized with --force: over, not stopped
+    assert over is not None and over.state == "finished" and not over.producer_gone
+
+
+def test_a_paused_run_keeps_its_reason_even_when_its_producer_is_gone() -> None:
+    store = MemoryStore()
+    enqueuing_run(store)
+    assert store.pause("dead", "the judge refused the API key (auth_error)")
+    snap = snapshot(store, "dead", now=T0 + 1000)
+    assert snap is not None and snap.state == "paused" and snap.producer_gone
+    assert snap.pause_reason == "the judge refused the API key (auth_error)"
+    assert "PAUSED: the judge refused the API key (auth_error)" in progress_line(snap)
+    assert "judgeq resume dead" in progress_line(snap)

@@ -91,7 +91,7 @@ RUBRIC_BROKEN = "---\nname: broken\nversion: 1.0.0\nscale: [pass-fail\ndescripti
 RUBRIC_BAD_SEMVER = (
     "---\nname: badver\nversion: v1.2\nscale: pass-fail\ndescription: Not semver.\n---\nBody.\n"
 )
-RUBRIC_BAD_SCALE = "---\nname: badscale\nversion: 1.0.0\nscale: 0-100\ndescription: Scale.\n---\nBody.\n"
+RUBRIC_BAD_SCALE = "---\nname: badscale\nversion: 1.0.0\nscale: 0-1000\ndescription: Scale.\n---\nBody.\n"
 RUBRIC_WEIGHTS_09 = (
     "---\nname: bad-weights\nversion: 1.0.0\nscale: 1-10\ndescription: Sum 0.9.\n"
     "dimensions:\n  - name: accuracy\n    weight: 0.5\n  - name: clarity\n    weight: 0.4\n---\nBody.\n"
@@ -471,7 +471,7 @@ def test_rejected(case: Case, tmp_path: Path, env: dict[str, str], redis_server:
 
 # --------------------------------------------------------------------------- accepted input
 
-ROWS3 = [response(1), question(2), response(3)]
+ROWS3 = [response(1), response(2), response(3)]  # one kind: a rubric grades one kind
 
 ACCEPTED = [
     pytest.param(
