@@ -58,6 +58,13 @@ def dry_run(plan: Plan, settings: Settings) -> None:
             method = f"the token counting API on {len(samples)} sampled requests, extrapolated"
         except JudgeError as exc:
             click.echo(f"judgeq: token counting failed ({exc}); using an estimate", err=True)
+    if plan.judge.provider == "lexical":
+        click.echo(
+            f"dry run: {n} jobs valid ({plan.scan.invalid} rejected), rubric {spec.rubric.name} "
+            f"{spec.rubric.version}, judge {plan.judge}; every request rendered"
+        )
+        click.echo("  the lexical judge calls no LLM: no tokens, no cost")
+        return
     input_tokens = round((system_chars * n + user_chars) * per_char)
     output_tokens = EST_OUTPUT_TOKENS * n
     click.echo(

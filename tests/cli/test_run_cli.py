@@ -85,3 +85,11 @@ def test_dry_run_calls_no_judge(tmp_path: Path) -> None:
     assert "dry run: 30 jobs valid (0 rejected)" in out.stdout
     assert "estimated cost for claude-sonnet-4-5: $" in out.stdout
     assert not any(tmp_path.iterdir())  # nothing graded, nothing written
+
+
+def test_dry_run_with_the_lexical_judge_says_it_spends_nothing(tmp_path: Path) -> None:
+    out = judgeq("run", str(ROOT / "examples" / "responses.jsonl"), "--rubric", "quality", "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert "dry run: 30 jobs valid (0 rejected)" in out.stdout and "judge lexical" in out.stdout
+    assert "the lexical judge calls no LLM: no tokens, no cost" in out.stdout
+    assert "estimated cost" not in out.stdout
