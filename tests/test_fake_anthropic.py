@@ -376,3 +376,38 @@ def test_subprocess_mode() -> None:
         assert proc.stderr.read() == ""
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_rate_limits_answer_429_beyond_the_bucket_with_headers() -> None:
+    """A bucket of 3 requests a minute: 3 pass, the 4th is a 429 whose retry-after covers the
+    refill (20 s for one request), and every answer carries the rate-limit headers."""
+    with FakeMessagesAPI(api_key="k", rpm=3, itpm=100_000, otpm=50_000) as fake:
+        c = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0)
+        kwargs: dict[str, Any] = {
+            "model": MODEL,
+            "max_tokens": 20,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        raw = [c.messages.with_raw_response.create(**kwargs) for _ in range(3)]
+        assert [int(r.headers["anthropic-ratelimit-requests-remaining"]) for r in raw] == [2, 1, 0]
+        head = raw[0].headers
+        assert head["anthropic-ratelimit-requests-limit"] == "3"
+        assert head["anthropic-ratelimit-input-tokens-limit"] == "100000"
+        assert head["anthropic-ratelimit-output-tokens-limit"] == "50000"
+        assert head["anthropic-ratelimit-requests-reset"].endswith("Z")
+        with pytest.raises(anthropic.RateLimitError) as info:
+            c.messages.create(**kwargs)
+        assert 1 <= int(info.value.response.headers["retry-after"]) <= 20
+        assert info.value.response.headers["anthropic-ratelimit-requests-remaining"] == "0"
+        assert fake.by_status == {200: 3, 429: 1} and len(fake.accepted_times()) == 3
+
+
+def test_input_token_limit() -> None:
+    with FakeMessagesAPI(api_key="k", itpm=60) as fake:
+        c = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0)
+        big = {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "x" * 400}]}
+        c.messages.create(**big)  # about 110 input tokens: a full bucket admits it, and is overdrawn
+        with pytest.raises(anthropic.RateLimitError):
+            c.messages.create(**big)
+        fake.set_limits()  # unlimited again
+        c.messages.create(**big)

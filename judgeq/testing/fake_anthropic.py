@@ -18,8 +18,16 @@ Stdlib only. Endpoints:
 * ``POST /v1/messages/count_tokens`` -- ``{"input_tokens": ceil(len(body) / 4)}``, no latency.
 * ``GET /v1/models/MODEL`` -- the model's record (404 when ``models`` is set and lacks it; 401
   with a wrong key); counted in ``model_checks``, not in ``request_count``.
-* ``GET /_fake/stats``, ``POST /_fake/reset``, ``POST /_fake/config`` (``{"latency": s}``):
-  admin endpoints, no authentication.
+* ``GET /_fake/stats``, ``POST /_fake/reset``, ``POST /_fake/config`` (``{"latency": s,
+  "rpm": N, "itpm": N, "otpm": N}``): admin endpoints, no authentication.
+
+Rate limits (``rpm``, ``itpm``, ``otpm``; None = unlimited), like the real API's: one token
+bucket per limit, full at the limit and refilled continuously at limit/60 per second. A
+request needs one request token, its input tokens (``ceil(len(body) / 4)``) and a non-empty
+output bucket; its output tokens are taken after the answer. A request that does not fit is
+answered 429 with ``retry-after`` (whole seconds, rounded up). Every ``/v1/messages`` answer
+carries ``anthropic-ratelimit-{requests,input-tokens,output-tokens}-{limit,remaining,reset}``
+for the configured limits (reset: RFC 3339, when the bucket is full again).
 
 Like current Claude models, ``/v1/messages`` rejects ``temperature``/``top_p``/``top_k``,
 forced tool use (``tool_choice`` type ``tool``/``any``) and assistant prefill with 400.
@@ -51,6 +59,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
 from typing import Any
@@ -439,6 +448,32 @@ def _error_reply(status: int, message: str | None = None, headers: dict[str, str
     return _json_reply(status, payload, headers)
 
 
+@dataclass
+class _Bucket:
+    """A token bucket: ``limit`` per minute, refilled continuously, full at ``limit``."""
+
+    limit: float
+    level: float
+    at: float
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.limit, self.level + (now - self.at) * self.limit / 60.0)
+        self.at = now
+
+    def wait_for(self, amount: float) -> float:
+        """Seconds until ``amount`` tokens are in the bucket (0: now)."""
+        return max(0.0, (min(amount, self.limit) - self.level) * 60.0 / self.limit)
+
+    def headers(self, name: str) -> dict[str, str]:
+        full_at = time.time() + max(0.0, self.limit - self.level) * 60.0 / self.limit
+        reset = datetime.fromtimestamp(full_at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        return {
+            f"anthropic-ratelimit-{name}-limit": str(int(self.limit)),
+            f"anthropic-ratelimit-{name}-remaining": str(max(0, int(self.level))),
+            f"anthropic-ratelimit-{name}-reset": reset,
+        }
+
+
 class _BadRequest(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -463,8 +498,14 @@ class FakeMessagesAPI:
         models: tuple[str, ...] | None = None,
         timeout_sleep: float = 5.0,
         seed: str = "",
+        rpm: int | None = None,
+        itpm: int | None = None,
+        otpm: int | None = None,
     ) -> None:
         self.latency = latency
+        self._buckets: dict[str, _Bucket] = {}
+        self._accepted: deque[float] = deque(maxlen=1_000_000)
+        self._limits = {"rpm": rpm, "itpm": itpm, "otpm": otpm}
         self.api_key = api_key
         self.models = tuple(models) if models is not None else None
         self.timeout_sleep = timeout_sleep
@@ -478,6 +519,7 @@ class FakeMessagesAPI:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._host = "127.0.0.1"
+        self.set_limits(**self._limits)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -549,6 +591,49 @@ class FakeMessagesAPI:
         with self._lock:
             return dict(self._by_status)
 
+    def set_limits(self, *, rpm: int | None = None, itpm: int | None = None, otpm: int | None = None) -> None:
+        """Set (or, with None, remove) the per-minute limits; buckets start full."""
+        now = time.monotonic()
+        with self._lock:
+            self._buckets = {
+                name: _Bucket(float(limit), float(limit), now)
+                for name, limit in (("requests", rpm), ("input-tokens", itpm), ("output-tokens", otpm))
+                if limit
+            }
+
+    def accepted_times(self) -> list[float]:
+        """``time.monotonic()`` of every /v1/messages request admitted by the rate limits."""
+        with self._lock:
+            return list(self._accepted)
+
+    def _admit(self, input_tokens: int) -> tuple[float, dict[str, str]]:
+        """Take a request's tokens; (0, headers) when admitted, else (seconds to wait, headers)."""
+        now = time.monotonic()
+        with self._lock:
+            if not self._buckets:
+                self._accepted.append(now)
+                return 0.0, {}
+            for bucket in self._buckets.values():
+                bucket.refill(now)
+            need = {"requests": 1.0, "input-tokens": float(input_tokens), "output-tokens": 1.0}
+            wait = max(b.wait_for(need[name]) for name, b in self._buckets.items())
+            if wait == 0.0:
+                for name, bucket in self._buckets.items():
+                    if name != "output-tokens":
+                        bucket.level -= need[name]
+                self._accepted.append(now)
+            headers: dict[str, str] = {}
+            for name, bucket in self._buckets.items():
+                headers.update(bucket.headers(name))
+            return wait, headers
+
+    def _spend_output(self, output_tokens: int) -> None:
+        with self._lock:
+            bucket = self._buckets.get("output-tokens")
+            if bucket is not None:
+                bucket.refill(time.monotonic())
+                bucket.level -= output_tokens
+
     def stats(self) -> dict[str, Any]:
         """What ``GET /_fake/stats`` answers."""
         with self._lock:
@@ -559,13 +644,15 @@ class FakeMessagesAPI:
             }
 
     def reset(self) -> None:
-        """Forget recorded requests, counters and per-request attempt counts."""
+        """Forget recorded requests, counters, per-request attempt counts and rate limits."""
         with self._lock:
             self._requests.clear()
             self._request_count = 0
             self.model_checks = 0
             self._by_status.clear()
             self._attempts.clear()
+            self._accepted.clear()
+            self._buckets = {}
 
     # ----------------------------------------------------------------- request handling
 
@@ -595,6 +682,8 @@ class FakeMessagesAPI:
                 config = json.loads(raw or b"{}")
                 if "latency" in config:
                     self.latency = float(config["latency"])
+                if {"rpm", "itpm", "otpm"} & set(config):
+                    self.set_limits(**{k: config.get(k) for k in ("rpm", "itpm", "otpm")})
             except (ValueError, TypeError, AttributeError):
                 return _error_reply(400, 'expected a JSON object like {"latency": 0.1}')
             return _json_reply(200, self.stats())
@@ -651,6 +740,10 @@ class FakeMessagesAPI:
         model = body["model"]
         if self.models is not None and model not in self.models:
             return _error_reply(404, f"model: {model}")
+        wait, limit_headers = self._admit(_tokens(text))
+        if wait > 0:
+            retry = {"retry-after": str(max(1, math.ceil(wait)))}
+            return _error_reply(429, "rate limit exceeded (fake)", headers={**limit_headers, **retry})
 
         user_texts = [_content_text(m.get("content")) for m in messages if m["role"] == "user"]
         key_text = user_texts[-1] if user_texts else ""
@@ -712,7 +805,8 @@ class FakeMessagesAPI:
                 "cache_read_input_tokens": 0,
             },
         }
-        return _json_reply(200, message)
+        self._spend_output(message["usage"]["output_tokens"])
+        return _json_reply(200, message, limit_headers)
 
     def _validate(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         for required in ("model", "max_tokens", "messages"):
@@ -870,6 +964,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=None, help="comma-separated known models")
     parser.add_argument("--timeout-sleep", type=float, default=5.0, help="sleep for [[fake:slow]]")
     parser.add_argument("--seed", default="")
+    parser.add_argument("--rpm", type=int, default=None, help="requests per minute (429 beyond)")
+    parser.add_argument("--itpm", type=int, default=None, help="input tokens per minute")
+    parser.add_argument("--otpm", type=int, default=None, help="output tokens per minute")
     args = parser.parse_args(argv)
 
     models = tuple(m.strip() for m in args.models.split(",") if m.strip()) if args.models else None
@@ -879,6 +976,9 @@ def main(argv: list[str] | None = None) -> int:
         models=models,
         timeout_sleep=args.timeout_sleep,
         seed=args.seed,
+        rpm=args.rpm,
+        itpm=args.itpm,
+        otpm=args.otpm,
     )
     stop = threading.Event()
 
