@@ -1,0 +1,136 @@
+"""The judge budget in Redis: one :class:`judgeq._budget.Budget` shared by every worker
+process and machine of a judge (see :mod:`judgeq._budget` for the algorithm).
+
+Each operation is one Lua script (atomic; Redis's own clock, so machines need not agree on
+the time).  Keys, per judge (provider, model, a hash of the key; never the key):
+
+=====================================  ====  ============================================
+``judgeq:budget:{NAME}``               hash  levels, learned limits, pause, adaptive rate
+``judgeq:budget:{NAME}:recent``        zset  grants of the last minute (adaptive mode only)
+=====================================  ====  ============================================
+
+Why a script of our own rather than a rate-limit library: the budget must reserve several
+quantities at once (a request, estimated input tokens, ``max_tokens`` output tokens) and
+refund part of them after the call, learn its limits from the server's headers and pause on
+the server's ``retry-after``; ``limits`` (the well-kept library) checks fixed amounts against
+fixed limits and has no refund or pause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import redis
+
+from judgeq._budget import ADAPTIVE_GROWTH, Limits, Usage, server_limits
+
+TTL = 3600
+"""Seconds an unused budget is kept (it is rebuilt full, like a fresh provider bucket)."""
+
+_ACQUIRE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local h = redis.call('HMGET', KEYS[1], 'pause', 'at', 'lvl_requests', 'lvl_input-tokens',
+  'lvl_output-tokens', 'srv_requests', 'srv_input-tokens', 'srv_output-tokens', 'ada')
+local pause = tonumber(h[1]) or 0
+if pause > now then return tostring(pause - now) end
+local at = tonumber(h[2]) or now
+local elapsed = math.max(0, now - at)
+local dims = {'requests', 'input-tokens', 'output-tokens'}
+local lim, lvl = {}, {}
+local wait = 0
+for i = 1, 3 do
+  local given = tonumber(ARGV[3 + i]) or 0
+  local server = tonumber(h[5 + i]) or 0
+  local l = server
+  if given > 0 and server > 0 then l = math.min(given, server) elseif given > 0 then l = given end
+  if l <= 0 and i == 1 then l = tonumber(h[9]) or 0 end
+  lim[i] = l
+  if l > 0 then
+    local v = tonumber(h[2 + i])
+    if v == nil then v = l else v = math.min(l, v + elapsed * l / 60) end
+    lvl[i] = v
+    local want = math.min(tonumber(ARGV[i]), l)
+    if v < want then wait = math.max(wait, (want - v) * 60 / l) end
+  end
+end
+local upd = {'at', tostring(now)}
+for i = 1, 3 do
+  if lim[i] > 0 then
+    local v = lvl[i]
+    if wait == 0 then v = v - tonumber(ARGV[i]) end
+    upd[#upd + 1] = 'lvl_' .. dims[i]
+    upd[#upd + 1] = tostring(v)
+  end
+end
+redis.call('HSET', KEYS[1], unpack(upd))
+redis.call('EXPIRE', KEYS[1], ARGV[7])
+if wait > 0 then return tostring(wait) end
+if (tonumber(ARGV[4]) or 0) <= 0 and (tonumber(h[6]) or 0) <= 0 then
+  local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+  redis.call('ZADD', KEYS[2], now, tostring(seq))
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - 60)
+  redis.call('EXPIRE', KEYS[2], 120)
+end
+return '0'
+"""
+
+_SETTLE = """
+for i, dim in ipairs({'lvl_input-tokens', 'lvl_output-tokens'}) do
+  if redis.call('HEXISTS', KEYS[1], dim) == 1 then
+    redis.call('HINCRBYFLOAT', KEYS[1], dim, ARGV[i])
+  end
+end
+if redis.call('HEXISTS', KEYS[1], 'ada') == 1 and redis.call('HEXISTS', KEYS[1], 'srv_requests') == 0 then
+  redis.call('HINCRBYFLOAT', KEYS[1], 'ada', ARGV[3])
+end
+return 1
+"""
+
+_THROTTLED = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local pause = tonumber(redis.call('HGET', KEYS[1], 'pause')) or 0
+redis.call('HSET', KEYS[1], 'pause', tostring(math.max(pause, now + tonumber(ARGV[1]))))
+if (tonumber(ARGV[2]) or 0) <= 0 and redis.call('HEXISTS', KEYS[1], 'srv_requests') == 0 then
+  local ada = tonumber(redis.call('HGET', KEYS[1], 'ada')) or 0
+  if ada <= 0 then ada = redis.call('ZCOUNT', KEYS[2], now - 60, '+inf') end
+  ada = math.max(1, ada / 2)
+  redis.call('HSET', KEYS[1], 'ada', tostring(ada))
+  local lvl = tonumber(redis.call('HGET', KEYS[1], 'lvl_requests')) or 0
+  redis.call('HSET', KEYS[1], 'lvl_requests', tostring(math.min(lvl, ada)))
+end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+
+
+class RedisBudget:
+    """A :class:`judgeq._budget.Budget` in Redis, named by :func:`judgeq._budget.budget_key`."""
+
+    def __init__(self, client: redis.Redis, name: str) -> None:
+        self.r = client
+        self.keys = [f"judgeq:budget:{{{name}}}", f"judgeq:budget:{{{name}}}:recent"]
+        self._acquire = client.register_script(_ACQUIRE)
+        self._settle = client.register_script(_SETTLE)
+        self._throttled = client.register_script(_THROTTLED)
+        self._learned: dict[str, int] = {}
+
+    def acquire(self, input_tokens: int, output_tokens: int, limits: Limits) -> float:
+        args = [1, input_tokens, output_tokens, *limits.as_tuple(), TTL]
+        return float(self._acquire(keys=self.keys, args=args))
+
+    def settle(self, reserved: Usage, used: Usage) -> None:
+        back_in = reserved.input_tokens - used.input_tokens
+        back_out = reserved.output_tokens - used.output_tokens
+        self._settle(keys=self.keys, args=[back_in, back_out, ADAPTIVE_GROWTH])
+
+    def observe(self, headers: Mapping[str, str]) -> None:
+        learned = server_limits(headers)
+        if learned and learned != self._learned:  # written when they change, not on every call
+            self.r.hset(self.keys[0], mapping={f"srv_{k}": v for k, v in learned.items()})
+            self._learned = learned
+
+    def throttled(self, retry_after: float | None, limits: Limits) -> None:
+        wait = retry_after if retry_after is not None else 1.0
+        self._throttled(keys=self.keys, args=[wait, limits.rpm or 0, TTL])
