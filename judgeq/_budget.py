@@ -54,6 +54,9 @@ class Limits:
         return (self.rpm or 0, self.itpm or 0, self.otpm or 0)
 
 
+NO_LIMITS = Limits()
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """What one judge attempt used (as the API reports it): requests 1, and its tokens."""

@@ -61,9 +61,13 @@ class JudgeError(JudgeqError):
     retryable: bool = False
     systemic: bool = False
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.headers: dict[str, str] = headers or {}
+        """The answer's rate-limit headers (``anthropic-ratelimit-*``), when there was one."""
 
 
 class JudgeTimeout(JudgeError):

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ._budget import NO_LIMITS, Budget, Limits
 from ._jobs import Job, QuestionJob
 from ._judge import Judge, RetryPolicy, call_with_retries
 from ._render import DEFAULT_MAX_TOKENS, JudgeRequest, output_schema, render_system, render_user
@@ -36,6 +37,8 @@ class GradingContext:
     retrieval: RetrievalConfig | None = None
     system: tuple[str, ...] = ()
     schema: dict[str, object] = field(default_factory=dict)
+    budget: Budget | None = None
+    limits: Limits = NO_LIMITS
 
     def __post_init__(self) -> None:
         self.system = render_system(self.rubric)
@@ -64,7 +67,9 @@ def grade_job(
     """Grade one job; a judge failure gives a ``null`` result with its reason."""
     rubric = ctx.rubric
     request = ctx.request_for(job)
-    outcome = call_with_retries(ctx.judge, request, ctx.policy, sleep=sleep)
+    outcome = call_with_retries(
+        ctx.judge, request, ctx.policy, sleep=sleep, budget=ctx.budget, limits=ctx.limits
+    )
     base = {
         "job_id": job.id,
         "index": index,

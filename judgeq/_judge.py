@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ._errors import JudgeError, JudgeTimeout
+from ._budget import NO_LIMITS, Budget, Limits, Usage, estimate_input_tokens, wait_for_budget
+from ._errors import JudgeError, JudgeRateLimited, JudgeTimeout
 from ._render import JudgeRequest
 
 
@@ -30,6 +31,8 @@ class JudgeReply:
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
     model: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    """The answer's rate-limit headers (``anthropic-ratelimit-*``)."""
 
 
 @runtime_checkable
@@ -61,6 +64,9 @@ class RetryPolicy:
     max_delay: float = 30.0
     max_attempts: int = 10
     min_attempt_time: float = 0.05
+    max_rate_limited: int = 100
+    """With a budget, a 429 pauses every caller until ``retry-after`` and the attempt is made
+    again without counting against ``max_attempts``, up to this many 429s for one job."""
 
 
 @dataclass(slots=True)
@@ -87,16 +93,26 @@ def call_with_retries(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
+    budget: Budget | None = None,
+    limits: Limits = NO_LIMITS,
 ) -> CallOutcome:
     """Call ``judge`` until it answers, fails for good, or the deadline runs out. Never raises
-    a JudgeError: the final error is returned in the outcome."""
+    a JudgeError: the final error is returned in the outcome.
+
+    With a ``budget``, each attempt first waits for its reservation (one request, the
+    estimated input tokens, ``max_tokens`` output tokens); that wait moves the deadline
+    (waiting for budget never makes a job time out), and the reservation is reconciled with
+    the usage the judge reports afterwards."""
     rng = rng or random.Random()
     start = clock()
     end = start + policy.deadline
     attempts = 0
+    rate_limited = 0
     errors: list[str] = []
     last: JudgeError | None = None
-    while attempts < policy.max_attempts:
+    reserve = Usage(estimate_input_tokens(request.size_chars()), request.max_tokens)
+    while attempts - rate_limited < policy.max_attempts:  # absorbed 429s are not counted
+        end += wait_for_budget(budget, reserve, limits, sleep=sleep)
         remaining = end - clock()
         if remaining < policy.min_attempt_time:
             break
@@ -104,9 +120,22 @@ def call_with_retries(
         cut_short = remaining < policy.timeout
         try:
             reply = judge.complete(request, timeout=min(policy.timeout, remaining))
+            if budget is not None:
+                budget.observe(reply.headers)
+                used = Usage(reply.input_tokens + reply.cache_creation_input_tokens, reply.output_tokens)
+                budget.settle(reserve, used)
             return CallOutcome(reply, None, attempts, clock() - start, errors)
         except JudgeError as exc:
             errors.append(exc.reason)
+            if budget is not None:
+                budget.observe(exc.headers)
+                refused = isinstance(exc, JudgeRateLimited)  # a 429 spent no tokens
+                budget.settle(reserve, Usage(0 if refused else reserve.input_tokens, 0))
+                if refused and rate_limited < policy.max_rate_limited:
+                    rate_limited += 1
+                    budget.throttled(exc.retry_after, limits)  # every caller waits, not only this one
+                    last = exc
+                    continue
             # An attempt the deadline cut short and that then timed out says nothing about
             # the judge: the job's reason stays what the judge said before (e.g. 500 -> api_error).
             if not (isinstance(exc, JudgeTimeout) and cut_short and last is not None):

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ._budget import Budget
 from ._errors import SYSTEMIC_REASONS
 from ._grading import GradingContext, grade_job, null_result
 from ._jobs import JOB_MODELS, Job, infer_kind
@@ -38,6 +39,7 @@ from ._store import Store
 log = logging.getLogger("judgeq.worker")
 
 JudgeFactory = Callable[[str, str], Judge]
+BudgetFactory = Callable[[str, str], Budget | None]
 
 
 class Outcome(StrEnum):
@@ -70,20 +72,24 @@ class Contexts:
     """Per-process cache of run specs and grading contexts (judges are built once)."""
 
     judge_factory: JudgeFactory
+    budget_factory: BudgetFactory | None = None
     max_runs: int = 64
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._contexts: OrderedDict[str, tuple[RunSpec, GradingContext]] = OrderedDict()
-        self._judges: dict[tuple[str, str], Judge] = {}
+        self._judges: dict[tuple[str, str], tuple[Judge, Budget | None]] = {}
 
-    def judge(self, provider: str, model: str) -> Judge:
+    def judge(self, provider: str, model: str) -> tuple[Judge, Budget | None]:
+        """The judge and its budget (built once per process)."""
         key = (provider, model)
         with self._lock:
-            judge = self._judges.get(key)
-            if judge is None:
-                judge = self._judges[key] = self.judge_factory(provider, model)
-            return judge
+            built = self._judges.get(key)
+            if built is None:
+                judge = self.judge_factory(provider, model)
+                budget = self.budget_factory(provider, model) if self.budget_factory else None
+                built = self._judges[key] = (judge, budget)
+            return built
 
     def get(self, store: Store, run_id: str) -> tuple[RunSpec, GradingContext] | None:
         with self._lock:
@@ -94,7 +100,7 @@ class Contexts:
         spec = store.spec(run_id)
         if spec is None:
             return None
-        ctx = spec.context(self.judge(spec.judge_provider, spec.judge_model))
+        ctx = spec.context(*self.judge(spec.judge_provider, spec.judge_model))
         with self._lock:
             self._contexts[run_id] = (spec, ctx)
             while len(self._contexts) > self.max_runs:

@@ -38,6 +38,10 @@ class JudgeRequest:
     max_tokens: int = DEFAULT_MAX_TOKENS
     fields: Mapping[str, Any] = field(default_factory=dict)
 
+    def size_chars(self) -> int:
+        """Characters sent to the judge (system, user message, schema): for budget estimates."""
+        return sum(map(len, self.system)) + len(self.user) + len(json.dumps(self.output_schema))
+
     def to_messages_kwargs(self, model: str) -> dict[str, Any]:
         """The keyword arguments of ``client.messages.create`` for this request."""
         blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in self.system]

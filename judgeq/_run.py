@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._budget import Budget, Limits
 from ._grading import GradingContext
 from ._judge import Judge, RetryPolicy
 from ._rubric import RetrievalConfig, Rubric, parse_rubric
@@ -50,6 +51,9 @@ class RunSpec(BaseModel):
     safety_gate: bool | None = None
     safety_cap: float = 0.0
     retrieval: RetrievalConfig | None = None
+    rpm: int | None = None
+    itpm: int | None = None
+    otpm: int | None = None
     rejected_count: int = 0
     rejected: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -61,8 +65,14 @@ class RunSpec(BaseModel):
     def policy(self) -> RetryPolicy:
         return RetryPolicy(timeout=self.judge_timeout, deadline=self.judge_deadline)
 
-    def context(self, judge: Judge) -> GradingContext:
+    def limits(self) -> Limits:
+        """The judge limits given for this run (``--rpm/--itpm/--otpm``)."""
+        return Limits(self.rpm, self.itpm, self.otpm)
+
+    def context(self, judge: Judge, budget: Budget | None = None) -> GradingContext:
         return GradingContext(
+            budget=budget,
+            limits=self.limits(),
             rubric=self.rubric,
             judge=judge,
             policy=self.policy(),

@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     judge_timeout: float = Field(30.0, gt=0)
     judge_deadline: float = Field(120.0, gt=0)
     judge_max_tokens: int = Field(1024, ge=16, le=64000)
+    judge_rpm: int | None = Field(None, ge=1)
+    judge_itpm: int | None = Field(None, ge=1)
+    judge_otpm: int | None = Field(None, ge=1)
     safety_gate: bool | None = None
     safety_score_cap: float = 0.0
     thresholds: str = "8,7,6.5"

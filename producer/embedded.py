@@ -16,10 +16,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from judgeq._budget import MemoryBudget
 from judgeq._judge import Judge
 from judgeq._pipeline import Contexts, Held, Outcome, process_job, reduce_run, settle_held
 from judgeq._settings import Settings, load_settings
 from judgeq._store import MemoryStore
+from judgeq.judges import budget_factory
 
 from .enqueue import register_and_enqueue
 from .plan import Plan
@@ -54,7 +56,7 @@ class EmbeddedRunner:
         self.settings = settings or load_settings()
         self.store = MemoryStore()
         self.dispatcher = QueueDispatcher()
-        self.contexts = Contexts(judge_factory)
+        self.contexts = Contexts(judge_factory, budget_factory(self.settings, lambda _name: MemoryBudget()))
         self.errors: list[BaseException] = []
         self._tries: dict[tuple[str, int], int] = {}
         self._stopping = threading.Event()

@@ -30,7 +30,8 @@ from kombu.exceptions import OperationalError
 from judgeq._errors import StoreError
 from judgeq._pipeline import Contexts, Held, Outcome, process_job, reduce_run, settle_held
 from judgeq._settings import Settings, unknown_variables
-from judgeq.judges import judge_factory
+from judgeq.judges import budget_factory, judge_factory
+from judgeq.redis_budget import RedisBudget
 from judgeq.redis_store import RedisStore, connect
 
 from .celery_app import GRADE_TASK, REDUCE_TASK, queue_depth
@@ -54,10 +55,11 @@ def runtime(app: Celery) -> tuple[RedisStore, Contexts]:
         if _state.get("pid") != os.getpid():
             s = _settings(app)
             client = connect(s.redis_url)
+            budgets = budget_factory(s, lambda name: RedisBudget(client, name))
             _state.update(
                 pid=os.getpid(),
                 store=RedisStore(client, retention_s=int(s.retention_days * 86400)),
-                contexts=Contexts(judge_factory(s)),  # type: ignore[arg-type]
+                contexts=Contexts(judge_factory(s), budgets),  # type: ignore[arg-type]
             )
         return _state["store"], _state["contexts"]  # type: ignore[return-value]
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .._budget import Budget, budget_key
 from .._errors import ConfigError
 
 if TYPE_CHECKING:
@@ -73,4 +74,16 @@ def judge_factory(settings: Settings) -> Callable[[str, str], object]:
     return factory
 
 
-__all__ += ["build_judge", "judge_factory"]
+def budget_factory(settings: Settings, make: Callable[[str], Budget]) -> Callable[[str, str], Budget | None]:
+    """A ``(provider, model) -> budget`` factory: one budget per judge and key, named by
+    :func:`judgeq._budget.budget_key` and made by ``make`` (in Redis for workers, in memory for
+    ``judgeq run``); the offline lexical judge has none."""
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+
+    def factory(provider: str, model: str) -> Budget | None:
+        return None if provider == "lexical" else make(budget_key(provider, model, key))
+
+    return factory
+
+
+__all__ += ["budget_factory", "build_judge", "judge_factory"]

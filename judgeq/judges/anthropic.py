@@ -42,6 +42,11 @@ def _retry_after(exc: anthropic.APIStatusError) -> float | None:
     return None
 
 
+def rate_limit_headers(headers: Any) -> dict[str, str]:
+    """The ``anthropic-ratelimit-*`` headers of an answer (for the shared budget)."""
+    return {k.lower(): v for k, v in headers.items() if k.lower().startswith("anthropic-ratelimit-")}
+
+
 def _message(exc: anthropic.APIError) -> str:
     body = exc.body
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
@@ -58,26 +63,33 @@ def translate_error(exc: Exception) -> JudgeError:
     if isinstance(exc, anthropic.APIConnectionError):
         return JudgeAPIError(f"connection to the judge failed: {type(exc).__name__}")
     if isinstance(exc, anthropic.APIStatusError):
-        status = exc.status_code
-        msg = _message(exc)
-        if status == 429:
-            return JudgeRateLimited(msg, retry_after=_retry_after(exc))
-        if status == 529:
-            return JudgeOverloaded(msg, retry_after=_retry_after(exc))
-        if status in (401, 403):
-            return JudgeAuthError(msg)
-        if status == 402 or (status == 400 and "credit balance" in msg.lower()):
-            return JudgeBillingError(msg)
-        if status == 404:
-            return JudgeModelNotFound(msg)
-        if status == 408:
-            return JudgeTimeout(msg)
-        if status >= 500 or status == 409:
-            return JudgeAPIError(msg, retry_after=_retry_after(exc))
-        return JudgeInvalidRequest(msg)
+        error = _status_error(exc)
+        error.headers = rate_limit_headers(exc.response.headers)
+        return error
     if isinstance(exc, anthropic.CredentialsError):
         return JudgeAuthError(NO_KEY)
     return JudgeAPIError(f"unexpected judge failure: {type(exc).__name__}")
+
+
+def _status_error(exc: anthropic.APIStatusError) -> JudgeError:
+    """The judgeq error for an HTTP error status."""
+    status = exc.status_code
+    msg = _message(exc)
+    if status == 429:
+        return JudgeRateLimited(msg, retry_after=_retry_after(exc))
+    if status == 529:
+        return JudgeOverloaded(msg, retry_after=_retry_after(exc))
+    if status in (401, 403):
+        return JudgeAuthError(msg)
+    if status == 402 or (status == 400 and "credit balance" in msg.lower()):
+        return JudgeBillingError(msg)
+    if status == 404:
+        return JudgeModelNotFound(msg)
+    if status == 408:
+        return JudgeTimeout(msg)
+    if status >= 500 or status == 409:
+        return JudgeAPIError(msg, retry_after=_retry_after(exc))
+    return JudgeInvalidRequest(msg)
 
 
 class AnthropicJudge:
@@ -108,7 +120,10 @@ class AnthropicJudge:
         if self._client is None:
             raise JudgeAuthError(NO_KEY)
         try:
-            return getattr(self._client.messages, method)(**kwargs)
+            target: Any = self._client.messages
+            for part in method.split("."):
+                target = getattr(target, part)
+            return target(**kwargs)
         except (anthropic.AnthropicError, OSError) as exc:
             raise translate_error(exc) from None
         except TypeError as exc:  # the SDK's "Could not resolve authentication method"
@@ -117,7 +132,10 @@ class AnthropicJudge:
             raise JudgeAuthError(NO_KEY) from None
 
     def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
-        message = self._call("create", **request.to_messages_kwargs(self.model), timeout=timeout)
+        raw = self._call(
+            "with_raw_response.create", **request.to_messages_kwargs(self.model), timeout=timeout
+        )
+        message = raw.parse()
         texts: list[str] = []
         tool_input: dict[str, Any] | None = None
         for block in message.content:
@@ -135,6 +153,7 @@ class AnthropicJudge:
             cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
             cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
             model=message.model,
+            headers=rate_limit_headers(raw.headers),
         )
 
     def preflight(self, *, timeout: float = 30.0) -> None:

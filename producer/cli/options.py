@@ -81,6 +81,24 @@ def grading_options(f: F) -> F:
             help="Seconds per judge attempt [JUDGEQ_JUDGE_TIMEOUT; default 30].",
         ),
         click.option(
+            "--rpm",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Judge requests per minute, for every worker [JUDGEQ_JUDGE_RPM; default: the server's].",
+        ),
+        click.option(
+            "--itpm",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Judge input tokens per minute [JUDGEQ_JUDGE_ITPM; default: the server's].",
+        ),
+        click.option(
+            "--otpm",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Judge output tokens per minute [JUDGEQ_JUDGE_OTPM; default: the server's].",
+        ),
+        click.option(
             "--judge-deadline",
             type=float,
             default=None,
@@ -99,6 +117,9 @@ def settings_from(**flags: Any) -> Settings:
         "safety_gate": flags.get("safety_gate"),
         "judge_timeout": flags.get("judge_timeout"),
         "judge_deadline": flags.get("judge_deadline"),
+        "judge_rpm": flags.get("rpm"),
+        "judge_itpm": flags.get("itpm"),
+        "judge_otpm": flags.get("otpm"),
         "concurrency": flags.get("concurrency"),
         "results_dir": flags.get("out"),
     }

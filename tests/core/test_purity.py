@@ -13,7 +13,7 @@ import judgeq.producer.cli
 import judgeq.workers
 
 FORBIDDEN = ("celery", "kombu", "redis", "anthropic", "httpx2", "flower")
-EDGE = {"judgeq.redis_store"}  # the Redis store lives outside the core on purpose
+EDGE = {"judgeq.redis_store", "judgeq.redis_budget"}  # Redis lives outside the core on purpose
 
 
 def core_modules() -> list[str]:
