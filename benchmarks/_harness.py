@@ -69,12 +69,16 @@ def redis_server(
 
 
 @contextlib.contextmanager
-def fake_api(latency: float, *, timeout_sleep: float = 5.0) -> Iterator[str]:
+def fake_api(
+    latency: float, *, timeout_sleep: float = 5.0, rpm: int | None = None, headers: bool = True
+) -> Iterator[str]:
+    limits = (["--rpm", str(rpm)] if rpm else []) + ([] if headers else ["--no-limit-headers"])
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "judgeq.testing.fake_anthropic",
+            *limits,
             "--port",
             "0",
             "--latency",
@@ -99,8 +103,8 @@ def fake_api(latency: float, *, timeout_sleep: float = 5.0) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
-def fake_stats(url: str) -> dict:
-    with urllib.request.urlopen(f"{url}/_fake/stats", timeout=5) as r:
+def fake_stats(url: str, what: str = "stats") -> dict:
+    with urllib.request.urlopen(f"{url}/_fake/{what}", timeout=5) as r:
         return json.loads(r.read())
 
 

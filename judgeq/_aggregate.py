@@ -269,6 +269,8 @@ class Aggregator:
         self.cache_read_tokens = 0
         self.cache_write_tokens = 0
         self.attempts = 0
+        self.cache_hits = 0
+        self.saved: list[int] = [0, 0, 0, 0]  # tokens a cached reply spared: in, out, cache read, write
 
     def add(self, r: Result) -> None:
         self.run.add(r)
@@ -279,11 +281,16 @@ class Aggregator:
             group.add(r)
         if r.attempts:
             self.latency[round(r.grading_latency_ms)] += 1
+        self.attempts += r.attempts
+        tokens = (r.input_tokens, r.output_tokens, r.cache_read_input_tokens, r.cache_creation_input_tokens)
+        if r.cached:  # spent by an earlier run: counted as saved, not as spent
+            self.cache_hits += 1
+            self.saved = [a + b for a, b in zip(self.saved, tokens, strict=True)]
+            return
         self.input_tokens += r.input_tokens
         self.output_tokens += r.output_tokens
         self.cache_read_tokens += r.cache_read_input_tokens
         self.cache_write_tokens += r.cache_creation_input_tokens
-        self.attempts += r.attempts
 
     def report(self, *, judge_model: str) -> dict[str, Any]:
         """The aggregate part of ``report.json``."""
@@ -309,6 +316,12 @@ class Aggregator:
                     self.cache_read_tokens,
                     self.cache_write_tokens,
                 ),
+                "reply_cache": {
+                    "hits": self.cache_hits,
+                    "saved_input_tokens": self.saved[0],
+                    "saved_output_tokens": self.saved[1],
+                    "saved_usd": estimate_cost(judge_model, *self.saved) if self.cache_hits else 0.0,
+                },
             },
         }
         if self.by_model:

@@ -14,8 +14,8 @@ Which limits apply: for each of the three, the lower of
    (:meth:`Budget.observe`), learned by every worker from any answer;
 
 and when neither is known, adaptively (requests only): no limit until the first 429, then
-half the rate granted in the last minute, halved again on every 429 and raised slowly (5 % a
-minute) by successful calls.
+half the rate granted in the last minute, halved again on later 429s (once per congestion
+event: :data:`ADAPTIVE_EPOCH`) and raised slowly (5 % a minute) by successful calls.
 
 On a 429 every caller of the judge waits until the server's ``retry-after`` has passed
 (:meth:`Budget.throttled`).  Waiting for budget never turns a job into a null, and it is not
@@ -40,6 +40,10 @@ DIMENSIONS = ("requests", "input-tokens", "output-tokens")
 
 ADAPTIVE_GROWTH = 0.05
 """Adaptive mode: the request rate grows by this fraction of itself per minute of successes."""
+
+ADAPTIVE_EPOCH = 5.0
+"""Adaptive mode: 429s within this many seconds of a halving are one congestion event (the
+calls in flight when the server said no), so they halve the rate once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +82,9 @@ class Budget(Protocol):
         ...
 
     def observe(self, headers: Mapping[str, str]) -> None:
-        """Learn the server's limits from an answer's ``anthropic-ratelimit-*`` headers."""
+        """Learn the server's limits from an answer's ``anthropic-ratelimit-*`` headers; when
+        they are new, also take the server's ``remaining`` as the level (calls made before
+        the limits were known have spent part of the server's bucket)."""
         ...
 
     def throttled(self, retry_after: float | None, limits: Limits) -> None:
@@ -99,12 +105,13 @@ def estimate_input_tokens(text_chars: int) -> int:
     return -(-text_chars // 4)
 
 
-def server_limits(headers: Mapping[str, str]) -> dict[str, int]:
-    """``{"requests": N, "input-tokens": N, "output-tokens": N}`` from the headers present."""
+def server_limits(headers: Mapping[str, str], what: str = "limit") -> dict[str, int]:
+    """``{"requests": N, "input-tokens": N, "output-tokens": N}`` from the headers present:
+    the ``limit`` (default) or ``remaining`` values."""
     out: dict[str, int] = {}
     lowered = {k.lower(): v for k, v in headers.items()}
     for dim in DIMENSIONS:
-        value = lowered.get(f"anthropic-ratelimit-{dim}-limit")
+        value = lowered.get(f"anthropic-ratelimit-{dim}-{what}")
         if value is not None:
             try:
                 out[dim] = int(float(value))
@@ -153,6 +160,7 @@ class MemoryBudget:
         self._adaptive = 0.0  # adaptive request limit; 0: none yet
         self._at = clock()
         self._pause_until = 0.0
+        self._halved_at = float("-inf")
         self._recent: list[float] = []  # grant times within the last minute (adaptive start)
 
     def _limits(self, limits: Limits) -> dict[str, float]:
@@ -213,9 +221,15 @@ class MemoryBudget:
 
     def observe(self, headers: Mapping[str, str]) -> None:
         learned = server_limits(headers)
-        if learned:
-            with self._lock:
-                self._server.update(learned)
+        if not learned:
+            return
+        with self._lock:
+            if all(self._server.get(k) == v for k, v in learned.items()):
+                return
+            self._server.update(learned)
+            for dim, remaining in server_limits(headers, "remaining").items():
+                b = self._levels[dim]
+                b.level = float(remaining) if b.level < 0 else min(b.level, float(remaining))
 
     def throttled(self, retry_after: float | None, limits: Limits) -> None:
         with self._lock:
@@ -223,7 +237,12 @@ class MemoryBudget:
             self._pause_until = max(
                 self._pause_until, now + (retry_after if retry_after is not None else 1.0)
             )
-            if not self._server.get("requests") and not limits.rpm:
+            if (
+                not self._server.get("requests")
+                and not limits.rpm
+                and now - self._halved_at >= ADAPTIVE_EPOCH
+            ):
+                self._halved_at = now
                 seen = len([t for t in self._recent if t > now - 60.0])
                 self._adaptive = max(1.0, (self._adaptive or float(seen)) / 2)
                 level = self._levels["requests"]

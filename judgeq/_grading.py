@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ._budget import NO_LIMITS, Budget, Limits
+from ._cache import ReplyCache, cache_key
 from ._jobs import Job, QuestionJob
-from ._judge import Judge, RetryPolicy, call_with_retries
+from ._judge import CallOutcome, Judge, RetryPolicy, call_with_retries
 from ._render import DEFAULT_MAX_TOKENS, JudgeRequest, output_schema, render_system, render_user
 from ._result import Result
 from ._retrieval import first_relevant_rank, hits_at, total_score
@@ -39,6 +40,7 @@ class GradingContext:
     schema: dict[str, object] = field(default_factory=dict)
     budget: Budget | None = None
     limits: Limits = NO_LIMITS
+    cache: ReplyCache | None = None
 
     def __post_init__(self) -> None:
         self.system = render_system(self.rubric)
@@ -67,9 +69,14 @@ def grade_job(
     """Grade one job; a judge failure gives a ``null`` result with its reason."""
     rubric = ctx.rubric
     request = ctx.request_for(job)
-    outcome = call_with_retries(
-        ctx.judge, request, ctx.policy, sleep=sleep, budget=ctx.budget, limits=ctx.limits
-    )
+    key = cache_key(ctx.judge.model, request, rubric) if ctx.cache is not None else None
+    hit = ctx.cache.get(key) if ctx.cache is not None and key is not None else None
+    if hit is not None:
+        outcome = CallOutcome(hit, None, 0, 0.0)
+    else:
+        outcome = call_with_retries(
+            ctx.judge, request, ctx.policy, sleep=sleep, budget=ctx.budget, limits=ctx.limits
+        )
     base = {
         "job_id": job.id,
         "index": index,
@@ -80,6 +87,7 @@ def grade_job(
         "rubric_version": rubric.version,
         "judge_model": ctx.judge.model,
         "model": job.model,
+        "cached": hit is not None,
     }
     if isinstance(job, QuestionJob):
         base.update(_question_fields(job, ctx.retrieval or RetrievalConfig()))
@@ -115,6 +123,8 @@ def grade_job(
         base["llm_reasoning"] = notes
         base["key_facts_present"] = verdict.extra.get("key_facts_present")
         base["key_facts_missing"] = verdict.extra.get("key_facts_missing")
+    if ctx.cache is not None and key is not None and hit is None:
+        ctx.cache.put(key, reply)  # only graded replies are kept: a failure is asked again
     return Result(
         status="graded",
         scores=score.scores,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ._budget import Budget
+from ._cache import ReplyCache
 from ._errors import SYSTEMIC_REASONS
 from ._grading import GradingContext, grade_job, null_result
 from ._jobs import JOB_MODELS, Job, infer_kind
@@ -73,6 +74,7 @@ class Contexts:
 
     judge_factory: JudgeFactory
     budget_factory: BudgetFactory | None = None
+    cache: ReplyCache | None = None
     max_runs: int = 64
 
     def __post_init__(self) -> None:
@@ -100,7 +102,7 @@ class Contexts:
         spec = store.spec(run_id)
         if spec is None:
             return None
-        ctx = spec.context(*self.judge(spec.judge_provider, spec.judge_model))
+        ctx = spec.context(*self.judge(spec.judge_provider, spec.judge_model), self.cache)
         with self._lock:
             self._contexts[run_id] = (spec, ctx)
             while len(self._contexts) > self.max_runs:

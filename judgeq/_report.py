@@ -223,6 +223,13 @@ def render_markdown(report: dict[str, Any]) -> str:
             else "unknown (no price for this model in judgeq/data/prices.json)"
         ),
     ]
+    hits = use.get("reply_cache", {}).get("hits", 0)
+    if hits:
+        saved = use["reply_cache"]["saved_usd"]
+        lines.append(
+            f"- Reply cache: {hits:,} job(s) graded from cached judge replies, no judge call "
+            + (f"(saved ${saved:.4f})" if saved is not None else "(saving unknown: no price)")
+        )
     if report.get("flags"):
         lines += ["", "Flags: " + ", ".join(f"{k} {v}" for k, v in report["flags"].items())]
     if report.get("rejected"):

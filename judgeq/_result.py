@@ -35,6 +35,8 @@ class Result(BaseModel):
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    cached: bool = False
+    """The reply came from judgeq's reply cache: its tokens were spent by an earlier run."""
     rubric_name: str
     rubric_version: str
     judge_model: str

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._budget import Budget, Limits
+from ._cache import ReplyCache
 from ._grading import GradingContext
 from ._judge import Judge, RetryPolicy
 from ._rubric import RetrievalConfig, Rubric, parse_rubric
@@ -51,6 +52,7 @@ class RunSpec(BaseModel):
     safety_gate: bool | None = None
     safety_cap: float = 0.0
     retrieval: RetrievalConfig | None = None
+    cache: bool = True
     rpm: int | None = None
     itpm: int | None = None
     otpm: int | None = None
@@ -69,9 +71,14 @@ class RunSpec(BaseModel):
         """The judge limits given for this run (``--rpm/--itpm/--otpm``)."""
         return Limits(self.rpm, self.itpm, self.otpm)
 
-    def context(self, judge: Judge, budget: Budget | None = None) -> GradingContext:
+    def context(
+        self, judge: Judge, budget: Budget | None = None, cache: ReplyCache | None = None
+    ) -> GradingContext:
+        """The grading context; ``cache`` is used when the run allows it (not ``--no-cache``)
+        and the judge is an LLM (the offline lexical judge is not worth caching)."""
         return GradingContext(
             budget=budget,
+            cache=cache if self.cache and self.judge_provider != "lexical" else None,
             limits=self.limits(),
             rubric=self.rubric,
             judge=judge,

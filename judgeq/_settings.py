@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     judge_rpm: int | None = Field(None, ge=1)
     judge_itpm: int | None = Field(None, ge=1)
     judge_otpm: int | None = Field(None, ge=1)
+    cache: bool = True
+    cache_ttl: float = Field(7 * 86400.0, gt=0)
+    cache_dir: Path | None = None
+    """Where ``judgeq run`` keeps its reply cache; None: ``$XDG_CACHE_HOME/judgeq`` or
+    ``~/.cache/judgeq`` (see :meth:`reply_cache_path`)."""
     safety_gate: bool | None = None
     safety_score_cap: float = 0.0
     thresholds: str = "8,7,6.5"
@@ -79,6 +84,10 @@ class Settings(BaseSettings):
         """``ANTHROPIC_API_KEY=`` (empty) means no key, as for the SDK."""
         raw = value.get_secret_value() if isinstance(value, SecretStr) else value
         return None if isinstance(raw, str) and not raw.strip() else value
+
+    def reply_cache_path(self) -> Path:
+        base = self.cache_dir or Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "judgeq"
+        return base / "replies.sqlite3"
 
     @property
     def effective_broker_url(self) -> str:

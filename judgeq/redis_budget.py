@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 import redis
 
-from judgeq._budget import ADAPTIVE_GROWTH, Limits, Usage, server_limits
+from judgeq._budget import ADAPTIVE_EPOCH, ADAPTIVE_GROWTH, Limits, Usage, server_limits
 
 TTL = 3600
 """Seconds an unused budget is kept (it is rebuilt full, like a fresh provider bucket)."""
@@ -87,12 +87,27 @@ end
 return 1
 """
 
+_LEARN = """
+for i = 1, #ARGV, 3 do
+  redis.call('HSET', KEYS[1], 'srv_' .. ARGV[i], ARGV[i + 1])
+  if ARGV[i + 2] ~= '' then
+    local lvl = tonumber(redis.call('HGET', KEYS[1], 'lvl_' .. ARGV[i]))
+    local rem = tonumber(ARGV[i + 2])
+    if lvl == nil or rem < lvl then redis.call('HSET', KEYS[1], 'lvl_' .. ARGV[i], ARGV[i + 2]) end
+  end
+end
+return 1
+"""
+
 _THROTTLED = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
 local pause = tonumber(redis.call('HGET', KEYS[1], 'pause')) or 0
 redis.call('HSET', KEYS[1], 'pause', tostring(math.max(pause, now + tonumber(ARGV[1]))))
-if (tonumber(ARGV[2]) or 0) <= 0 and redis.call('HEXISTS', KEYS[1], 'srv_requests') == 0 then
+local halved = tonumber(redis.call('HGET', KEYS[1], 'ada_at')) or 0
+if (tonumber(ARGV[2]) or 0) <= 0 and redis.call('HEXISTS', KEYS[1], 'srv_requests') == 0
+    and now - halved >= tonumber(ARGV[4]) then
+  redis.call('HSET', KEYS[1], 'ada_at', tostring(now))
   local ada = tonumber(redis.call('HGET', KEYS[1], 'ada')) or 0
   if ada <= 0 then ada = redis.call('ZCOUNT', KEYS[2], now - 60, '+inf') end
   ada = math.max(1, ada / 2)
@@ -114,6 +129,7 @@ class RedisBudget:
         self._acquire = client.register_script(_ACQUIRE)
         self._settle = client.register_script(_SETTLE)
         self._throttled = client.register_script(_THROTTLED)
+        self._learn = client.register_script(_LEARN)
         self._learned: dict[str, int] = {}
 
     def acquire(self, input_tokens: int, output_tokens: int, limits: Limits) -> float:
@@ -128,9 +144,13 @@ class RedisBudget:
     def observe(self, headers: Mapping[str, str]) -> None:
         learned = server_limits(headers)
         if learned and learned != self._learned:  # written when they change, not on every call
-            self.r.hset(self.keys[0], mapping={f"srv_{k}": v for k, v in learned.items()})
+            remaining = server_limits(headers, "remaining")
+            args: list[object] = []
+            for dim, limit in learned.items():
+                args += [dim, limit, remaining.get(dim, "")]
+            self._learn(keys=self.keys, args=args)
             self._learned = learned
 
     def throttled(self, retry_after: float | None, limits: Limits) -> None:
         wait = retry_after if retry_after is not None else 1.0
-        self._throttled(keys=self.keys, args=[wait, limits.rpm or 0, TTL])
+        self._throttled(keys=self.keys, args=[wait, limits.rpm or 0, TTL, ADAPTIVE_EPOCH])

@@ -33,7 +33,9 @@ import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
+from judgeq._cache import decode_reply, encode_reply
 from judgeq._errors import ConfigError, StoreError
+from judgeq._judge import JudgeReply
 from judgeq._result import Result
 from judgeq._run import RunSpec
 from judgeq._settings import mask_url
@@ -103,6 +105,20 @@ def _scrub(text: str, url: str) -> str:
     userinfo = url.partition("://")[2].rpartition("@")[0]
     password = userinfo.split(":", 1)[1] if ":" in userinfo else ""
     return text.replace(password, "***") if password else text
+
+
+class RedisCache:
+    """The judge-reply cache in Redis (:mod:`judgeq._cache`): ``judgeq:cache:<key>`` strings
+    with a TTL, shared by every worker."""
+
+    def __init__(self, client: redis.Redis, ttl_s: float) -> None:
+        self.r, self.ttl_s = client, max(1, int(ttl_s))
+
+    def get(self, key: str) -> JudgeReply | None:
+        return decode_reply(self.r.get(f"judgeq:cache:{key}"))
+
+    def put(self, key: str, reply: JudgeReply) -> None:
+        self.r.set(f"judgeq:cache:{key}", encode_reply(reply), ex=self.ttl_s)
 
 
 class RedisStore:

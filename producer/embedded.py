@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from judgeq._budget import MemoryBudget
+from judgeq._cache import SqliteCache
 from judgeq._judge import Judge
 from judgeq._pipeline import Contexts, Held, Outcome, process_job, reduce_run, settle_held
 from judgeq._settings import Settings, load_settings
@@ -56,7 +57,9 @@ class EmbeddedRunner:
         self.settings = settings or load_settings()
         self.store = MemoryStore()
         self.dispatcher = QueueDispatcher()
-        self.contexts = Contexts(judge_factory, budget_factory(self.settings, lambda _name: MemoryBudget()))
+        cache = SqliteCache(self.settings.reply_cache_path(), self.settings.cache_ttl)
+        budgets = budget_factory(self.settings, lambda _name: MemoryBudget())
+        self.contexts = Contexts(judge_factory, budgets, cache)
         self.errors: list[BaseException] = []
         self._tries: dict[tuple[str, int], int] = {}
         self._stopping = threading.Event()

@@ -134,6 +134,7 @@ def make_plan(
         judge_timeout=settings.judge_timeout,
         judge_deadline=settings.judge_deadline,
         max_tokens=settings.judge_max_tokens,
+        cache=settings.cache,
         rpm=settings.judge_rpm,
         itpm=settings.judge_itpm,
         otpm=settings.judge_otpm,

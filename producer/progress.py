@@ -303,6 +303,13 @@ def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -
             + (f"${cost:.4f}" if cost is not None else "unknown")
             + f"; {latency}"
         )
+        hits = use.get("reply_cache", {}).get("hits", 0)
+        if hits:
+            saved = use["reply_cache"]["saved_usd"]
+            lines.append(
+                f"reply cache: {hits:,} of {report['counts']['total']:,} jobs from cached judge replies"
+                + (f", ${saved:.4f} saved" if saved else "")
+            )
     if paths:
         lines += [f"  {name}: {path}" for name, path in paths.items()]
     return "\n".join(lines)

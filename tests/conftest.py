@@ -13,10 +13,14 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _clean_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
     for key in list(os.environ):
         if key.startswith(("JUDGEQ_", "ANTHROPIC_")):
             monkeypatch.delenv(key)
+    # the reply cache of `judgeq run` goes to a temporary folder, never the user's ~/.cache
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
     yield
 
 

@@ -32,7 +32,7 @@ from judgeq._pipeline import Contexts, Held, Outcome, process_job, reduce_run, s
 from judgeq._settings import Settings, unknown_variables
 from judgeq.judges import budget_factory, judge_factory
 from judgeq.redis_budget import RedisBudget
-from judgeq.redis_store import RedisStore, connect
+from judgeq.redis_store import RedisCache, RedisStore, connect
 
 from .celery_app import GRADE_TASK, REDUCE_TASK, queue_depth
 from .health import JudgeHealth
@@ -59,7 +59,7 @@ def runtime(app: Celery) -> tuple[RedisStore, Contexts]:
             _state.update(
                 pid=os.getpid(),
                 store=RedisStore(client, retention_s=int(s.retention_days * 86400)),
-                contexts=Contexts(judge_factory(s), budgets),  # type: ignore[arg-type]
+                contexts=Contexts(judge_factory(s), budgets, RedisCache(client, s.cache_ttl)),  # type: ignore[arg-type]
             )
         return _state["store"], _state["contexts"]  # type: ignore[return-value]
 

@@ -18,7 +18,8 @@ Stdlib only. Endpoints:
 * ``POST /v1/messages/count_tokens`` -- ``{"input_tokens": ceil(len(body) / 4)}``, no latency.
 * ``GET /v1/models/MODEL`` -- the model's record (404 when ``models`` is set and lacks it; 401
   with a wrong key); counted in ``model_checks``, not in ``request_count``.
-* ``GET /_fake/stats``, ``POST /_fake/reset``, ``POST /_fake/config`` (``{"latency": s,
+* ``GET /_fake/stats``, ``GET /_fake/accepted`` (monotonic times of the admitted requests),
+  ``POST /_fake/reset``, ``POST /_fake/config`` (``{"latency": s,
   "rpm": N, "itpm": N, "otpm": N}``): admin endpoints, no authentication.
 
 Rate limits (``rpm``, ``itpm``, ``otpm``; None = unlimited), like the real API's: one token
@@ -501,8 +502,10 @@ class FakeMessagesAPI:
         rpm: int | None = None,
         itpm: int | None = None,
         otpm: int | None = None,
+        limit_headers: bool = True,
     ) -> None:
         self.latency = latency
+        self.limit_headers = limit_headers
         self._buckets: dict[str, _Bucket] = {}
         self._accepted: deque[float] = deque(maxlen=1_000_000)
         self._limits = {"rpm": rpm, "itpm": itpm, "otpm": otpm}
@@ -623,7 +626,7 @@ class FakeMessagesAPI:
                         bucket.level -= need[name]
                 self._accepted.append(now)
             headers: dict[str, str] = {}
-            for name, bucket in self._buckets.items():
+            for name, bucket in self._buckets.items() if self.limit_headers else ():
                 headers.update(bucket.headers(name))
             return wait, headers
 
@@ -674,6 +677,8 @@ class FakeMessagesAPI:
             return self._model(headers, path.removeprefix("/v1/models/"))
         if method == "GET" and path == "/_fake/stats":
             return _json_reply(200, self.stats())
+        if method == "GET" and path == "/_fake/accepted":
+            return _json_reply(200, {"times": self.accepted_times()})
         if method == "POST" and path == "/_fake/reset":
             self.reset()
             return _json_reply(200, {"ok": True})
@@ -967,6 +972,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rpm", type=int, default=None, help="requests per minute (429 beyond)")
     parser.add_argument("--itpm", type=int, default=None, help="input tokens per minute")
     parser.add_argument("--otpm", type=int, default=None, help="output tokens per minute")
+    parser.add_argument("--no-limit-headers", action="store_true", help="send no anthropic-ratelimit-*")
     args = parser.parse_args(argv)
 
     models = tuple(m.strip() for m in args.models.split(",") if m.strip()) if args.models else None
@@ -979,6 +985,7 @@ def main(argv: list[str] | None = None) -> int:
         rpm=args.rpm,
         itpm=args.itpm,
         otpm=args.otpm,
+        limit_headers=not args.no_limit_headers,
     )
     stop = threading.Event()
 

@@ -99,6 +99,12 @@ def grading_options(f: F) -> F:
             help="Judge output tokens per minute [JUDGEQ_JUDGE_OTPM; default: the server's].",
         ),
         click.option(
+            "--no-cache",
+            "no_cache",
+            is_flag=True,
+            help="Ask the judge again even for requests whose reply is cached [JUDGEQ_CACHE=false].",
+        ),
+        click.option(
             "--judge-deadline",
             type=float,
             default=None,
@@ -117,6 +123,7 @@ def settings_from(**flags: Any) -> Settings:
         "safety_gate": flags.get("safety_gate"),
         "judge_timeout": flags.get("judge_timeout"),
         "judge_deadline": flags.get("judge_deadline"),
+        "cache": False if flags.get("no_cache") else None,
         "judge_rpm": flags.get("rpm"),
         "judge_itpm": flags.get("itpm"),
         "judge_otpm": flags.get("otpm"),

@@ -53,8 +53,20 @@ def test_input_is_reconciled_with_the_real_count(budget: Budget) -> None:
 
 
 def test_the_server_limit_is_learned_and_the_lower_limit_wins(budget: Budget) -> None:
-    budget.observe({"anthropic-ratelimit-requests-limit": "2", "anthropic-ratelimit-requests-remaining": "1"})
+    budget.observe({"anthropic-ratelimit-requests-limit": "2"})
     assert grants(budget, 3, Limits(rpm=10)) == [True, True, False]
+
+
+def test_new_limits_take_the_servers_remaining_as_the_level(budget: Budget) -> None:
+    assert all(grants(budget, 5, NONE))  # calls made before any limit was known
+    budget.observe(
+        {"anthropic-ratelimit-requests-limit": "10", "anthropic-ratelimit-requests-remaining": "2"}
+    )
+    assert grants(budget, 3, NONE) == [True, True, False]
+    budget.observe(
+        {"anthropic-ratelimit-requests-limit": "10", "anthropic-ratelimit-requests-remaining": "9"}
+    )
+    assert grants(budget, 1, NONE) == [False]  # known limits: later answers do not reset the level
 
 
 def test_a_429_pauses_every_caller_for_retry_after(budget: Budget) -> None:
@@ -66,6 +78,7 @@ def test_a_429_pauses_every_caller_for_retry_after(budget: Budget) -> None:
 def test_adaptive_mode_halves_the_rate_it_saw_on_a_429(budget: Budget) -> None:
     assert all(grants(budget, 20, NONE))  # no limit known: 20 granted in this minute
     budget.throttled(0.0, NONE)  # the server says no: the rate becomes 10 a minute
+    budget.throttled(0.0, NONE)  # another call of the same burst: the same congestion event
     assert 0.0 < budget.acquire(1, 1, NONE) <= 6.01  # one request every 6 s, bucket emptied
     budget.settle(Usage(1, 1), Usage(1, 1))  # a success raises the rate slowly, no new grant
 

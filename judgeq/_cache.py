@@ -1,0 +1,127 @@
+"""The judge-reply cache: a re-run of the same batch with the same rubric and judge makes no
+judge call.
+
+A reply is stored under :func:`cache_key`, a hash of the exact request (the model and the
+whole request body) and of the rubric's name, version and fingerprint, so a cached reply is
+never reused for another model, another rubric or another version of the same rubric (even
+one whose text renders alike).  Only replies that graded are stored: a reply that could not
+be parsed, or a failure, is asked again next time.  Entries expire after a TTL
+(``JUDGEQ_CACHE_TTL``, 7 days); ``--no-cache`` turns the cache off for a run.
+
+Implementations: :class:`MemoryCache` (tests), :class:`SqliteCache` (``judgeq run``: a file
+in ``JUDGEQ_CACHE_DIR``, by default ``$XDG_CACHE_HOME/judgeq`` or ``~/.cache/judgeq``, so a
+re-run in a new process hits), and the Redis one (:mod:`judgeq.redis_store`, shared by every
+worker).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from ._judge import JudgeReply
+from ._render import JudgeRequest
+from ._rubric import Rubric
+
+KEY_VERSION = 1
+"""Bumped when the key's recipe changes, so old entries are never misread."""
+
+
+def cache_key(model: str, request: JudgeRequest, rubric: Rubric) -> str:
+    body = request.to_messages_kwargs(model)
+    material = {
+        "v": KEY_VERSION,
+        "rubric": [rubric.name, rubric.version, rubric.fingerprint],
+        "request": body,
+    }
+    text = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def encode_reply(reply: JudgeReply) -> str:
+    data = dataclasses.asdict(reply)
+    data.pop("headers", None)  # rate-limit state of the moment, not part of the answer
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_reply(raw: str | bytes | None) -> JudgeReply | None:
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        return JudgeReply(**{k: v for k, v in data.items() if k != "headers"})
+    except (ValueError, TypeError):
+        return None  # a damaged entry is a miss
+
+
+class ReplyCache(Protocol):
+    """Where graded judge replies are kept for re-runs."""
+
+    def get(self, key: str) -> JudgeReply | None: ...
+    def put(self, key: str, reply: JudgeReply) -> None: ...
+
+
+class MemoryCache:
+    """A cache in this process (tests)."""
+
+    def __init__(self, ttl_s: float = 7 * 86400, clock: Callable[[], float] = time.time) -> None:
+        self.ttl_s, self._clock = ttl_s, clock
+        self._data: dict[str, tuple[float, str]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> JudgeReply | None:
+        with self._lock:
+            hit = self._data.get(key)
+        if hit is None or hit[0] < self._clock():
+            return None
+        return decode_reply(hit[1])
+
+    def put(self, key: str, reply: JudgeReply) -> None:
+        with self._lock:
+            self._data[key] = (self._clock() + self.ttl_s, encode_reply(reply))
+
+
+class SqliteCache:
+    """A cache in one SQLite file (``judgeq run``), safe for the runner's threads; the file is
+    made on first use."""
+
+    def __init__(self, path: Path, ttl_s: float = 7 * 86400) -> None:
+        self.path, self.ttl_s = path, ttl_s
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    def _conn(self) -> sqlite3.Connection:  # call with the lock held
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS replies "
+                "(key TEXT PRIMARY KEY, expires REAL NOT NULL, reply TEXT NOT NULL)"
+            )
+            db.execute("DELETE FROM replies WHERE expires < ?", (time.time(),))
+            self._db = db
+        return self._db
+
+    def get(self, key: str) -> JudgeReply | None:
+        with self._lock:
+            row = (
+                self._conn()
+                .execute("SELECT reply FROM replies WHERE key = ? AND expires >= ?", (key, time.time()))
+                .fetchone()
+            )
+        return decode_reply(row[0]) if row else None
+
+    def put(self, key: str, reply: JudgeReply) -> None:
+        with self._lock:
+            self._conn().execute(
+                "INSERT OR REPLACE INTO replies VALUES (?, ?, ?)",
+                (key, time.time() + self.ttl_s, encode_reply(reply)),
+            )

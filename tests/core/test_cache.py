@@ -1,0 +1,132 @@
+"""The judge-reply cache: keys, what is cached, re-runs without judge calls, the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import judgeq
+from judgeq._cache import MemoryCache, SqliteCache, cache_key
+from judgeq._grading import GradingContext
+from judgeq._jobs import ResponseJob
+from judgeq._render import JudgeRequest
+from judgeq._rubric import load_rubric
+from judgeq.testing.fake_anthropic import FakeMessagesAPI
+from judgeq.testing.mock_messages import verdict_for_schema
+
+ROOT = Path(__file__).parent.parent.parent
+QUALITY = load_rubric("quality")
+
+
+class CountingJudge:
+    provider, model = "anthropic", "claude-x"
+
+    def __init__(self, text: str | None = None) -> None:
+        self.calls = 0
+        self.text = text
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> judgeq.JudgeReply:
+        self.calls += 1
+        text = self.text or json.dumps(verdict_for_schema(request.output_schema, 8))
+        return judgeq.JudgeReply(text=text, input_tokens=1000, output_tokens=200)
+
+
+JOB = ResponseJob(id="a", input="How do I reset it?", output="Settings > Reset.", model="m")
+
+
+def test_the_key_changes_with_model_rubric_version_and_request() -> None:
+    request = GradingContext(rubric=QUALITY, judge=CountingJudge()).request_for(JOB)
+    key = cache_key("claude-x", request, QUALITY)
+    assert key == cache_key("claude-x", request, QUALITY)  # deterministic (the nonce too)
+    assert key != cache_key("claude-y", request, QUALITY)
+    bumped = QUALITY.model_copy(update={"version": "9.9.9"})
+    assert key != cache_key("claude-x", request, bumped)
+    other = GradingContext(rubric=QUALITY, judge=CountingJudge()).request_for(
+        JOB.model_copy(update={"output": "Other."})
+    )
+    assert key != cache_key("claude-x", other, QUALITY)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_graded_reply_is_reused_and_a_failure_is_asked_again(kind: str, tmp_path: Path) -> None:
+    made = iter(range(10))
+
+    def make() -> MemoryCache | SqliteCache:
+        return MemoryCache() if kind == "memory" else SqliteCache(tmp_path / f"{next(made)}.db")
+
+    cache = make()
+    judge = CountingJudge()
+    ctx = GradingContext(rubric=QUALITY, judge=judge, cache=cache)
+    first = judgeq.grade_job(ctx, JOB, 0)
+    again = judgeq.grade_job(ctx, JOB, 0)
+    assert judge.calls == 1 and not first.cached and again.cached
+    assert again.overall == first.overall and again.scores == first.scores and again.attempts == 0
+    garbage = CountingJudge(text="no idea")
+    ctx = GradingContext(rubric=QUALITY, judge=garbage, cache=make())
+    assert judgeq.grade_job(ctx, JOB, 0).null_reason == "parse_error"
+    judgeq.grade_job(ctx, JOB, 0)
+    assert garbage.calls == 2  # an unusable reply is not cached
+
+
+def test_the_report_counts_hits_as_saved_not_spent() -> None:
+    from judgeq._aggregate import Aggregator
+
+    cache = MemoryCache()
+    ctx = GradingContext(rubric=QUALITY, judge=CountingJudge(), cache=cache)
+    agg = Aggregator(dimensions=[d.name for d in QUALITY.dimensions])
+    agg.add(judgeq.grade_job(ctx, JOB, 0))
+    agg.add(judgeq.grade_job(ctx, JOB, 1))
+    usage = agg.report(judge_model="claude-sonnet-4-5")["usage"]
+    assert usage["input_tokens"] == 1000 and usage["output_tokens"] == 200  # spent once
+    assert usage["judge_calls"] == 1
+    rc = usage["reply_cache"]
+    assert rc["hits"] == 1 and rc["saved_input_tokens"] == 1000 and rc["saved_output_tokens"] == 200
+    assert rc["saved_usd"] == usage["estimated_cost_usd"] > 0
+
+
+JUDGE = ("--judge", "anthropic:claude-sonnet-4-5")
+
+
+def run(batch: Path, out: Path, base_url: str, *extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUDGEQ_", "ANTHROPIC_"))}
+    env.update(ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=base_url)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "judgeq",
+            "run",
+            str(batch),
+            "--rubric",
+            "quality",
+            *JUDGE,
+            "--out",
+            str(out),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(next(out.glob("*/report.json")).read_text())
+
+
+def test_a_re_run_of_the_same_batch_makes_no_judge_call(tmp_path: Path) -> None:
+    batch = ROOT / "examples" / "responses.jsonl"
+    with FakeMessagesAPI(api_key="k") as fake:
+        first = run(batch, tmp_path / "a", fake.base_url)
+        calls = fake.request_count  # the preflight and 30 jobs
+        second = run(batch, tmp_path / "b", fake.base_url)
+        assert fake.request_count == calls + 1  # the preflight only
+        assert second["usage"]["reply_cache"]["hits"] == 30 and second["usage"]["input_tokens"] == 0
+        assert second["overall"] == first["overall"] and second["dimensions"] == first["dimensions"]
+        third = run(batch, tmp_path / "c", fake.base_url, "--no-cache")
+        assert fake.request_count == calls + 1 + 31
+        assert third["usage"]["reply_cache"]["hits"] == 0
