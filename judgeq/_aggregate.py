@@ -226,22 +226,48 @@ def price_for(model: str) -> dict[str, float] | None:
     return prices[best] if best else None
 
 
-def estimate_cost(
-    model: str, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0
-) -> float | None:
-    """USD for a usage, with the Messages API's meaning of the counts: ``input_tokens`` are
-    the uncached input tokens; cache reads and cache writes are counted apart from them.
-    Cache writes cost ``cache_write`` per million (default 1.25 x input). None: no price."""
+def prices_taken() -> str:
+    """The date the prices in ``judgeq/data/prices.json`` were taken."""
+    text = resources.files("judgeq").joinpath("data/prices.json").read_text()
+    return str(json.loads(text).get("_taken", "unknown"))
+
+
+def cost_breakdown(
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    *,
+    batch: bool = False,
+) -> dict[str, float] | None:
+    """USD per part of a usage: ``input`` (uncached input tokens), ``output``, ``cache_read``,
+    ``cache_write`` (prompt caching), ``batch_discount`` (negative: the Message Batches lane's
+    share off everything, when ``batch``) and their ``total``. None: no price for the model.
+
+    The counts have the Messages API's meaning: cache reads and writes are apart from
+    ``input_tokens``. Missing prices default to the API's rules (writes 1.25 x input)."""
     p = price_for(model)
     if p is None:
         return None
-    cost = (
-        input_tokens * p["input"]
-        + cache_read * p.get("cache_read", p["input"])
-        + cache_write * p.get("cache_write", 1.25 * p["input"])
-        + output_tokens * p["output"]
-    )
-    return round(cost / 1e6, 6)
+    parts = {
+        "input": input_tokens * p["input"] / 1e6,
+        "output": output_tokens * p["output"] / 1e6,
+        "cache_read": cache_read * p.get("cache_read", p["input"]) / 1e6,
+        "cache_write": cache_write * p.get("cache_write", 1.25 * p["input"]) / 1e6,
+    }
+    gross = sum(parts.values())
+    parts["batch_discount"] = -gross * p.get("batch_discount", 0.5) if batch else 0.0
+    parts["total"] = gross + parts["batch_discount"]
+    return {k: round(v, 6) for k, v in parts.items()}
+
+
+def estimate_cost(
+    model: str, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0
+) -> float | None:
+    """The total of :func:`cost_breakdown` for the live lane; None: no price."""
+    parts = cost_breakdown(model, input_tokens, output_tokens, cache_read, cache_write)
+    return None if parts is None else parts["total"]
 
 
 class Aggregator:
@@ -316,6 +342,14 @@ class Aggregator:
                     self.cache_read_tokens,
                     self.cache_write_tokens,
                 ),
+                "cost_usd": cost_breakdown(
+                    judge_model,
+                    self.input_tokens,
+                    self.output_tokens,
+                    self.cache_read_tokens,
+                    self.cache_write_tokens,
+                ),
+                "prices_taken": prices_taken(),
                 "reply_cache": {
                     "hits": self.cache_hits,
                     "saved_input_tokens": self.saved[0],

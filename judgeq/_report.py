@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ._aggregate import Aggregator
+from ._aggregate import Aggregator, price_for
+from ._budget import estimate_input_tokens
+from ._render import render_system
 from ._result import Result
 from ._rubric import Rubric
 from ._run import RunSpec
@@ -29,6 +31,26 @@ def _rubric(spec: RunSpec) -> tuple[Rubric | None, str | None]:
         return spec.rubric, None
     except Exception as exc:
         return None, f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+def prompt_cache_note(rubric: Rubric, model: str) -> dict[str, Any]:
+    """Whether the rubric's stable prefix (the system prompt, marked for prompt caching) is
+    long enough for the model to cache it: ``prefix_tokens`` is an estimate (4 characters a
+    token), ``min_cacheable_tokens`` the model's minimum (``judgeq/data/prices.json``)."""
+    prefix = estimate_input_tokens(sum(len(block) for block in render_system(rubric)))
+    minimum = (price_for(model) or {}).get("min_cache_tokens")
+    below = minimum is not None and prefix < minimum
+    return {
+        "prefix_tokens": prefix,
+        "min_cacheable_tokens": minimum,
+        "below_minimum": below,
+        "note": (
+            f"the rubric prefix (~{prefix:,} tokens) is below {model}'s minimum cacheable length "
+            f"({int(minimum):,}): prompt caching does not apply, every job pays its full input"
+        )
+        if below and minimum is not None
+        else None,
+    }
 
 
 def new_aggregator(spec: RunSpec) -> Aggregator:
@@ -54,6 +76,8 @@ def build_report(
     """The whole ``report.json`` document."""
     rubric, error = _rubric(spec)
     body = agg.report(judge_model=spec.judge_model)
+    if rubric is not None and spec.judge_provider != "lexical":
+        body["usage"]["prompt_cache"] = prompt_cache_note(rubric, spec.judge_model)
     counts = body.pop("counts")
     counts["rejected"] = spec.rejected_count
     if missing:
@@ -223,6 +247,13 @@ def render_markdown(report: dict[str, Any]) -> str:
             else "unknown (no price for this model in judgeq/data/prices.json)"
         ),
     ]
+    parts = use.get("cost_usd")
+    if parts:
+        shown = ", ".join(f"{k.replace('_', ' ')} ${v:.4f}" for k, v in parts.items() if k != "total" and v)
+        lines.append(f"- Cost by part: {shown or 'nothing'} (prices of {use.get('prices_taken', '?')})")
+    note = (use.get("prompt_cache") or {}).get("note")
+    if note:
+        lines.append(f"- Prompt caching: {note}")
     hits = use.get("reply_cache", {}).get("hits", 0)
     if hits:
         saved = use["reply_cache"]["saved_usd"]

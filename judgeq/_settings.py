@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     judge_rpm: int | None = Field(None, ge=1)
     judge_itpm: int | None = Field(None, ge=1)
     judge_otpm: int | None = Field(None, ge=1)
+    max_cost: float | None = Field(None, gt=0)
+    """USD: a run stops sending judge calls once its spend reaches this (it pauses)."""
     cache: bool = True
     cache_ttl: float = Field(7 * 86400.0, gt=0)
     cache_dir: Path | None = None

@@ -15,13 +15,41 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
+from ._aggregate import estimate_cost
 from ._result import Result
 from ._run import RunSpec
 
 
+def result_cost(result: Result) -> float:
+    """USD a stored result spent on the judge (0 for a cached reply or an unknown price)."""
+    if result.cached or not (result.input_tokens or result.output_tokens):
+        return 0.0
+    return (
+        estimate_cost(
+            result.judge_model,
+            result.input_tokens,
+            result.output_tokens,
+            result.cache_read_input_tokens,
+            result.cache_creation_input_tokens,
+        )
+        or 0.0
+    )
+
+
+def cost_pause_reason(spent: float, limit: float) -> str:
+    return (
+        f"max_cost: ${spent:.4f} spent of the ${limit:.4f} allowed "
+        "(raise it with: judgeq resume RUN --max-cost USD)"
+    )
+
+
 def live_increments(result: Result) -> dict[str, float]:
-    """The live counters a stored result adds (for progress lines and ``status``)."""
+    """The live counters a stored result adds (for progress lines, ``status`` and the cost
+    limit: ``cost_usd``)."""
     inc: dict[str, float] = {}
+    cost = result_cost(result)
+    if cost:
+        inc["cost_usd"] = cost
     if result.status == "graded":
         inc["graded"] = 1
         if result.passed:
@@ -133,7 +161,11 @@ class MemoryStore:
             for key, inc in live_increments(result).items():
                 counters[key] += inc  # type: ignore[assignment]
             counters["done"] += 1
-            self._state.setdefault(run_id, {}).pop("systemic_streak", None)
+            state = self._state.setdefault(run_id, {})
+            state.pop("systemic_streak", None)
+            limit = float(state.get("max_cost_usd") or 0)
+            if limit and counters["cost_usd"] >= limit and state.get("state") == "running":
+                state.update(state="paused", pause_reason=cost_pause_reason(counters["cost_usd"], limit))
             return int(counters["done"])
 
     def results(self, run_id: str, total: int) -> Iterator[Result | None]:

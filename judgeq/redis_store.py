@@ -48,6 +48,16 @@ for i = 5, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[3], ARGV[i], ARGV[i + 1])
 redis.call('HSET', KEYS[3], 'last_done_at', ARGV[4])
 redis.call('HDEL', KEYS[5], 'systemic_streak')
 local done = redis.call('HINCRBY', KEYS[3], 'done', 1)
+-- the run's cost limit: the write that reaches it pauses the run (no new judge calls)
+local limit = tonumber(redis.call('HGET', KEYS[5], 'max_cost_usd') or '')
+if limit and limit > 0 then
+  local spent = tonumber(redis.call('HGET', KEYS[3], 'cost_usd') or '0')
+  if spent >= limit and redis.call('HGET', KEYS[5], 'state') == 'running' then
+    redis.call('HSET', KEYS[5], 'state', 'paused', 'pause_reason', string.format(
+      'max_cost: $%.4f spent of the $%.4f allowed (raise it with: judgeq resume RUN --max-cost USD)',
+      spent, limit))
+  end
+end
 local ttl = tonumber(ARGV[3])
 -- a run that grades for longer than half the retention keeps all its keys alive
 if ttl > 0 and redis.call('TTL', KEYS[1]) < ttl / 2 then

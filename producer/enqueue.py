@@ -131,6 +131,7 @@ def register_and_enqueue(
             started_epoch=last_beat,
             enqueued=0,
             producer_heartbeat=last_beat,
+            **({"max_cost_usd": settings.max_cost} if settings.max_cost else {}),
         )
     stats = EnqueueStats()
     limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)

@@ -101,6 +101,8 @@ def snapshot(store: Store, run_id: str, *, now: float | None = None) -> Snapshot
 
 def pause_line(snap: Snapshot) -> str:
     """The one line that says why a run is paused and how to continue it."""
+    if snap.pause_reason.startswith("max_cost:"):
+        return f"PAUSED: {snap.pause_reason.replace('resume RUN', f'resume {snap.run_id}')}"
     return f"PAUSED: {snap.pause_reason}. Fix the judge set-up, then: judgeq resume {snap.run_id}"
 
 

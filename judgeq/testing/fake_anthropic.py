@@ -8,7 +8,7 @@ Point the real ``anthropic`` SDK at it::
 
 or run it as a separate process (prints ``READY http://127.0.0.1:PORT`` once serving)::
 
-    python -m judgeq.testing.fake_anthropic --port 0 --latency 0.2 [--api-key K]
+    python -m judgeq.testing.fake_anthropic --port 0 --latency 0.2 [--api-key K] [--batch-latency S]
 
 Stdlib only. Endpoints:
 
@@ -18,8 +18,30 @@ Stdlib only. Endpoints:
 * ``POST /v1/messages/count_tokens`` -- ``{"input_tokens": ceil(len(body) / 4)}``, no latency.
 * ``GET /v1/models/MODEL`` -- the model's record (404 when ``models`` is set and lacks it; 401
   with a wrong key); counted in ``model_checks``, not in ``request_count``.
+* Message Batches (same authentication as ``/v1/messages``):
+
+  - ``POST /v1/messages/batches`` -- ``{"requests": [{"custom_id", "params"}]}``: 1 to 100,000
+    requests, ``custom_id`` unique and matching ``^[a-zA-Z0-9_-]{1,64}$``, ``params`` an object
+    (else 400 for the whole batch). ``params`` themselves are validated later, like the real API
+    does: an invalid one ends as an ``errored`` result. Answers the MessageBatch (``in_progress``).
+  - ``GET /v1/messages/batches/ID`` (retrieve), ``GET /v1/messages/batches`` (list, newest first,
+    ``limit``/``after_id``/``before_id``), ``DELETE /v1/messages/batches/ID`` (ended batches only).
+  - ``POST /v1/messages/batches/ID/cancel`` -- an ``in_progress`` batch becomes ``canceling``, then
+    ends with every request ``canceled``; a batch that has ended answers 400.
+  - ``GET /v1/messages/batches/ID/results`` -- ``application/x-jsonl``, one
+    ``{"custom_id", "result"}`` line per request, in an order that differs from the request order
+    (deterministic in ``seed`` and the custom_ids); 400 while the batch has not ended.
+
+  The whole batch is processed ``batch_latency`` seconds (default 0.5) after its creation, in a
+  background thread: each request is answered exactly as ``POST /v1/messages`` would answer it
+  (same validation and fault directives; a 4xx/5xx answer becomes an ``errored`` result carrying
+  that error object), except that the per-request ``latency``, the ``slow`` sleep and the rate
+  limits do not apply. The directive ``[[fake:batch=expire]]`` makes a request ``expired`` (it
+  is ignored by ``/v1/messages``). Batch requests are counted in ``batch_request_count`` (when
+  the batch is created), never in ``request_count``/``by_status``/``requests``.
 * ``GET /_fake/stats``, ``GET /_fake/accepted`` (monotonic times of the admitted requests),
-  ``POST /_fake/reset``, ``POST /_fake/config`` (``{"latency": s,
+  ``GET /_fake/batches`` (``{"batches": {id: processing_status}}``),
+  ``POST /_fake/reset``, ``POST /_fake/config`` (``{"latency": s, "batch_latency": s,
   "rpm": N, "itpm": N, "otpm": N}``): admin endpoints, no authentication.
 
 Rate limits (``rpm``, ``itpm``, ``otpm``; None = unlimited), like the real API's: one token
@@ -40,7 +62,8 @@ this request fail; attempts are counted per sha256 of the last user message) and
 ``,retry_after=S`` (429/529 only; default ``0.05``). Modifiers ``score=N`` (every integer or
 number field becomes N, even out of range) and ``verdict=V`` (enum fields containing V, and any
 string field named ``verdict``, become V) combine with a fault. Comma-separated parts may share
-one directive (``[[fake:score=3,verdict=fail]]``); the first fault found wins. An unknown SPEC
+one directive (``[[fake:score=3,verdict=fail]]``); the first fault found wins. ``batch=expire``
+(Message Batches only, see above) combines with anything and wins over a fault. An unknown SPEC
 is answered with 400 so typos are loud.
 """
 
@@ -59,12 +82,12 @@ import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 __all__ = [
     "DEFAULT_RETRY_AFTER",
@@ -78,6 +101,10 @@ __all__ = [
 
 DEFAULT_RETRY_AFTER = "0.05"
 MAX_RECORDED_REQUESTS = 10_000
+MAX_BATCH_REQUESTS = 100_000
+MAX_BATCH_BYTES = 256 * 1024 * 1024
+DEFAULT_BATCH_LATENCY = 0.5
+BATCH_LIFETIME = timedelta(hours=24)
 
 _DIRECTIVE_RE = re.compile(r"\[\[fake:(.*?)\]\]", re.DOTALL)
 _NUM = r"-?\d+(?:\.\d+)?"
@@ -86,6 +113,9 @@ _RANGE_RE = re.compile(rf"from\s+({_NUM})\s+to\s+({_NUM})", re.IGNORECASE)
 # description as ``{minimum: 1, maximum: 10}``; honour that form too.
 _MIN_RE = re.compile(rf"\bminimum:\s*({_NUM})")
 _MAX_RE = re.compile(rf"\bmaximum:\s*({_NUM})")
+_CUSTOM_ID_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_BATCH_PATH_RE = re.compile(r"/v1/messages/batches/([^/]+)(/results|/cancel)?")
+_BATCH_STATUSES = ("in_progress", "canceling", "ended")
 
 _STATUS_FAULTS = {"400": 400, "401": 401, "429": 429, "500": 500, "529": 529}
 _BODY_FAULTS = frozenset({"slow", "garbage", "truncated", "refusal", "empty"})
@@ -98,6 +128,7 @@ _ERROR_DEFAULTS: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "fake: injected invalid request"),
     401: ("authentication_error", "invalid x-api-key"),
     404: ("not_found_error", "Not found"),
+    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
     429: (
         "rate_limit_error",
         "This request would exceed the rate limit for your organization (fake). "
@@ -139,6 +170,8 @@ class Directives:
     prose: str | None = None
     score: int | float | None = None
     verdict: str | None = None
+    batch: str | None = None
+    """``"expire"``: inside a Message Batch, the request ends ``expired`` (ignored elsewhere)."""
 
 
 def _parse_number(value: str) -> int | float:
@@ -176,6 +209,10 @@ def parse_directives(text: str) -> Directives:
                 elif key == "verdict":
                     if found.verdict is None:
                         found.verdict = value
+                elif key == "batch":
+                    if value.lower() != "expire":
+                        raise DirectiveError(f"unknown batch outcome {value!r} in [[fake:{spec}]]")
+                    found.batch = "expire"
                 elif key in ("retry_after", "retry-after"):
                     if not value or any(ch in value for ch in "\r\n"):
                         raise DirectiveError(f"bad retry_after in [[fake:{spec}]]")
@@ -432,6 +469,7 @@ class _Reply:
     status: int
     body: bytes
     headers: dict[str, str]
+    content_type: str = "application/json"
 
 
 def _json_reply(status: int, payload: Any, headers: dict[str, str] | None = None) -> _Reply:
@@ -481,14 +519,71 @@ class _BadRequest(Exception):
         self.message = message
 
 
+def _rfc3339(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _shuffled(custom_ids: list[str], seed: str) -> list[str]:
+    """The custom_ids in an order deterministic in (seed, ids) that differs from the given
+    order whenever there are two or more, so clients must match results by custom_id."""
+    order = sorted(custom_ids, key=lambda cid: hashlib.sha256(f"{seed}\0{cid}".encode()).digest())
+    if len(order) > 1 and order == custom_ids:
+        order = order[1:] + order[:1]
+    return order
+
+
+@dataclass
+class _Batch:
+    """A Message Batch; mutated only under ``FakeMessagesAPI._lock``."""
+
+    id: str
+    requests: list[tuple[str, dict[str, Any]]]
+    created_at: datetime
+    latency: float
+    processing_status: str = "in_progress"
+    ended_at: datetime | None = None
+    cancel_initiated_at: datetime | None = None
+    results: dict[str, dict[str, Any]] | None = None
+    """custom_id -> result object, once ended."""
+    order: list[str] = field(default_factory=list)
+    """The order of the lines of the results file."""
+    wake: threading.Event = field(default_factory=threading.Event)
+    """Set to process at once: on cancel (and on reset, to let the thread go)."""
+
+    def as_json(self, base_url: str) -> dict[str, Any]:
+        counts = dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), 0)
+        if self.results is None:
+            counts["processing"] = len(self.requests)
+        else:
+            for result in self.results.values():
+                counts[result["type"]] += 1
+        ended = self.processing_status == "ended"
+        return {
+            "id": self.id,
+            "type": "message_batch",
+            "processing_status": self.processing_status,
+            "request_counts": counts,
+            "ended_at": _rfc3339(self.ended_at),
+            "created_at": _rfc3339(self.created_at),
+            "expires_at": _rfc3339(self.created_at + BATCH_LIFETIME),
+            "archived_at": None,
+            "cancel_initiated_at": _rfc3339(self.cancel_initiated_at),
+            "results_url": f"{base_url}/v1/messages/batches/{self.id}/results" if ended else None,
+        }
+
+
 # --------------------------------------------------------------------------- the server
 
 
 class FakeMessagesAPI:
     """An in-process fake of the Anthropic Messages API (see the module docstring).
 
-    ``latency`` may be changed while serving. ``requests`` holds the decoded JSON bodies of
-    the last 10,000 ``/v1/messages`` requests; ``request_count`` counts them all.
+    ``latency`` and ``batch_latency`` may be changed while serving (``batch_latency`` applies to
+    the batches created afterwards). ``requests`` holds the decoded JSON bodies of the last
+    10,000 ``/v1/messages`` requests; ``request_count`` counts them all; ``batch_request_count``
+    counts the requests of the Message Batches created.
     """
 
     def __init__(
@@ -503,8 +598,10 @@ class FakeMessagesAPI:
         itpm: int | None = None,
         otpm: int | None = None,
         limit_headers: bool = True,
+        batch_latency: float = DEFAULT_BATCH_LATENCY,
     ) -> None:
         self.latency = latency
+        self.batch_latency = batch_latency
         self.limit_headers = limit_headers
         self._buckets: dict[str, _Bucket] = {}
         self._accepted: deque[float] = deque(maxlen=1_000_000)
@@ -519,6 +616,8 @@ class FakeMessagesAPI:
         self.model_checks = 0
         self._by_status: dict[int, int] = {}
         self._attempts: dict[str, int] = {}
+        self._batches: dict[str, _Batch] = {}
+        self._batch_request_count = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._host = "127.0.0.1"
@@ -594,6 +693,17 @@ class FakeMessagesAPI:
         with self._lock:
             return dict(self._by_status)
 
+    @property
+    def batch_request_count(self) -> int:
+        """Requests received in the Message Batches created (since the last reset)."""
+        with self._lock:
+            return self._batch_request_count
+
+    def batches(self) -> dict[str, str]:
+        """``{batch id: processing_status}`` of the stored Message Batches, oldest first."""
+        with self._lock:
+            return {batch.id: batch.processing_status for batch in self._batches.values()}
+
     def set_limits(self, *, rpm: int | None = None, itpm: int | None = None, otpm: int | None = None) -> None:
         """Set (or, with None, remove) the per-minute limits; buckets start full."""
         now = time.monotonic()
@@ -640,15 +750,26 @@ class FakeMessagesAPI:
     def stats(self) -> dict[str, Any]:
         """What ``GET /_fake/stats`` answers."""
         with self._lock:
+            by_batch_status = dict.fromkeys(_BATCH_STATUSES, 0)
+            for batch in self._batches.values():
+                by_batch_status[batch.processing_status] += 1
             return {
                 "request_count": self._request_count,
                 "by_status": {str(k): v for k, v in sorted(self._by_status.items())},
                 "latency": self.latency,
+                "batch_request_count": self._batch_request_count,
+                "batches": by_batch_status,
+                "batch_latency": self.batch_latency,
             }
 
     def reset(self) -> None:
-        """Forget recorded requests, counters, per-request attempt counts and rate limits."""
+        """Forget recorded requests, counters, per-request attempt counts, rate limits and
+        Message Batches (a batch still processing is dropped, never finished)."""
         with self._lock:
+            for batch in self._batches.values():
+                batch.wake.set()
+            self._batches.clear()
+            self._batch_request_count = 0
             self._requests.clear()
             self._request_count = 0
             self.model_checks = 0
@@ -660,7 +781,13 @@ class FakeMessagesAPI:
     # ----------------------------------------------------------------- request handling
 
     def _handle(self, method: str, path: str, headers: Any, raw: bytes) -> _Reply:
-        path = path.split("?", 1)[0].rstrip("/") or "/"
+        path, _, query = path.partition("?")
+        path = path.rstrip("/") or "/"
+        if path == "/v1/messages/batches" or path.startswith("/v1/messages/batches/"):
+            try:
+                return self._batch_endpoint(method, path, parse_qs(query), headers, raw)
+            except Exception as exc:  # a bug in the fake must not hang the client
+                return _error_reply(500, f"fake server error: {exc!r}")
         if method == "POST" and path == "/v1/messages":
             with self._lock:
                 self._request_count += 1
@@ -679,6 +806,8 @@ class FakeMessagesAPI:
             return _json_reply(200, self.stats())
         if method == "GET" and path == "/_fake/accepted":
             return _json_reply(200, {"times": self.accepted_times()})
+        if method == "GET" and path == "/_fake/batches":
+            return _json_reply(200, {"batches": self.batches()})
         if method == "POST" and path == "/_fake/reset":
             self.reset()
             return _json_reply(200, {"ok": True})
@@ -687,6 +816,8 @@ class FakeMessagesAPI:
                 config = json.loads(raw or b"{}")
                 if "latency" in config:
                     self.latency = float(config["latency"])
+                if "batch_latency" in config:
+                    self.batch_latency = float(config["batch_latency"])
                 if {"rpm", "itpm", "otpm"} & set(config):
                     self.set_limits(**{k: config.get(k) for k in ("rpm", "itpm", "otpm")})
             except (ValueError, TypeError, AttributeError):
@@ -738,6 +869,11 @@ class FakeMessagesAPI:
             return _error_reply(401)
         if not isinstance(body, dict):
             return _error_reply(400, "Request body must be a JSON object")
+        return self._answer(body, text)
+
+    def _answer(self, body: dict[str, Any], text: str, *, in_batch: bool = False) -> _Reply:
+        """What ``POST /v1/messages`` answers for ``body`` (``text``: its JSON text). Inside a
+        Message Batch (``in_batch``) the rate limits and the ``slow`` sleep do not apply."""
         try:
             messages = self._validate(body)
         except _BadRequest as exc:
@@ -745,10 +881,12 @@ class FakeMessagesAPI:
         model = body["model"]
         if self.models is not None and model not in self.models:
             return _error_reply(404, f"model: {model}")
-        wait, limit_headers = self._admit(_tokens(text))
-        if wait > 0:
-            retry = {"retry-after": str(max(1, math.ceil(wait)))}
-            return _error_reply(429, "rate limit exceeded (fake)", headers={**limit_headers, **retry})
+        limit_headers: dict[str, str] = {}
+        if not in_batch:
+            wait, limit_headers = self._admit(_tokens(text))
+            if wait > 0:
+                retry = {"retry-after": str(max(1, math.ceil(wait)))}
+                return _error_reply(429, "rate limit exceeded (fake)", headers={**limit_headers, **retry})
 
         user_texts = [_content_text(m.get("content")) for m in messages if m["role"] == "user"]
         key_text = user_texts[-1] if user_texts else ""
@@ -771,7 +909,8 @@ class FakeMessagesAPI:
             extra = {"retry-after": directives.retry_after} if status in (429, 529) else {}
             return _error_reply(status, headers=extra)
         if fault == "slow":
-            time.sleep(self.timeout_sleep)
+            if not in_batch:
+                time.sleep(self.timeout_sleep)
             fault = None
 
         stop_reason = "end_turn"
@@ -810,7 +949,8 @@ class FakeMessagesAPI:
                 "cache_read_input_tokens": 0,
             },
         }
-        self._spend_output(message["usage"]["output_tokens"])
+        if not in_batch:
+            self._spend_output(message["usage"]["output_tokens"])
         return _json_reply(200, message, limit_headers)
 
     def _validate(self, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -875,6 +1015,198 @@ class FakeMessagesAPI:
             value = _default_answer(key_text, self.seed, directives.score)
         return json.dumps(value)
 
+    # ----------------------------------------------------------------- message batches
+
+    def _batch_endpoint(
+        self, method: str, path: str, query: dict[str, list[str]], headers: Any, raw: bytes
+    ) -> _Reply:
+        if not self._authorized(headers):
+            return _error_reply(401)
+        host = headers.get("host")
+        base_url = f"http://{host}" if host else self.base_url
+        if path == "/v1/messages/batches":
+            if method == "POST":
+                return self._create_batch(raw, base_url)
+            if method == "GET":
+                return self._list_batches(query, base_url)
+            return _error_reply(404, f"Not found: {method} {path}")
+        match = _BATCH_PATH_RE.fullmatch(path)
+        if match is None:
+            return _error_reply(404, f"Not found: {method} {path}")
+        batch_id, action = match.group(1), match.group(2) or ""
+        with self._lock:
+            batch = self._batches.get(batch_id)
+            if batch is None:
+                return _error_reply(404, f"message_batch_id: no Message Batch {batch_id!r}")
+            if (method, action) == ("GET", ""):
+                return _json_reply(200, batch.as_json(base_url))
+            if (method, action) == ("POST", "/cancel"):
+                if batch.processing_status == "ended":
+                    return _error_reply(
+                        400,
+                        f"Message Batch {batch_id} cannot be canceled because it has already "
+                        "finished processing",
+                    )
+                if batch.processing_status == "in_progress":
+                    batch.processing_status = "canceling"
+                    batch.cancel_initiated_at = datetime.now(UTC)
+                    batch.wake.set()
+                return _json_reply(200, batch.as_json(base_url))
+            if (method, action) == ("DELETE", ""):
+                if batch.processing_status != "ended":
+                    return _error_reply(
+                        400,
+                        f"Message Batch {batch_id} is still processing: only a batch that has ended "
+                        "can be deleted (cancel it first)",
+                    )
+                del self._batches[batch_id]
+                return _json_reply(200, {"id": batch_id, "type": "message_batch_deleted"})
+            if (method, action) == ("GET", "/results"):
+                if batch.results is None or batch.processing_status != "ended":
+                    return _error_reply(
+                        400,
+                        f"Message Batch {batch_id} has not finished processing (processing_status "
+                        f"{batch.processing_status!r}); its results are available once it has ended",
+                    )
+                results, order = batch.results, batch.order
+            else:
+                return _error_reply(404, f"Not found: {method} {path}")
+        lines = (json.dumps({"custom_id": cid, "result": results[cid]}) + "\n" for cid in order)
+        body = "".join(lines).encode("utf-8")
+        return _Reply(200, body, {}, content_type="application/x-jsonl")
+
+    def _create_batch(self, raw: bytes, base_url: str) -> _Reply:
+        if len(raw) > MAX_BATCH_BYTES:
+            return _error_reply(413, f"A Message Batch is limited to {MAX_BATCH_BYTES} bytes")
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return _error_reply(400, "Request body is not valid JSON")
+        if not isinstance(body, dict):
+            return _error_reply(400, "Request body must be a JSON object")
+        if "requests" not in body:
+            return _error_reply(400, "requests: Field required")
+        items = body["requests"]
+        if not isinstance(items, list):
+            return _error_reply(400, "requests: Input should be a valid list")
+        if not 1 <= len(items) <= MAX_BATCH_REQUESTS:
+            return _error_reply(
+                400, f"requests: a Message Batch holds 1 to {MAX_BATCH_REQUESTS} requests, got {len(items)}"
+            )
+        requests: list[tuple[str, dict[str, Any]]] = []
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                return _error_reply(400, f"requests.{i}: Input should be an object")
+            custom_id = item.get("custom_id")
+            if not isinstance(custom_id, str) or not _CUSTOM_ID_RE.fullmatch(custom_id):
+                return _error_reply(
+                    400, f"requests.{i}.custom_id: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
+                )
+            if custom_id in seen:
+                return _error_reply(
+                    400,
+                    f"requests.{i}.custom_id: duplicate custom_id {custom_id!r}; each custom_id must be "
+                    "unique within a Message Batch",
+                )
+            params = item.get("params")
+            if not isinstance(params, dict):
+                return _error_reply(400, f"requests.{i}.params: Input should be an object")
+            seen.add(custom_id)
+            requests.append((custom_id, params))
+
+        batch = _Batch(
+            id=f"msgbatch_fake_{uuid.uuid4().hex[:24]}",
+            requests=requests,
+            created_at=datetime.now(UTC),
+            latency=max(0.0, float(self.batch_latency)),
+        )
+        with self._lock:
+            self._batches[batch.id] = batch
+            self._batch_request_count += len(requests)
+            reply = _json_reply(200, batch.as_json(base_url))
+        threading.Thread(
+            target=self._process_batch, args=(batch,), name=f"fake-anthropic:{batch.id}", daemon=True
+        ).start()
+        return reply
+
+    def _list_batches(self, query: dict[str, list[str]], base_url: str) -> _Reply:
+        try:
+            limit = int(query.get("limit", ["20"])[-1])
+        except ValueError:
+            return _error_reply(400, "limit: Input should be a valid integer")
+        if not 1 <= limit <= 1000:
+            return _error_reply(400, "limit: Input should be between 1 and 1000")
+        after_id = query.get("after_id", [""])[-1]
+        before_id = query.get("before_id", [""])[-1]
+        if after_id and before_id:
+            return _error_reply(400, "after_id and before_id cannot be used together")
+        with self._lock:
+            newest_first = list(reversed(self._batches.values()))
+            ids = [batch.id for batch in newest_first]
+            cursor = after_id or before_id
+            if cursor and cursor not in ids:
+                return _error_reply(
+                    400, f"{'after_id' if after_id else 'before_id'}: no Message Batch {cursor!r}"
+                )
+            if before_id:
+                end = ids.index(before_id)
+                start = max(0, end - limit)
+                has_more = start > 0
+            else:
+                start = ids.index(after_id) + 1 if after_id else 0
+                end = min(len(ids), start + limit)
+                has_more = end < len(ids)
+            data = [batch.as_json(base_url) for batch in newest_first[start:end]]
+        return _json_reply(
+            200,
+            {
+                "data": data,
+                "has_more": has_more,
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None,
+            },
+        )
+
+    def _process_batch(self, batch: _Batch) -> None:
+        """The batch's background thread: end it after its latency (or at once on cancel)."""
+        batch.wake.wait(batch.latency)
+        with self._lock:
+            if self._batches.get(batch.id) is not batch:
+                return  # forgotten by reset()
+            canceled = batch.processing_status == "canceling"
+        results: dict[str, dict[str, Any]] = {}
+        for custom_id, params in batch.requests:
+            results[custom_id] = {"type": "canceled"} if canceled else self._batch_result(params)
+        order = _shuffled([custom_id for custom_id, _ in batch.requests], self.seed)
+        with self._lock:
+            if self._batches.get(batch.id) is not batch:
+                return
+            batch.results, batch.order = results, order
+            batch.processing_status = "ended"
+            batch.ended_at = datetime.now(UTC)
+
+    def _batch_result(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The result object of one batch request: /v1/messages' answer, or ``expired``."""
+        messages = params.get("messages")
+        if isinstance(messages, list):
+            user_texts = [
+                _content_text(m.get("content"))
+                for m in messages
+                if isinstance(m, dict) and m.get("role") == "user"
+            ]
+            with contextlib.suppress(DirectiveError):
+                if parse_directives("\n".join(user_texts)).batch == "expire":
+                    return {"type": "expired"}
+        try:
+            reply = self._answer(params, json.dumps(params), in_batch=True)
+        except Exception as exc:  # a bug in the fake becomes an api_error, as on /v1/messages
+            reply = _error_reply(500, f"fake server error: {exc!r}")
+        payload = json.loads(reply.body)
+        if reply.status == 200:
+            return {"type": "succeeded", "message": payload}
+        return {"type": "errored", "error": payload}
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -917,6 +1249,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._dispatch("POST")
 
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             chunks: list[bytes] = []
@@ -941,7 +1276,7 @@ class _Handler(BaseHTTPRequestHandler):
             reply = self.server.fake._handle(method, self.path, self.headers, raw)
         try:
             self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", reply.content_type)
             self.send_header("Content-Length", str(len(reply.body)))
             self.send_header("request-id", f"req_fake_{uuid.uuid4().hex[:24]}")
             for name, value in reply.headers.items():
@@ -964,6 +1299,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 = a free port (default)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per /v1/messages")
+    parser.add_argument(
+        "--batch-latency",
+        type=float,
+        default=DEFAULT_BATCH_LATENCY,
+        help="seconds from a Message Batch's creation to its end",
+    )
     parser.add_argument("--api-key", default="test-key", help="expected x-api-key")
     parser.add_argument("--no-auth", action="store_true", help="accept any x-api-key")
     parser.add_argument("--models", default=None, help="comma-separated known models")
@@ -986,6 +1327,7 @@ def main(argv: list[str] | None = None) -> int:
         itpm=args.itpm,
         otpm=args.otpm,
         limit_headers=not args.no_limit_headers,
+        batch_latency=args.batch_latency,
     )
     stop = threading.Event()
 

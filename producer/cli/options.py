@@ -99,6 +99,12 @@ def grading_options(f: F) -> F:
             help="Judge output tokens per minute [JUDGEQ_JUDGE_OTPM; default: the server's].",
         ),
         click.option(
+            "--max-cost",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="Pause the run (no new judge calls) once it has spent this many USD [JUDGEQ_MAX_COST].",
+        ),
+        click.option(
             "--no-cache",
             "no_cache",
             is_flag=True,
@@ -124,6 +130,7 @@ def settings_from(**flags: Any) -> Settings:
         "judge_timeout": flags.get("judge_timeout"),
         "judge_deadline": flags.get("judge_deadline"),
         "cache": False if flags.get("no_cache") else None,
+        "max_cost": flags.get("max_cost"),
         "judge_rpm": flags.get("rpm"),
         "judge_itpm": flags.get("itpm"),
         "judge_otpm": flags.get("otpm"),

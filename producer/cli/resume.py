@@ -15,9 +15,15 @@ CHUNK = 1000
 
 @click.command()
 @click.argument("run_id")
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="A new cost limit in USD (a run paused on its limit needs a higher one).",
+)
 @redis_option
-def resume(run_id: str, **flags: Any) -> None:
-    """Resume RUN_ID after fixing what paused it (a key, the account, the model).
+def resume(run_id: str, max_cost: float | None, **flags: Any) -> None:
+    """Resume RUN_ID after fixing what paused it (a key, the account, the model, the cost limit).
 
     Its pending jobs are enqueued again; jobs already graded are skipped, so nothing is
     graded or counted twice.
@@ -33,6 +39,15 @@ def resume(run_id: str, **flags: Any) -> None:
         raise ConfigError(f"run {run_id!r} is unknown or expired")
     state = store.state(run_id)
     reason = state.get("pause_reason") or "?"
+    spent = store.counters(run_id).get("cost_usd", 0.0)
+    limit = max_cost if max_cost is not None else float(state.get("max_cost_usd") or 0)
+    if state.get("state") == "paused" and limit and spent >= limit:
+        raise ConfigError(
+            f"run {run_id} has spent ${spent:.4f} of its ${limit:.4f} limit: resume it with a higher "
+            "--max-cost"
+        )
+    if max_cost is not None:
+        store.set_state(run_id, max_cost_usd=max_cost)
     if not store.resume(run_id):
         raise ConfigError(f"run {run_id} is not paused (it is {state.get('state', 'unknown')})")
     dispatcher = CeleryDispatcher(create_app(settings), settings.queue, settings.jobs_per_message)

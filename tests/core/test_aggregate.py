@@ -272,7 +272,13 @@ def test_price_prefix_matching() -> None:
     # dated ids use their family's prices; the longest prefix wins
     assert price_for("claude-sonnet-4-5-20250929") is prices["claude-sonnet-4-5"]
     assert price_for("claude-sonnet-4-20250514") is prices["claude-sonnet-4"]
-    assert price_for("claude-opus-4-5-20251101") == {"input": 5.0, "output": 25.0, "cache_read": 0.5}
+    opus45 = price_for("claude-opus-4-5-20251101")
+    assert opus45 is not None and (opus45["input"], opus45["output"], opus45["cache_read"]) == (
+        5.0,
+        25.0,
+        0.5,
+    )
+    assert (opus45["cache_write"], opus45["batch_discount"], opus45["min_cache_tokens"]) == (6.25, 0.5, 4096)
     assert price_for("claude-opus-4-1-20250805") == PRICES["claude-opus-4-1"]
     assert price_for("claude-opus-4-20250514") == PRICES["claude-opus-4"]
     assert price_for("claude-haiku-4-5") == PRICES["claude-haiku-4-5"]
@@ -496,3 +502,22 @@ def test_stats_of_many_equal_values() -> None:
     assert d["std"] == 0.0
     assert d["mean"] == 9.99
     assert not math.isnan(d["std"])
+
+
+def test_cost_breakdown_parts_add_up_and_the_batch_lane_halves() -> None:
+    from judgeq._aggregate import cost_breakdown
+
+    live = cost_breakdown("claude-sonnet-4-5", 1_000_000, 100_000, cache_read=2_000_000, cache_write=10_000)
+    assert live == {
+        "input": 3.0,
+        "output": 1.5,
+        "cache_read": 0.6,
+        "cache_write": 0.0375,
+        "batch_discount": 0.0,
+        "total": 5.1375,
+    }
+    batch = cost_breakdown(
+        "claude-sonnet-4-5", 1_000_000, 100_000, cache_read=2_000_000, cache_write=10_000, batch=True
+    )
+    assert batch is not None and batch["batch_discount"] == -2.56875 and batch["total"] == 2.56875
+    assert cost_breakdown("unknown-model", 1, 1) is None
