@@ -64,9 +64,10 @@ class RetryPolicy:
     max_delay: float = 30.0
     max_attempts: int = 10
     min_attempt_time: float = 0.05
-    max_rate_limited: int = 100
+    max_rate_limited: int = 10
     """With a budget, a 429 pauses every caller until ``retry-after`` and the attempt is made
-    again without counting against ``max_attempts``, up to this many 429s for one job."""
+    again without counting against ``max_attempts`` or the deadline, up to this many 429s for
+    one job (the budget keeps 429s rare: a job refused this often ends ``rate_limited``)."""
 
 
 @dataclass(slots=True)

@@ -27,10 +27,12 @@ Stdlib only. Endpoints:
   - ``GET /v1/messages/batches/ID`` (retrieve), ``GET /v1/messages/batches`` (list, newest first,
     ``limit``/``after_id``/``before_id``), ``DELETE /v1/messages/batches/ID`` (ended batches only).
   - ``POST /v1/messages/batches/ID/cancel`` -- an ``in_progress`` batch becomes ``canceling``, then
-    ends with every request ``canceled``; a batch that has ended answers 400.
+    ends at once with every request ``canceled`` (unless its processing had already begun: those
+    requests are not interruptible and keep their results); a batch that has ended answers 400.
   - ``GET /v1/messages/batches/ID/results`` -- ``application/x-jsonl``, one
     ``{"custom_id", "result"}`` line per request, in an order that differs from the request order
-    (deterministic in ``seed`` and the custom_ids); 400 while the batch has not ended.
+    (deterministic in ``seed`` and the custom_ids); 400 while the batch has not ended. The
+    ``results_url`` of an ended batch is built from the Host header of the request that reads it.
 
   The whole batch is processed ``batch_latency`` seconds (default 0.5) after its creation, in a
   background thread: each request is answered exactly as ``POST /v1/messages`` would answer it
@@ -487,6 +489,13 @@ def _error_reply(status: int, message: str | None = None, headers: dict[str, str
     return _json_reply(status, payload, headers)
 
 
+_UNLIMITED_HEADERS = {
+    f"anthropic-ratelimit-{name}-{what}": "1000000000"
+    for name in ("requests", "input-tokens", "output-tokens")
+    for what in ("limit", "remaining")
+}
+
+
 @dataclass
 class _Bucket:
     """A token bucket: ``limit`` per minute, refilled continuously, full at ``limit``."""
@@ -725,7 +734,9 @@ class FakeMessagesAPI:
         with self._lock:
             if not self._buckets:
                 self._accepted.append(now)
-                return 0.0, {}
+                # like the real API, which always sends its limits: no limit configured here
+                # reads as a very high one
+                return 0.0, dict(_UNLIMITED_HEADERS) if self.limit_headers else {}
             for bucket in self._buckets.values():
                 bucket.refill(now)
             need = {"requests": 1.0, "input-tokens": float(input_tokens), "output-tokens": 1.0}
@@ -907,7 +918,7 @@ class FakeMessagesAPI:
         if fault in _STATUS_FAULTS:
             status = _STATUS_FAULTS[fault]
             extra = {"retry-after": directives.retry_after} if status in (429, 529) else {}
-            return _error_reply(status, headers=extra)
+            return _error_reply(status, headers={**limit_headers, **extra})
         if fault == "slow":
             if not in_batch:
                 time.sleep(self.timeout_sleep)
