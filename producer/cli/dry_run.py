@@ -6,7 +6,7 @@ import math
 
 import click
 
-from judgeq._aggregate import estimate_cost, price_for
+from judgeq._aggregate import cost_breakdown, price_for, prices_taken
 from judgeq._batch import BatchLimits, iter_jobs
 from judgeq._errors import JudgeError
 from judgeq._grading import GradingContext
@@ -16,12 +16,17 @@ from judgeq.judges.lexical import LexicalJudge
 from ..plan import Plan
 
 SAMPLE = 20
-EST_OUTPUT_TOKENS = 250  # a typical verdict: reasoning plus scores
+EST_OUTPUT_TOKENS = 250
+COLUMNS = ("total", "input", "output", "cache r/w", "discount")  # a typical verdict: reasoning plus scores
 
 
 def _estimate(text: str) -> int:
     """Rough token count when the API cannot count: about 4 characters per token."""
     return math.ceil(len(text) / 4)
+
+
+def _usd(value: float) -> str:
+    return f"-${-value:.4f}" if value < 0 else f"${value:.4f}"
 
 
 def dry_run(plan: Plan, settings: Settings) -> None:
@@ -79,17 +84,40 @@ def dry_run(plan: Plan, settings: Settings) -> None:
     if price_for(plan.judge.model) is None:
         click.echo(f"  cost: no price known for {plan.judge.model!r} (judgeq/data/prices.json)")
         return
-    full = estimate_cost(plan.judge.model, input_tokens, output_tokens)
-    # with caching: the first job writes the prefix to the cache, the others read it
-    reads = max(system_tokens * (n - 1), 0)
-    cached = estimate_cost(
-        plan.judge.model,
-        input_tokens - reads - system_tokens,
-        output_tokens,
-        cache_read=reads,
-        cache_write=system_tokens,
-    )
+    model = plan.judge.model
+    # with prompt caching: the first job writes the prefix to the cache, the others read it
+    # (only when the prefix reaches the model's minimum cacheable length)
+    minimum = int(price_for(model).get("min_cache_tokens", 0))  # type: ignore[union-attr]
+    cacheable = system_tokens >= minimum
+    reads = max(system_tokens * (n - 1), 0) if cacheable else 0
+    writes = system_tokens if cacheable else 0
+    plain = (input_tokens, output_tokens)
+    cached = (input_tokens - reads - writes, output_tokens, reads, writes)
+    rows = {
+        ("live", "no"): cost_breakdown(model, *plain),
+        ("live", "yes"): cost_breakdown(model, *cached),
+        ("batch", "no"): cost_breakdown(model, *plain, batch=True),
+        ("batch", "yes"): cost_breakdown(model, *cached, batch=True),
+    }
+    click.echo(f"  estimated cost for {model} (prices of {prices_taken()}):")
+    click.echo(f"    {'lane':<6}  {'prompt caching':<14} " + " ".join(f"{h:>10}" for h in COLUMNS))
+    for (lane, caching), c in rows.items():
+        assert c is not None
+        values = (
+            c["total"],
+            c["input"],
+            c["output"],
+            c["cache_read"] + c["cache_write"],
+            c["batch_discount"],
+        )
+        click.echo(f"    {lane:<6}  {caching:<14} " + " ".join(f"{_usd(v):>10}" for v in values))
+    if not cacheable:
+        click.echo(
+            f"  prompt caching does not apply: the rubric prefix (~{system_tokens:,} tokens) is below "
+            f"{model}'s minimum cacheable length ({minimum:,})"
+        )
     click.echo(
-        f"  estimated cost for {plan.judge.model}: ${full:.4f} without prompt caching, "
-        f"${cached:.4f} if the stable prefix is read from the cache"
+        "  jobs whose judge reply is already in the reply cache cost nothing and are not counted here"
+        if settings.cache
+        else "  the reply cache is off (--no-cache)"
     )

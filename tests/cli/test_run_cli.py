@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent.parent.parent
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "JUDGEQ_"))}
 
@@ -83,7 +85,12 @@ def test_dry_run_calls_no_judge(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "dry run: 30 jobs valid (0 rejected)" in out.stdout
-    assert "estimated cost for claude-sonnet-4-5: $" in out.stdout
+    assert "estimated cost for claude-sonnet-4-5 (prices of " in out.stdout
+    lanes = [line.split() for line in out.stdout.splitlines() if line.strip().startswith(("live", "batch"))]
+    assert [row[:2] for row in lanes] == [["live", "no"], ["live", "yes"], ["batch", "no"], ["batch", "yes"]]
+    totals = {(r[0], r[1]): float(r[2].lstrip("$")) for r in lanes}
+    assert totals[("batch", "no")] == pytest.approx(totals[("live", "no")] / 2, abs=1e-4)  # the discount
+    assert totals[("live", "yes")] < totals[("live", "no")]  # the prefix is read from the cache
     assert not any(tmp_path.iterdir())  # nothing graded, nothing written
 
 
