@@ -222,9 +222,13 @@ def wait_for_report(
             if snap is not None and snap.state == "failed":
                 raise JudgeqError(f"run {run_id} failed: {store.state(run_id).get('error', '?')}")
             if snap is not None and snap.state == "paused" and stop_on_pause:
-                raise JudgeqError(
-                    f"run {run_id} stopped: {snap.pause_reason}. Fix the judge set-up and run it again"
+                reason = snap.pause_reason.split(" (raise it with")[0]
+                fix = (
+                    "run it again with a higher --max-cost (graded jobs come from the reply cache)"
+                    if reason.startswith("max_cost:")
+                    else "fix the judge set-up and run it again"
                 )
+                raise JudgeqError(f"run {run_id} stopped: {reason}; {fix}")
             if snap is not None and snap.done >= snap.total and nudge is not None:
                 now = time.monotonic()
                 complete_since = complete_since or now

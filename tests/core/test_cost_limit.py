@@ -1,0 +1,100 @@
+"""--max-cost: the stored result that reaches the limit pauses the run (both stores), resume
+raises the limit, cached replies cost nothing."""
+
+from __future__ import annotations
+
+import fakeredis
+import pytest
+
+from judgeq import Result
+from judgeq._rubric import read_rubric_text
+from judgeq._run import RunSpec
+from judgeq._store import MemoryStore, Store, result_cost
+from judgeq.redis_store import RedisStore
+
+MODEL = "claude-sonnet-4-5"  # $3 / $15 per million tokens
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest) -> Store:
+    s: Store = (
+        MemoryStore() if request.param == "memory" else RedisStore(fakeredis.FakeRedis(decode_responses=True))
+    )
+    text, source = read_rubric_text("quality")
+    s.register(
+        RunSpec(
+            run_id="r",
+            rubric_text=text,
+            rubric_source=source,
+            judge_provider="anthropic",
+            judge_model=MODEL,
+            total=10,
+        )
+    )
+    s.set_state("r", state="running", max_cost_usd=0.05)
+    return s
+
+
+def result(i: int, *, cached: bool = False) -> Result:
+    # 10,000 in + 1,000 out = $0.03 + $0.015 = $0.045
+    return Result(
+        job_id=f"j{i}",
+        index=i,
+        status="graded",
+        overall=7.0,
+        input_tokens=10_000,
+        output_tokens=1_000,
+        rubric_name="quality",
+        rubric_version="1.0.0",
+        judge_model=MODEL,
+        cached=cached,
+    )
+
+
+def test_a_result_costs_its_tokens_and_a_cached_one_nothing() -> None:
+    assert result_cost(result(0)) == pytest.approx(0.045)
+    assert result_cost(result(0, cached=True)) == 0.0
+
+
+def test_the_result_that_reaches_the_limit_pauses_the_run(store: Store) -> None:
+    store.store_result("r", result(0))
+    assert store.state("r")["state"] == "running"
+    store.store_result("r", result(1, cached=True))  # free
+    assert store.state("r")["state"] == "running"
+    store.store_result("r", result(2))  # $0.09 >= $0.05
+    state = store.state("r")
+    assert state["state"] == "paused"
+    assert state["pause_reason"].startswith("max_cost: $0.0900 spent of the $0.0500 allowed")
+    assert store.counters("r")["cost_usd"] == pytest.approx(0.09)
+    store.set_state("r", max_cost_usd=1.0)
+    assert store.resume("r") and store.state("r")["state"] == "running"
+    store.store_result("r", result(3))
+    assert store.state("r")["state"] == "running"
+
+
+def test_judgeq_run_stops_at_its_cost_limit(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from judgeq.testing.fake_anthropic import FakeMessagesAPI
+
+    batch = Path(__file__).parent.parent.parent / "examples" / "responses.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUDGEQ_", "ANTHROPIC_"))}
+    with FakeMessagesAPI(api_key="k") as fake:
+        env.update(ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=fake.base_url)
+        args = [sys.executable, "-m", "judgeq", "run", str(batch), "--rubric", "quality", "--no-cache"]
+        args += ["--judge", "anthropic:claude-sonnet-4-5", "--out", str(tmp_path), "-c", "1"]
+        proc = subprocess.run(
+            [*args, "--max-cost", "0.01"], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert "stopped: max_cost: $0.01" in proc.stderr and "higher --max-cost" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert fake.request_count < 31  # it stopped sending judge calls
+        ok = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+        assert ok.returncode == 0, ok.stderr
+        report = json.loads(next(tmp_path.glob("*/report.json")).read_text())
+        assert report["usage"]["cost_usd"]["total"] == report["usage"]["estimated_cost_usd"] > 0.01
