@@ -19,8 +19,9 @@ def _clean_environment(
     for key in list(os.environ):
         if key.startswith(("JUDGEQ_", "ANTHROPIC_")):
             monkeypatch.delenv(key)
-    # the reply cache of `judgeq run` goes to a temporary folder, never the user's ~/.cache
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
+    # the reply cache of `judgeq run` goes to a folder of this test's own, never the user's
+    # ~/.cache nor another test's cache (outside tmp_path, which some tests list)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
     yield
 
 

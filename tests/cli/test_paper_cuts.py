@@ -27,12 +27,17 @@ from judgeq.producer.progress import PRODUCER_GONE_AFTER
 ROOT = Path(__file__).parent.parent.parent
 RESPONSES = ROOT / "examples" / "responses.jsonl"
 QUESTIONS = ROOT / "examples" / "retrieval.jsonl"
-ENV = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "JUDGEQ_"))}
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without JUDGEQ_/ANTHROPIC_ settings, read at call time: the autouse
+    fixture has set this test's XDG_CACHE_HOME by then."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "JUDGEQ_"))}
 
 
 def judgeq(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "judgeq", *args], capture_output=True, text=True, env=ENV, timeout=120
+        [sys.executable, "-m", "judgeq", *args], capture_output=True, text=True, env=clean_env(), timeout=120
     )
 
 

@@ -11,12 +11,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent.parent.parent
-ENV = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "JUDGEQ_"))}
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without JUDGEQ_/ANTHROPIC_ settings, read at call time: the autouse
+    fixture has set this test's XDG_CACHE_HOME by then."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "JUDGEQ_"))}
 
 
 def judgeq(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "judgeq", *args], capture_output=True, text=True, env=ENV, timeout=120, cwd=cwd
+        [sys.executable, "-m", "judgeq", *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=120,
+        cwd=cwd,
     )
 
 

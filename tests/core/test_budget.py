@@ -29,8 +29,9 @@ def grants(budget: Budget, n: int, limits: Limits, tokens: tuple[int, int] = (10
 def test_a_full_bucket_grants_the_limit_then_says_how_long_to_wait(budget: Budget) -> None:
     assert grants(budget, 3, Limits(rpm=3)) == [True, True, True]
     wait = budget.acquire(10, 10, Limits(rpm=3))
-    assert 19.0 < wait <= 20.0  # one request refills in 60/3 s
-    assert 19.0 < budget.acquire(10, 10, Limits(rpm=3)) <= 20.0  # a refused ask reserved nothing
+    # one request refills in 60/3 s (the lower bounds leave room for a stalled machine)
+    assert 10.0 < wait <= 20.0
+    assert 10.0 < budget.acquire(10, 10, Limits(rpm=3)) <= 20.0  # a refused ask reserved nothing
 
 
 def test_without_any_limit_everything_is_granted(budget: Budget) -> None:
@@ -72,7 +73,7 @@ def test_new_limits_take_the_servers_remaining_as_the_level(budget: Budget) -> N
 def test_a_429_pauses_every_caller_for_retry_after(budget: Budget) -> None:
     budget.throttled(5.0, Limits(rpm=100))
     wait = budget.acquire(1, 1, Limits(rpm=100))
-    assert 4.0 < wait <= 5.0
+    assert 2.0 < wait <= 5.0
 
 
 def test_adaptive_mode_halves_the_rate_it_saw_on_a_429(budget: Budget) -> None:
@@ -81,6 +82,7 @@ def test_adaptive_mode_halves_the_rate_it_saw_on_a_429(budget: Budget) -> None:
     budget.throttled(0.0, NONE)  # another call of the same burst: the same congestion event
     assert 0.0 < budget.acquire(1, 1, NONE) <= 6.01  # one request every 6 s, bucket emptied
     budget.settle(Usage(1, 1), Usage(1, 1))  # a success raises the rate slowly, no new grant
+    assert budget.acquire(1, 1, NONE) > 0
 
 
 def test_budget_key_names_the_judge_never_the_key() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import judgeq
+from judgeq import _grading
 from judgeq._judge import RetryPolicy
 from judgeq._pipeline import Contexts, Outcome, finalize_run, process_job, reduce_run
 from judgeq._render import JudgeRequest
@@ -255,8 +256,37 @@ def test_finalize_marks_missing_jobs_lost_once() -> None:
 # -- judge failures ---------------------------------------------------------------------------------
 
 
+class FakeClock:
+    """Time that passes only when slept: the retry loop's decisions do not depend on the machine."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def on_fake_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """Make grading's retry loop run on a FakeClock (it takes ``clock`` and ``sleep`` arguments)."""
+    clock = FakeClock()
+    real = _grading.call_with_retries
+
+    def call_with_retries(*args: Any, sleep: Any = None, **kwargs: Any) -> Any:
+        assert kwargs.get("budget") is None  # a budget would wait on the real clock
+        return real(*args, clock=clock, sleep=clock.sleep, **kwargs)
+
+    monkeypatch.setattr(_grading, "call_with_retries", call_with_retries)
+    return clock
+
+
 @pytest.mark.parametrize("retry_after", [0.05, None])
-def test_rate_limited_forever_gives_null_within_the_deadline(retry_after: float | None) -> None:
+def test_rate_limited_forever_gives_null_within_the_deadline(
+    retry_after: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = on_fake_clock(monkeypatch)
     judge = RateLimitedJudge(retry_after)
     store, contexts = setup_run(1, judge, judge_deadline=0.3, judge_timeout=0.2)
     spec = store.spec(RUN)
@@ -271,7 +301,7 @@ def test_rate_limited_forever_gives_null_within_the_deadline(retry_after: float 
     assert result.attempts == judge.calls >= 1
     if retry_after is not None:
         assert judge.calls >= 3  # retried after 0.05 s until the next attempt would miss the deadline
-    assert result.grading_latency_ms <= 300 + 50
+    assert result.grading_latency_ms == round(clock.now * 1000, 1) <= 300  # within the deadline
     assert store.counters(RUN) == {"null:rate_limited": 1, "done": 1}
     report = reduce_run(store, RUN)
     assert report["counts"]["null_by_reason"] == {"rate_limited": 1}

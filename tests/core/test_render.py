@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from judgeq import Chunk, load_rubric, output_schema, render_request, render_system, render_user
+from judgeq import Chunk, _render, load_rubric, output_schema, render_request, render_system, render_user
 from judgeq._render import _nonce
 
 HOSTILE = [
@@ -36,12 +39,25 @@ def test_hostile_candidates_stay_inside_the_sandbox(hostile: str) -> None:
     assert user.rstrip().endswith("Answer with the JSON verdict only.")
 
 
-def test_content_containing_the_nonce_forces_another_nonce() -> None:
-    values = ["a", "b"]
-    nonce = _nonce(values)
-    # make the content contain the nonce it would get... the nonce must change
-    crafted = [f"x {nonce}"]
-    assert _nonce(crafted) not in crafted[0]
+def test_content_containing_the_nonce_forces_another_nonce(monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = ["a", "b"]  # the first candidate: the start of the content's digest
+    assert _nonce(plain) == hashlib.sha256("\x00".join(plain).encode()).hexdigest()[:12]
+    # Content holding its own nonce cannot be crafted (the nonce hashes the content), so the first
+    # digest is made a known one: its nonce is put in the content, and another must be drawn.
+    known = hashlib.sha256(b"known digest")
+    first = known.hexdigest()[:12]
+    calls: list[bytes] = []
+
+    def sha256(data: bytes = b"") -> Any:
+        calls.append(data)
+        return known.copy() if len(calls) == 1 else hashlib.sha256(data)
+
+    monkeypatch.setattr(_render, "hashlib", SimpleNamespace(sha256=sha256))
+    crafted = [f"x {first}", "b"]
+    nonce = _nonce(crafted)
+    assert len(calls) >= 2  # the first candidate was refused
+    assert nonce != first and re.fullmatch(r"[0-9a-f]{12}", nonce)
+    assert not any(nonce in v for v in crafted)
 
 
 def test_hostile_chunks_stay_inside() -> None:

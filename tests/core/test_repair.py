@@ -83,8 +83,8 @@ def test_no_repair_before_the_stall_period(store: RedisStore) -> None:
 
 
 def test_no_repair_while_messages_wait_or_enqueuing_or_done(store: RedisStore) -> None:
-    later = time.time() + stall_after(SETTINGS) + 1
     setup_run(store, state="enqueuing")
+    later = time.time() + stall_after(SETTINGS) + 1
     assert (
         repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda: store.r.llen(SETTINGS.queue), now=later)
         == {}

@@ -28,17 +28,26 @@ def redis_url(redis_server: RedisServer) -> str:
     return redis_server.url
 
 
+SETTABLE = ("api_key", "models", "timeout_sleep", "seed", "limit_headers", "batch_latency")
+"""The fake's settings a test may change and ``reset()`` leaves alone."""
+
+
 @pytest.fixture(scope="session")
-def fake_api_server() -> Iterator[FakeMessagesAPI]:
+def fake_api_server() -> Iterator[tuple[FakeMessagesAPI, dict[str, object]]]:
     with FakeMessagesAPI(api_key=API_KEY, timeout_sleep=3.0) as fake:
-        yield fake
+        yield fake, {name: getattr(fake, name) for name in SETTABLE}
 
 
 @pytest.fixture
-def fake_api(fake_api_server: FakeMessagesAPI) -> FakeMessagesAPI:
-    fake_api_server.reset()
-    fake_api_server.latency = 0.0
-    return fake_api_server
+def fake_api(fake_api_server: tuple[FakeMessagesAPI, dict[str, object]]) -> FakeMessagesAPI:
+    """The session's fake, as it started: no requests, counters, latency or rate limits, and the
+    settings of the session start (whatever an earlier test changed)."""
+    fake, settings = fake_api_server
+    fake.reset()  # counters, recorded requests, attempt counts, rate limits, batches
+    fake.latency = 0.0
+    for name, value in settings.items():
+        setattr(fake, name, value)
+    return fake
 
 
 @pytest.fixture

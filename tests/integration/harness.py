@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -138,9 +138,12 @@ class Worker:
         if argv is not None:  # another command line, e.g. plain `celery -A judgeq.workers worker`
             self.args = [sys.executable, "-m", *argv]
         self.proc: subprocess.Popen[bytes] | None = None
+        self.log_offset = 0
+        """Size of the log when the current process started: what it wrote comes after it."""
 
     def start(self, wait: bool = True) -> Worker:
         self.fh = self.log.open("ab")
+        self.log_offset = self.log.stat().st_size
         self.proc = subprocess.Popen(
             self.args, env=self.env, stdout=self.fh, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -148,10 +151,16 @@ class Worker:
             self.wait_ready()
         return self
 
+    def output(self) -> str:
+        """What the current process wrote to the log (a restarted worker appends to it)."""
+        with self.log.open("rb") as f:
+            f.seek(self.log_offset)
+            return f.read().decode(errors="replace")
+
     def wait_ready(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if b"judgeq worker ready" in self.log.read_bytes():
+            if "judgeq worker ready" in self.output():
                 return
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"worker {self.name} exited:\n{self.log.read_text()[-3000:]}")
@@ -204,8 +213,25 @@ def response_rows(
 
 
 def strip_volatile(report: dict[str, Any]) -> dict[str, Any]:
-    """A report without timings, ids and paths: what must match between equivalent runs."""
+    """A report without timings, ids and paths, nor the count of judge calls (a legitimate retry,
+    e.g. after a timeout on a slow machine, adds one): what must match between equivalent runs.
+    The token counts stay: they come from each job's one answering reply, not from its attempts."""
     out = json.loads(json.dumps(report))
     for key in ("run_id", "started_at", "finished_at", "wall_s", "latency_ms", "batch"):
         out.pop(key, None)
+    out.get("usage", {}).pop("judge_calls", None)
     return out
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``predicate`` until it holds; TimeoutError naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.05)
+
+
+def wait_for_log(worker: Worker, text: str, timeout: float = 30, *, count: int = 1) -> None:
+    """Wait until the worker's current process has logged ``text`` (``count`` times)."""
+    wait_for(lambda: worker.output().count(text) >= count, timeout, f"{text!r} in {worker.log}")

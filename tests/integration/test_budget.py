@@ -24,13 +24,14 @@ def test_workers_share_the_judge_budget_and_no_job_is_rate_limited(
     start_worker: Callable[..., Worker],
     given: bool,
 ) -> None:
-    rpm = 120  # a full bucket of 120, then 2 a second
+    rpm = 240  # a full bucket of 240, then 4 a second: the last 60 jobs wait for the refill
     fake_api.set_limits(rpm=rpm)
     # a short deadline: waiting for budget must not eat it
     extra = {"JUDGEQ_JUDGE_DEADLINE": "2", "JUDGEQ_JUDGE_TIMEOUT": "1"}
-    start_worker("w1", env=extra)
+    start_worker("w1", env=extra)  # -c 8: 8 judge calls in flight at most
     start_worker("w2", env=extra)
-    batch = write_batch(tmp_path / "b.jsonl", response_rows(160))
+    in_flight = 2 * 8
+    batch = write_batch(tmp_path / "b.jsonl", response_rows(300))
     flags = ["--rpm", str(rpm)] if given else []
     out = tmp_path / "out"
     proc = judgeq_cli(
@@ -38,8 +39,11 @@ def test_workers_share_the_judge_budget_and_no_job_is_rate_limited(
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((out / proc.stdout.splitlines()[0] / "report.json").read_text())
-    assert report["counts"]["graded"] == 160 and report["counts"]["null"] == 0
+    assert report["counts"]["graded"] == 300 and report["counts"]["null"] == 0
     # the server admitted every job's call once (plus the producer's preflight)
-    assert len(fake_api.accepted_times()) >= 161
-    if given:  # the budget mirrors the server's bucket: a 429 is rare (a clock edge), never a storm
-        assert fake_api.by_status.get(429, 0) <= 8, fake_api.by_status
+    assert len(fake_api.accepted_times()) >= 301
+    if given:
+        # The budget mirrors the server's bucket, so a 429 comes only from a call the budget let
+        # through at a clock edge of the two buckets (at most the calls in flight: 2 workers x 8)
+        # or from the producer's preflight (not charged to the budget): never a storm.
+        assert fake_api.by_status.get(429, 0) <= in_flight + 1, fake_api.by_status

@@ -64,7 +64,16 @@ def test_flower_lists_grading_tasks_with_auth(
 ) -> None:
     base, _ = flower
     start_worker("w1")
-    time.sleep(1.0)  # let Flower's event consumer attach before tasks run
+    # Flower's event consumer has attached once it has seen the worker's events (worker-online
+    # or a heartbeat, every 2 s): only then are the tasks' events sure to reach it
+    deadline = time.monotonic() + 60
+    while True:
+        status, body = get(f"{base}/api/workers?status=true", auth=(USER, PASSWORD))
+        assert status == 200, body
+        if any(name.startswith("w1@") and alive for name, alive in json.loads(body).items()):
+            break
+        assert time.monotonic() < deadline, f"Flower never saw worker w1: {body}"
+        time.sleep(0.2)
     batch = write_batch(tmp_path / "b.jsonl", response_rows(12))
     proc = judgeq_cli(
         "submit",
@@ -79,7 +88,7 @@ def test_flower_lists_grading_tasks_with_auth(
     )
     assert proc.returncode == 0, proc.stderr
     tasks: dict = {}
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         status, body = get(f"{base}/api/tasks?limit=200", auth=(USER, PASSWORD))
         assert status == 200, body

@@ -584,7 +584,7 @@ def test_hostile_content_is_graded_inside_its_sandbox(
     assert [v["job_id"] for v in verdicts] == [r["id"] for r in rows]
 
     grading = [b for b in fake_api.requests if isinstance(b, dict) and "output_config" in b]
-    assert len(grading) == n
+    assert len(grading) >= n  # a retry (e.g. after a timeout) calls the judge again; `seen` covers each row
     seen: set[str] = set()
     for body in grading:
         text = user_text(body)

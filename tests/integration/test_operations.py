@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
-from .harness import SUBMIT, RedisServer, Worker, judgeq_cli, response_rows, write_batch
+from .harness import SUBMIT, RedisServer, Worker, judgeq_cli, response_rows, wait_for, write_batch
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).parent.parent.parent
@@ -60,14 +61,8 @@ def test_prefork_pool(tmp_path: Path, env: dict[str, str], start_worker: Callabl
 
 
 def test_ctrl_c_stops_waiting_not_the_run(
-    tmp_path: Path,
-    env: dict[str, str],
-    fake_api: FakeMessagesAPI,
-    redis_server: RedisServer,
-    start_worker: Callable[..., Worker],
+    tmp_path: Path, env: dict[str, str], start_worker: Callable[..., Worker]
 ) -> None:
-    fake_api.latency = 0.3
-    start_worker("w1")
     batch = write_batch(tmp_path / "b.jsonl", response_rows(48))
     proc = subprocess.Popen(
         [
@@ -84,20 +79,35 @@ def test_ctrl_c_stops_waiting_not_the_run(
             str(tmp_path / "out"),
         ],
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
-    client = redis_server.client()
-    deadline = time.monotonic() + 60
-    while client.hget("judgeq:run:{interrupted}:state", "enqueue") != "done":  # now it waits
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.1)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=30)
+    lines: list[str] = []
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        # No worker yet, so the run cannot finish before the interrupt. The first progress line
+        # ("[....] 0/48 ...") is written inside the wait loop: the producer waits now.
+        wait_for(lambda: any(x.startswith("[") for x in lines) or proc.poll() is not None, 60, "waiting")
+        assert proc.poll() is None, "".join(lines)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        reader.join(timeout=10)
+    stderr = "".join(lines)
     assert proc.returncode == 130, stderr
     assert "stopped waiting; run interrupted goes on" in stderr and "Traceback" not in stderr
+    start_worker("w1")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the run finishes without the producer
         status = judgeq_cli("status", "interrupted", env=env)

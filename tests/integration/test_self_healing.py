@@ -21,19 +21,21 @@ import pytest
 
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
-from .harness import API_KEY, SUBMIT, RedisServer, Worker, judgeq_cli, response_rows, write_batch
+from .harness import (
+    API_KEY,
+    SUBMIT,
+    RedisServer,
+    Worker,
+    judgeq_cli,
+    response_rows,
+    wait_for,
+    wait_for_log,
+    write_batch,
+)
 
 pytestmark = pytest.mark.integration
 
 FAST = {"JUDGEQ_JUDGE_TIMEOUT": "1", "JUDGEQ_JUDGE_DEADLINE": "3", "JUDGEQ_VISIBILITY_TIMEOUT": "6"}
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.1)
 
 
 DROP_FIRST_REDUCE = """
@@ -70,7 +72,7 @@ def test_a_lost_reduce_message_heals_with_no_one_waiting(
     assert client.get("judgeq:run:{healme}:report") is None
     # stall_after with these settings: 6 s + 2 sweeps of 1 s + 6 s, checked every ~4.7 s
     wait_for(lambda: client.get("judgeq:run:{healme}:report") is not None, 120, "the healed report")
-    assert "sent its reducer again" in w.log.read_text()
+    wait_for_log(w, "sent its reducer again")  # the report may be saved before this line is logged
     report = json.loads(client.get("judgeq:run:{healme}:report"))
     assert report["counts"]["graded"] == 24 and report["counts"]["total"] == 24
     assert judgeq_cli("status", "healme", env=env).stdout.startswith("run healme: finished")
