@@ -112,11 +112,13 @@ def test_redis_restart_mid_run(
     redis_server: RedisServer,
     start_worker: Callable[..., Worker],
 ) -> None:
-    env = {**env, **FAST}
+    # not a test of judge timeouts: attempts long enough for a loaded machine
+    patient = {**FAST, "JUDGEQ_JUDGE_TIMEOUT": "15", "JUDGEQ_JUDGE_DEADLINE": "60"}
+    env = {**env, **patient}
     fake_api.latency = 0.05
     batch = write_batch(tmp_path / "b.jsonl", response_rows(300))
-    start_worker("w1", env=FAST)
-    start_worker("w2", env=FAST)
+    start_worker("w1", env=patient)
+    start_worker("w2", env=patient)
     proc = start_submit(batch, env, tmp_path / "out")
     client = redis_server.client()
     wait_for(lambda: done(client) >= 50, 60, "progress")
