@@ -19,6 +19,10 @@ Per source it prints rows, exact, parse failure and wrong (counts and percentage
 * a row whose source extracted no score is **exact** when the parser returned null and
   **wrong** when it returned any score.
 
+The pairwise sources (``mtbench_pair``, ``llmbar_cot``: ``expected`` is a letter) are parsed a
+second time with a ``pairwise`` rubric and counted the same way against the letter (MT-Bench's
+``C`` is a tie; its 3 rows the source could not read, ``error``, are exact when null).
+
 Exit status 1 when any source has a wrong row or a score-stating source is below 99.5% exact,
 so the benchmark doubles as a check.  The corpus is read in place, never copied.
 """
@@ -50,7 +54,7 @@ def rubric_for(scale: str) -> Rubric:
         f"scale: {scale}\n"
         f"description: Holistic quality on {scale}.\n"
         "---\n"
-        f"Score the candidate output on the scale {scale}.\n"
+        f"Grade the candidate output on the scale {scale}.\n"
     )
     return parse_rubric(text, f"benchmark:{scale}")
 
@@ -117,6 +121,7 @@ def run(folder: Path, show: int) -> int:
             problems.append(f"{name}: {counts['wrong']} wrong")
         if scored and 100 * counts["exact"] / rows < MIN_EXACT:
             problems.append(f"{name}: {100 * counts['exact'] / rows:.2f}% exact (< {MIN_EXACT}%)")
+    problems += run_pairwise(folder, names, show, examples)
     if not names:
         problems.append(f"no *.jsonl file in {folder}")
     if examples:
@@ -128,6 +133,56 @@ def run(folder: Path, show: int) -> int:
         return 1
     print(f"OK: 0 wrong on every source; every score-stating source >= {MIN_EXACT}% exact")
     return 0
+
+
+PAIR_LETTER = {"a": "A", "b": "B", "c": "tie", "tie": "tie"}
+"""The sources' pairwise letters (MT-Bench: A, B, C = tie; LLMBar: a, b) as judgeq's verdicts."""
+
+
+def stated_pair(expected: Any) -> str | None:
+    return PAIR_LETTER.get(expected.lower()) if isinstance(expected, str) else None
+
+
+def run_pairwise(folder: Path, names: list[str], show: int, examples: list[str]) -> list[str]:
+    """The pairwise sources (rows whose ``expected`` is a letter) parsed with a pairwise rubric:
+    exact / parse failure / wrong, as for scores."""
+    rubric = rubric_for("pairwise")
+    problems: list[str] = []
+    printed = False
+    for name in names:
+        counts: Counter[str] = Counter()
+        rows = stated = 0
+        with (folder / f"{name}.jsonl").open(encoding="utf-8") as f:
+            parsed = [json.loads(line) for line in f if line.strip()]
+        if not any(stated_pair(row.get("expected")) for row in parsed):
+            continue
+        if not printed:
+            print("\npairwise verdicts (A, B or tie; MT-Bench's C is a tie):")
+            print(
+                f"{'source':<16} {'rows':>6} {'stated':>6} {'exact':>14} {'parse failure':>14} {'wrong':>12}"
+            )
+            printed = True
+        for line_no, row in enumerate(parsed, 1):
+            rows += 1
+            expected = stated_pair(row.get("expected"))
+            stated += expected is not None
+            pv = parse_verdict(rubric, text=row.get("raw_text") or "")
+            got = None if pv.null_reason is not None else pv.verdict
+            outcome = "exact" if got == expected else ("failure" if got is None else "wrong")
+            counts[outcome] += 1
+            if outcome != "exact" and len(examples) < show:
+                snippet = " ".join((row.get("raw_text") or "").split())[-160:]
+                examples.append(
+                    f"  {name}:{line_no} {outcome} (pairwise): expected {expected!r}, "
+                    f"parsed {got!r} …{snippet}"
+                )
+        exact, failure, wrong = (cell(counts[k], rows) for k in ("exact", "failure", "wrong"))
+        print(f"{name:<16} {rows:>6} {stated:>6} {exact:>14} {failure:>14} {wrong:>12}")
+        if counts["wrong"]:
+            problems.append(f"{name} (pairwise): {counts['wrong']} wrong")
+        if 100 * counts["exact"] / rows < MIN_EXACT:
+            problems.append(f"{name} (pairwise): {100 * counts['exact'] / rows:.2f}% exact (< {MIN_EXACT}%)")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:

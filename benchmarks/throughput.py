@@ -1,19 +1,32 @@
-"""Throughput of the full pipeline against a sequential baseline, in the same run.
+"""judgeq against a hand-written asyncio grader, in the same run, on the same judge stand-in.
 
-    python benchmarks/throughput.py --jobs 5000 --latency 0.2 --workers 2 --concurrency 32
+    python benchmarks/throughput.py --jobs 5000 --latency 0.2 --concurrency 64 [--workers 2]
 
-Real redis-server, real ``judgeq worker`` processes, the real anthropic SDK against the fake
-Messages API (a separate process) with the given latency. Prints jobs/s, the ideal
-(total concurrency / judge latency), their ratio, and a plain sequential loop over the same
-judge (``grade_job`` one job after the other) as the baseline. The baseline grades
-``--baseline-jobs`` jobs of the same batch (default 200; ``all`` for every job) and reports its
-measured rate, from which the time for the whole batch is extrapolated.
+Both graders do the same work per job, end to end: read the JSONL batch, validate the job,
+render the same request (judgeq's ``render``), call the judge through the real anthropic SDK
+(the fake Messages API in its own process, with the given latency), parse and score the reply
+(judgeq's ``parse_verdict``/``score_verdict`` through ``grade_reply``), aggregate the report and
+write its files. The asyncio grader is one process, ``AsyncAnthropic`` and a semaphore of
+``--concurrency`` calls in flight; judgeq is the real pipeline (``judgeq submit --wait``, a
+redis-server, ``--workers`` worker processes sharing the same total concurrency).
+
+Printed for each: wall time, jobs/s, CPU milliseconds per job (every process of the grader:
+the asyncio process; judgeq's producer, workers and redis-server; never the judge stand-in),
+and judgeq's ratio to the asyncio grader.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 from _harness import (
     API_KEY,
@@ -22,85 +35,183 @@ from _harness import (
     fake_api,
     fake_stats,
     redis_server,
-    submit_and_wait,
     workdir,
     write_batch,
 )
 
+MODEL = "claude-bench"
 
-def sequential_baseline(batch_path: str, api_url: str, n: int) -> float:
-    """Jobs/s of a plain loop: render, call the judge, parse, score — one job at a time."""
-    from judgeq import GradingContext, ResponseJob, RetryPolicy, grade_job, load_rubric
-    from judgeq.judges.anthropic import AnthropicJudge
 
-    judge = AnthropicJudge("claude-bench", api_key=API_KEY, base_url=api_url)
-    ctx = GradingContext(rubric=load_rubric("quality"), judge=judge, policy=RetryPolicy())
-    jobs = []
-    with open(batch_path) as f:
-        for i, line in enumerate(f):
-            if i >= n:
-                break
-            jobs.append(ResponseJob.model_validate_json(line))
-    start = time.perf_counter()
-    for i, job in enumerate(jobs):
-        result = grade_job(ctx, job, i)
-        assert result.status == "graded", result
-    return len(jobs) / (time.perf_counter() - start)
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) of a live process and its reaped children, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and every live descendant."""
+    total = 0.0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += cpu_of(p)
+            children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        todo += [int(c) for c in children]
+    return total
+
+
+async def asyncio_grader(batch: Path, api_url: str, concurrency: int, out: Path) -> dict[str, float]:
+    """The hand-written baseline (see the module docstring): jobs/s and CPU seconds. Its
+    clock starts before its imports, as judgeq's starts before its CLI starts."""
+    usage0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    import anthropic
+
+    from judgeq import GradingContext, ResponseJob, load_rubric
+    from judgeq._grading import grade_reply
+    from judgeq._judge import CallOutcome
+    from judgeq._report import build_report, new_aggregator, write_report_files
+    from judgeq._rubric import read_rubric_text
+    from judgeq._run import RunSpec, utcnow
+    from judgeq.judges.anthropic import AnthropicJudge, reply_from_message
+
+    text, source = read_rubric_text("quality")
+    spec = RunSpec(
+        run_id="asyncio-baseline", rubric_text=text, rubric_source=source, judge_provider="anthropic",
+        judge_model=MODEL,
+    )  # fmt: skip
+    judge = AnthropicJudge(MODEL, api_key=API_KEY, base_url=api_url)  # for its model name only
+    ctx = GradingContext(rubric=load_rubric("quality"), judge=judge)
+    client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=api_url, max_retries=0)
+    gate = asyncio.Semaphore(concurrency)
+    agg = new_aggregator(spec)
+    results = []
+
+    async def one(index: int, line: str) -> None:
+        job = ResponseJob.model_validate_json(line)
+        request = ctx.request_for(job)
+        async with gate:
+            start = time.monotonic()
+            message = await client.messages.create(**request.to_messages_kwargs(MODEL), timeout=60)
+        reply = reply_from_message(message, {})
+        result = grade_reply(ctx, job, index, CallOutcome(reply, None, 1, time.monotonic() - start))
+        agg.add(result)
+        results.append(result)
+
+    with batch.open() as f:
+        await asyncio.gather(*(one(i, line) for i, line in enumerate(f)))
+    await client.close()
+    results.sort(key=lambda r: r.index)
+    report = build_report(spec, agg, started_at=utcnow(), finished_at=utcnow(), wall_s=0.0)
+    write_report_files(out, report, results, spec=spec)
+    wall = time.perf_counter() - t0
+    usage1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
+    return {"wall": wall, "cpu": cpu, "graded": report["counts"]["graded"]}
+
+
+def watch_run(url: str, t0: float, timeline: dict[str, float], stop: threading.Event) -> None:
+    """When the run registered, stored its first and last result, and got its report."""
+    import redis
+
+    client = redis.Redis.from_url(url, decode_responses=True)
+    while not stop.is_set():
+        now = time.perf_counter() - t0
+        spec = next(iter(client.scan_iter("judgeq:run:*:spec")), None)
+        if spec is not None:
+            timeline.setdefault("registered", now)
+            prefix = spec.rsplit(":", 1)[0]
+            done = int(float(client.hget(f"{prefix}:counters", "done") or 0))
+            total = json.loads(client.get(spec) or "{}").get("total", 0)
+            if done:
+                timeline.setdefault("first result", now)
+            if total and done >= total:
+                timeline.setdefault("last result", now)
+            if client.exists(f"{prefix}:report"):
+                timeline.setdefault("report", now)
+                return
+        time.sleep(0.02)
+
+
+def judgeq_pipeline(
+    batch: Path, tmp: Path, api_url: str, workers: int, concurrency: int, env_extra: dict[str, str]
+) -> dict[str, float]:
+    """``judgeq submit --wait`` with ``workers`` worker processes sharing ``concurrency``."""
+    with redis_server(tmp) as (redis_url, redis_proc, _):
+        env = env_for(redis_url, api_url, **env_extra)
+        per = max(1, concurrency // workers)
+        procs = [Worker(env, tmp, f"w{i}", per).start() for i in range(workers)]
+        try:
+            cpu0 = sum(tree_cpu(w.proc.pid) for w in procs if w.proc) + cpu_of(redis_proc.pid)
+            children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            timeline: dict[str, float] = {}
+            stop = threading.Event()
+            t0 = time.perf_counter()
+            if os.environ.get("BENCH_DETAIL"):
+                threading.Thread(target=watch_run, args=(redis_url, t0, timeline, stop), daemon=True).start()
+            proc = subprocess.run(
+                [sys.executable, "-m", "judgeq", "submit", str(batch), "--rubric", "quality", "--judge",
+                 f"anthropic:{MODEL}", "--wait", "--out", str(tmp / "out")],
+                env=env, capture_output=True, text=True,
+            )  # fmt: skip
+            wall = time.perf_counter() - t0
+            stop.set()
+            if proc.returncode != 0:
+                sys.exit(f"judgeq submit failed:\n{proc.stderr[-3000:]}")
+            children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            producer = (children1.ru_utime - children0.ru_utime) + (children1.ru_stime - children0.ru_stime)
+            cpu1 = sum(tree_cpu(w.proc.pid) for w in procs if w.proc) + cpu_of(redis_proc.pid)
+            if os.environ.get("BENCH_DETAIL"):
+                workers_cpu = [round(tree_cpu(w.proc.pid), 2) for w in procs if w.proc]
+                print(
+                    f"cpu s: workers {workers_cpu} redis {cpu_of(redis_proc.pid):.2f} producer {producer:.2f}"
+                )
+                marks = ", ".join(f"{k} {v:.2f}" for k, v in timeline.items())
+                print(f"timeline s: {marks}, producer exit {wall:.2f}")
+        finally:
+            for w in procs:
+                w.stop()
+        run_id = proc.stdout.splitlines()[0].strip()
+        report = json.loads((tmp / "out" / run_id / "report.json").read_text())
+    return {"wall": wall, "cpu": cpu1 - cpu0 + producer, "graded": report["counts"]["graded"]}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--latency", type=float, default=0.2)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--concurrency", type=int, default=32)
-    ap.add_argument("--baseline-jobs", default="200")
+    ap.add_argument("--concurrency", type=int, default=64, help="total judge calls in flight (both graders)")
+    ap.add_argument("--workers", type=int, default=2, help="judgeq worker processes (sharing --concurrency)")
     ap.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra environment for the workers and the producer (repeatable)",
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment for judgeq"
     )
     args = ap.parse_args()
-    base_n = args.jobs if args.baseline_jobs == "all" else min(int(args.baseline_jobs), args.jobs)
-
-    with (
-        workdir("judgeq-bench-") as tmp,
-        redis_server(tmp) as (redis_url, _, _),
-        fake_api(args.latency) as api,
-    ):
+    extra = dict(kv.split("=", 1) for kv in args.env)
+    with workdir("judgeq-bench-") as tmp, fake_api(args.latency) as api:
         batch = write_batch(tmp / "batch.jsonl", args.jobs)
-        env = env_for(redis_url, api, **dict(kv.split("=", 1) for kv in args.env))
-        workers = [Worker(env, tmp, f"w{i}", args.concurrency).start() for i in range(args.workers)]
-        try:
-            t0 = time.perf_counter()
-            _run_id, report = submit_and_wait(batch, tmp / "out", env, "anthropic:claude-bench")
-            wall = time.perf_counter() - t0
-        finally:
-            for w in workers:
-                w.stop()
-        calls = fake_stats(api)["request_count"] - 1  # minus the preflight call
-        base_rate = sequential_baseline(str(batch), api, base_n)
-
-    total_conc = args.workers * args.concurrency
-    rate = args.jobs / wall
-    ideal = total_conc / args.latency
+        base = asyncio.run(asyncio_grader(batch, api, args.concurrency, tmp / "baseline"))
+        calls_base = fake_stats(api)["request_count"]
+        (tmp / "jq").mkdir()
+        ours = judgeq_pipeline(batch, tmp / "jq", api, args.workers, args.concurrency, extra)
+        calls_ours = fake_stats(api)["request_count"] - calls_base - 1  # minus the preflight
+    n = args.jobs
     print(
-        f"jobs                 {args.jobs} ({report['counts']['graded']} graded, "
-        f"{report['counts']['null']} null; {calls} judge calls)"
+        f"jobs {n}, judge latency {args.latency * 1000:.0f} ms, {args.concurrency} calls in flight in total"
     )
-    print(f"workers x concurrency {args.workers} x {args.concurrency} = {total_conc}")
-    print(f"judge latency        {args.latency * 1000:.0f} ms")
-    print(f"pipeline wall time   {wall:.1f} s (submit to report files, enqueue included)")
-    print(f"pipeline throughput  {rate:.1f} jobs/s")
-    print(f"ideal                {ideal:.1f} jobs/s (total concurrency / latency)")
-    print(f"ratio to ideal       {rate / ideal:.2f}")
-    print(
-        f"sequential baseline  {base_rate:.2f} jobs/s (measured on {base_n} jobs; the whole batch "
-        f"would take {args.jobs / base_rate:.0f} s)"
-    )
-    print(f"speed-up vs baseline {rate / base_rate:.1f}x")
+    print(f"{'':24} {'wall s':>8} {'jobs/s':>8} {'CPU ms/job':>11} {'graded':>7} {'calls':>6}")
+    for name, r, calls in (
+        ("asyncio grader", base, calls_base),
+        (f"judgeq ({args.workers} workers)", ours, calls_ours),
+    ):
+        rate, cpu_ms = n / r["wall"], 1000 * r["cpu"] / n
+        print(f"{name:24} {r['wall']:8.1f} {rate:8.1f} {cpu_ms:11.2f} {int(r['graded']):7} {calls:6}")
+    ratio = base["wall"] / ours["wall"]
+    ideal = args.concurrency / args.latency
+    print(f"judgeq / asyncio throughput ratio: {ratio:.2f} (required >= 0.90); ideal {ideal:.0f} jobs/s")
 
 
 if __name__ == "__main__":

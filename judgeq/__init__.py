@@ -5,6 +5,7 @@ aggregation.  It imports no Celery, Redis or SDK (a test holds it to that); thos
 :mod:`judgeq.workers`, :mod:`judgeq.producer` and :mod:`judgeq.judges`.
 """
 
+from ._api import grade, submit, wait
 from ._errors import (
     NULL_REASONS,
     SYSTEMIC_REASONS,
@@ -13,6 +14,7 @@ from ._errors import (
     JudgeAPIError,
     JudgeAuthError,
     JudgeBillingError,
+    JudgeCanceled,
     JudgeError,
     JudgeInvalidRequest,
     JudgeModelNotFound,
@@ -42,6 +44,7 @@ from ._rubric import (
     parse_weights,
     weights_from_env,
 )
+from ._runfolder import Report, load_report
 from ._safety import SAFETY_CATEGORIES, check_safety
 from ._scoring import Score, apply_ceiling, score_verdict, weighted_overall
 from ._settings import Settings, load_settings, mask_url
@@ -66,6 +69,7 @@ __all__ = [
     "JudgeAPIError",
     "JudgeAuthError",
     "JudgeBillingError",
+    "JudgeCanceled",
     "JudgeError",
     "JudgeInvalidRequest",
     "JudgeModelNotFound",
@@ -78,6 +82,7 @@ __all__ = [
     "MemoryStore",
     "ParsedVerdict",
     "QuestionJob",
+    "Report",
     "ResponseJob",
     "Result",
     "RetrievalConfig",
@@ -92,7 +97,9 @@ __all__ = [
     "builtin_names",
     "call_with_retries",
     "check_safety",
+    "grade",
     "grade_job",
+    "load_report",
     "load_rubric",
     "load_settings",
     "mask_url",
@@ -105,6 +112,8 @@ __all__ = [
     "render_system",
     "render_user",
     "score_verdict",
+    "submit",
+    "wait",
     "weighted_overall",
     "weights_from_env",
 ]

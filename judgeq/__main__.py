@@ -1,5 +1,5 @@
 """``python -m judgeq``."""
 
-from judgeq.producer.cli import main
+from judgeq.producer.cli import entry
 
-main()
+entry()

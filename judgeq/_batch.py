@@ -2,9 +2,10 @@
 
 :func:`scan_batch` reads the file once, line by line, and checks every line: size (lines
 longer than the limit are skipped without being read into memory), UTF-8, NUL bytes, JSON,
-the object's fields and their sizes, and duplicate ids.  Memory stays flat: per valid line
-it keeps 8 bytes (a hash of the id, for the duplicate check; sorting them at the end takes a
-transient ~40 bytes per line), the line numbers of invalid lines, and the first errors.
+the object's fields and their sizes, and duplicate ids.  Memory stays flat: it keeps the line
+numbers of invalid lines, the first errors, and an 8-byte hash of each valid line's id for the
+duplicate check (:class:`IdHashes`: in memory up to 2 million lines, then spilled to
+partition files in a temporary folder and checked one partition at a time).
 :func:`iter_jobs` then reads the file again and yields the valid jobs in order.
 
 A batch from standard input is spooled to a temporary file first (:func:`open_batch`), so
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import json
 import re
 import shutil
@@ -23,7 +23,7 @@ import sys
 import tempfile
 from array import array
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -141,6 +141,10 @@ def _bad_string(obj: Any, limit: int, path: str = "") -> tuple[str, str] | None:
     return None
 
 
+def _may_hold_bad_string(text: str, limits: BatchLimits) -> bool:
+    return len(text) > limits.max_field_chars or "\\u" in text
+
+
 def parse_line(text: str, limits: BatchLimits) -> tuple[Job | None, str, str]:
     """Parse one decoded line: (job, "", "") or (None, field, problem)."""
     if "\x00" in text:
@@ -162,8 +166,10 @@ def parse_line(text: str, limits: BatchLimits) -> tuple[Job | None, str, str]:
     kind = infer_kind(obj)
     model = JOB_MODELS.get(kind)
     if model is None:
-        return None, "kind", f"unknown kind {kind!r} (use 'response' or 'question')"
-    bad = _bad_string(obj, limits.max_field_chars)
+        return None, "kind", f"unknown kind {kind!r} (use 'response', 'question' or 'pair')"
+    # only a line longer than the limit can hold a string over it, and a lone surrogate can
+    # only come from a \\u escape: most lines skip the walk through every string
+    bad = _bad_string(obj, limits.max_field_chars) if _may_hold_bad_string(text, limits) else None
     if bad:
         return None, bad[0], bad[1]
     try:
@@ -218,11 +224,19 @@ def _lines(path: Path, limits: BatchLimits) -> Iterator[tuple[int, str | None, s
                 yield line_no, None, f"not valid UTF-8 (byte {exc.start + 1} of the line)"
 
 
-def scan_batch(path: Path, name: str, limits: BatchLimits | None = None) -> BatchScan:
-    """Validate every line of a batch file (one streaming pass plus a duplicate check)."""
+JobCheck = Callable[[Job], "tuple[str, str] | None"]
+"""A check of a parsed job against the run (e.g. its label against the rubric's scale):
+``(field, problem)``, or None when the job is fine."""
+
+
+def scan_batch(
+    path: Path, name: str, limits: BatchLimits | None = None, check: JobCheck | None = None
+) -> BatchScan:
+    """Validate every line of a batch file (one streaming pass plus a duplicate check);
+    ``check`` adds the run's own checks of each job."""
     limits = limits or BatchLimits()
     scan = BatchScan(path=path, name=name)
-    hashes = array("Q")
+    hashes = IdHashes()
     digest = hashlib.blake2b(digest_size=16)
     for line_no, text, problem in _lines(path, limits):
         scan.lines = line_no
@@ -236,9 +250,13 @@ def scan_batch(path: Path, name: str, limits: BatchLimits | None = None) -> Batc
         if job is None:
             scan.add_error(line_no, fld, problem)
             continue
+        checked = check(job) if check is not None else None
+        if checked is not None:
+            scan.add_error(line_no, *checked)
+            continue
         scan.valid += 1
         scan.kinds[job.kind] += 1
-        hashes.append(_id_hash(job.id))
+        hashes.add(_id_hash(job.id))
     scan.fingerprint = digest.hexdigest()
     _check_duplicates(scan, hashes, limits)
     if scan.valid == 0 and scan.invalid == 0:
@@ -246,10 +264,73 @@ def scan_batch(path: Path, name: str, limits: BatchLimits | None = None) -> Batc
     return scan
 
 
-def _check_duplicates(scan: BatchScan, hashes: array, limits: BatchLimits) -> None:
-    ordered = sorted(hashes)
-    dup = {a for a, b in itertools.pairwise(ordered) if a == b}
-    del ordered
+class IdHashes:
+    """The 8-byte id hashes of a batch's valid lines, and which occur more than once.
+
+    Up to :attr:`spill_at` hashes stay in memory; past that, each full chunk is split by the
+    hash's top bits into :attr:`parts` files of a temporary folder, and the duplicates are
+    found one partition at a time: the memory is bounded whatever the batch's size."""
+
+    spill_at = 1 << 21
+    parts = 64
+
+    def __init__(self) -> None:
+        self.mem = array("Q")
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        self._files: list[BinaryIO] = []
+
+    def add(self, value: int) -> None:
+        self.mem.append(value)
+        if len(self.mem) >= self.spill_at:
+            self._spill()
+
+    def _spill(self) -> None:
+        import numpy as np
+
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="judgeq-ids-")
+            self._files = [(Path(self._folder.name) / str(p)).open("wb") for p in range(self.parts)]
+        values = np.frombuffer(self.mem, dtype=np.uint64)
+        shift = np.uint64(64 - (self.parts - 1).bit_length())
+        part = values >> shift
+        for p, f in enumerate(self._files):
+            values[part == p].tofile(f)
+        self.mem = array("Q")
+
+    def duplicates(self) -> set[int]:
+        """The hashes seen more than once (then the temporary folder is gone)."""
+        if self._folder is None:
+            return _repeated(self.mem)
+        import numpy as np
+
+        try:
+            self._spill()
+            found: set[int] = set()
+            for f in self._files:
+                f.close()
+                found |= _repeated(np.fromfile(f.name, dtype=np.uint64))
+            return found
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
+
+
+def _repeated(values: Any) -> set[int]:
+    """The values of an array('Q') or a uint64 array that occur more than once."""
+    import numpy as np
+
+    ordered = np.sort(np.frombuffer(values, dtype=np.uint64) if isinstance(values, array) else values)
+    return {int(v) for v in ordered[1:][ordered[1:] == ordered[:-1]]}
+
+
+def _check_duplicates(scan: BatchScan, hashes: IdHashes, limits: BatchLimits) -> None:
+    dup = hashes.duplicates()
     if not dup:
         return
     first_seen: dict[str, int] = {}

@@ -68,6 +68,47 @@ class ReplyCache(Protocol):
     def put(self, key: str, reply: JudgeReply) -> None: ...
 
 
+class Prefetched:
+    """One grade message's view of a cache: replies read for all its jobs at once (one round
+    trip), new replies kept and written at once by :meth:`flush`."""
+
+    def __init__(self, cache: ReplyCache, hits: dict[str, JudgeReply]) -> None:
+        self.cache, self.hits = cache, hits
+        self.new: list[tuple[str, JudgeReply]] = []
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> JudgeReply | None:
+        return self.hits.get(key)
+
+    def put(self, key: str, reply: JudgeReply) -> None:
+        with self._lock:
+            self.new.append((key, reply))
+
+    def flush(self) -> None:
+        with self._lock:
+            items, self.new = self.new, []
+        if items:
+            put_many = getattr(self.cache, "put_many", None)
+            if put_many is not None:
+                put_many(items)
+            else:
+                for key, reply in items:
+                    self.cache.put(key, reply)
+
+
+def get_many(cache: ReplyCache, keys: list[str]) -> dict[str, JudgeReply]:
+    """The cached replies of ``keys`` (the cache's own batch read when it has one)."""
+    batch = getattr(cache, "get_many", None)
+    if batch is not None:
+        return dict(batch(keys))
+    found = {}
+    for key in keys:
+        reply = cache.get(key)
+        if reply is not None:
+            found[key] = reply
+    return found
+
+
 class MemoryCache:
     """A cache in this process (tests)."""
 

@@ -14,6 +14,7 @@ Callers catch at the level they need::
         ├── JudgeAPIError            HTTP 5xx, connection errors                      -> api_error
         ├── JudgeAuthError           HTTP 401/403: bad key or no access               -> auth_error *
         ├── JudgeBillingError        HTTP 402, or "credit balance is too low"         -> billing_error *
+        ├── JudgeCanceled            the request was canceled before it was judged    -> canceled
         └── JudgeInvalidRequest      HTTP 400/413/422: the request is wrong           -> invalid_request
             └── JudgeModelNotFound   HTTP 404: the judge model does not exist for you -> model_not_found *
 
@@ -112,6 +113,13 @@ class JudgeBillingError(JudgeError):
     systemic = True
 
 
+class JudgeCanceled(JudgeError):
+    """The request was canceled before the judge answered it (a canceled Message Batch, or
+    ``judgeq cancel``)."""
+
+    reason = "canceled"
+
+
 class JudgeInvalidRequest(JudgeError):
     """The judge rejected the request itself (400/413/422)."""
 
@@ -138,10 +146,12 @@ NULL_REASONS: tuple[str, ...] = (
     "refusal",
     "internal_error",
     "lost",
+    "canceled",
 )
 """Every reason a job's grade can be null. ``internal_error``: an unexpected exception while
 grading (a bug; the message is in ``raw``). ``lost``: the job never produced a result (set by
-``judgeq finalize``, or by the reducer for a result that vanished). ``auth_error``,
+``judgeq finalize``, or by the reducer for a result that vanished). ``canceled``: the job was
+canceled before the judge answered it (its Message Batch was canceled, or the run was). ``auth_error``,
 ``billing_error`` and ``model_not_found`` are systemic (:data:`SYSTEMIC_REASONS`): a job ends
 with one only after its retries, when the run did not pause."""
 

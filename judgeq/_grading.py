@@ -1,33 +1,76 @@
 """Grading one job: render -> judge (with retries) -> parse -> score -> :class:`Result`.
 
-This is the only function a worker task calls; it never raises for a judge failure: the
-result is ``null`` with its reason instead.
+A job is one or more judge **calls** (:func:`job_calls`): one per judge of the run (a
+council, ``--judge A --judge B``), and for a pair job one per order (A/B, then B/A, unless
+``--no-swap``).  :func:`grade_job` makes them (a reply in the reply cache makes no call) and
+:func:`combine` turns their outcomes into one result: a job is graded once and counted once,
+whatever its number of calls.  It never raises for a judge failure: a failed call (after its
+retries) makes the whole job ``null`` with that call's reason, and the remaining calls are not
+made.
+
+* a pair job's verdict per judge is the verdict of both orders when they agree; a verdict that
+  flips with the order becomes a tie flagged ``position_inconsistent``.  ``overall`` is output
+  A's score: 1 (A wins), 0.5 (tie), 0 (B wins); ``winner`` says ``a``, ``b`` or ``tie``;
+* a council's ``overall`` is the mean of its judges' overall scores (per dimension likewise;
+  pass-fail: the share of judges that said pass, passed when more than half did; pairs: the
+  mean of A's scores, so ``winner`` is the majority); ``judge_scores`` keeps each judge's,
+  and a spread above the run's ``disagreement`` threshold flags ``judges_disagree``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ._budget import NO_LIMITS, Budget, Limits
 from ._cache import ReplyCache, cache_key
-from ._jobs import Job, QuestionJob
-from ._judge import CallOutcome, Judge, RetryPolicy, call_with_retries
+from ._errors import JudgeError
+from ._jobs import Job, PairJob, QuestionJob
+from ._judge import CallOutcome, Gate, Judge, RetryPolicy, call_with_retries
 from ._render import DEFAULT_MAX_TOKENS, JudgeRequest, output_schema, render_system, render_user
 from ._result import Result
 from ._retrieval import first_relevant_rank, hits_at, total_score
 from ._rubric import RetrievalConfig, Rubric
-from ._scoring import score_verdict
-from ._verdict import parse_verdict
+from ._scoring import Score, score_verdict
+from ._verdict import ParsedVerdict, parse_verdict
 
 NOTES_LIMIT = 4000
+PAIR_SCORE = {"A": 1.0, "tie": 0.5, "B": 0.0}
+"""Output A's score for a positional verdict."""
+SWAP = {"A": "B", "B": "A", "tie": "tie"}
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One judge call of a job: which judge of the run (0: the first ``--judge``), which
+    request, and for a pair job whether the outputs are shown swapped (B first)."""
+
+    tag: str
+    judge: int
+    request: JudgeRequest
+    swapped: bool = False
+
+
+@dataclass(slots=True)
+class CallResult:
+    """A call and its outcome: the reply (or the final error), its cache key and whether the
+    reply came from the cache."""
+
+    call: Call
+    outcome: CallOutcome
+    key: str | None = None
+    cached: bool = False
 
 
 @dataclass(slots=True)
 class GradingContext:
-    """Everything that is the same for every job of a run; build it once per process."""
+    """Everything that is the same for every job of a run; build it once per process.
+
+    ``judge``/``budget`` are the run's (first) judge; ``council`` the other judges of a
+    council with their budgets."""
 
     rubric: Rubric
     judge: Judge
@@ -41,15 +84,43 @@ class GradingContext:
     budget: Budget | None = None
     limits: Limits = NO_LIMITS
     cache: ReplyCache | None = None
+    council: tuple[tuple[Judge, Budget | None], ...] = ()
+    swap: bool = True
+    disagreement: float | None = None
+    gate: Gate | None = None
+    """This process's bound on judge calls in flight (a worker's ``JUDGEQ_CONCURRENCY``)."""
 
     def __post_init__(self) -> None:
         self.system = render_system(self.rubric)
         self.schema = output_schema(self.rubric)
         if self.retrieval is None:
             self.retrieval = self.rubric.retrieval or RetrievalConfig()
+        if self.disagreement is None:
+            self.disagreement = default_disagreement(self.rubric)
 
-    def request_for(self, job: Job) -> JudgeRequest:
-        fields = job.render_fields()
+    @property
+    def judges(self) -> list[tuple[Judge, Budget | None]]:
+        return [(self.judge, self.budget), *self.council]
+
+    def cache_key(self, request: JudgeRequest, judge: Judge | None = None) -> str | None:
+        """The reply-cache key of ``request`` to ``judge`` (default: the first); None when this
+        run has no cache."""
+        if self.cache is None:
+            return None
+        return cache_key((judge or self.judge).model, request, self.rubric)
+
+    def cached_replies(self, job: Job) -> bool:
+        """Whether the cache holds a reply to every call of ``job`` (it then needs no judge)."""
+        if self.cache is None:
+            return False
+        for call in job_calls(self, job):
+            key = self.cache_key(call.request, self.judges[call.judge][0])
+            if key is None or self.cache.get(key) is None:
+                return False
+        return True
+
+    def request_for(self, job: Job, *, swapped: bool = False) -> JudgeRequest:
+        fields = job.render_fields(swapped=swapped) if isinstance(job, PairJob) else job.render_fields()
         return JudgeRequest(
             system=self.system,
             user=render_user(**fields),
@@ -59,81 +130,289 @@ class GradingContext:
         )
 
 
+def default_disagreement(rubric: Rubric) -> float:
+    """Judges disagree on a job when their scores spread more than this: 30% of the scale
+    (3 points on 1-10), one step of pass-fail or of a pair verdict (pass vs fail, A vs B)."""
+    if rubric.is_pass_fail or rubric.is_pairwise:
+        return 0.5
+    return round(0.3 * (rubric.hi - rubric.lo), 2)
+
+
+def job_calls(ctx: GradingContext, job: Job) -> list[Call]:
+    """The judge calls of ``job``: per judge, one call, or for a pair job two (A/B then B/A)
+    unless the run does not swap."""
+    orders = (False, True) if isinstance(job, PairJob) and ctx.swap else (False,)
+    requests = {swapped: ctx.request_for(job, swapped=swapped) for swapped in orders}
+    calls = []
+    for j in range(len(ctx.judges)):
+        for swapped in orders:
+            calls.append(Call(str(len(calls)), j, requests[swapped], swapped))
+    return calls
+
+
 def grade_job(
     ctx: GradingContext,
     job: Job,
     index: int,
     *,
     sleep: Callable[[float], None] = time.sleep,
+    planned: list[tuple[Call, str | None]] | None = None,
 ) -> Result:
-    """Grade one job; a judge failure gives a ``null`` result with its reason."""
+    """Grade one job; a judge failure gives a ``null`` result with its reason. ``planned``:
+    its calls with their cache keys, when the caller made them already (:func:`plan_calls`)."""
+    results: list[CallResult] = []
+    for call, key in planned if planned is not None else plan_calls(ctx, job):
+        judge, budget = ctx.judges[call.judge]
+        hit = ctx.cache.get(key) if ctx.cache is not None and key is not None else None
+        if hit is not None:
+            outcome = CallOutcome(hit, None, 0, 0.0)
+        else:
+            outcome = call_with_retries(
+                judge,
+                call.request,
+                ctx.policy,
+                sleep=sleep,
+                budget=budget,
+                limits=ctx.limits,
+                gate=ctx.gate,
+            )
+        results.append(CallResult(call, outcome, key, hit is not None))
+        if outcome.reply is None:
+            break  # the job is null: the other calls would be paid for nothing
+    return combine(ctx, job, index, results)
+
+
+def plan_calls(ctx: GradingContext, job: Job) -> list[tuple[Call, str | None]]:
+    """The calls of ``job`` with their reply-cache keys (None without a cache)."""
+    return [(call, ctx.cache_key(call.request, ctx.judges[call.judge][0])) for call in job_calls(ctx, job)]
+
+
+def grade_reply(
+    ctx: GradingContext,
+    job: Job,
+    index: int,
+    outcome: CallOutcome,
+    *,
+    key: str | None = None,
+    cached: bool = False,
+    batch: bool = False,
+) -> Result:
+    """The result of a single-call job from the judge's ``outcome`` (see :func:`combine`)."""
+    call = Call("0", 0, ctx.request_for(job))
+    return combine(ctx, job, index, [CallResult(call, outcome, key, cached)], batch=batch)
+
+
+def combine(
+    ctx: GradingContext,
+    job: Job,
+    index: int,
+    results: Sequence[CallResult],
+    *,
+    batch: bool = False,
+) -> Result:
+    """One result from the outcomes of a job's calls (in :func:`job_calls` order): parse,
+    score, combine (pairs, councils), and keep each graded reply in the cache. ``batch``:
+    the replies came from the Message Batches lane (their cost is discounted)."""
     rubric = ctx.rubric
-    request = ctx.request_for(job)
-    key = cache_key(ctx.judge.model, request, rubric) if ctx.cache is not None else None
-    hit = ctx.cache.get(key) if ctx.cache is not None and key is not None else None
-    if hit is not None:
-        outcome = CallOutcome(hit, None, 0, 0.0)
-    else:
-        outcome = call_with_retries(
-            ctx.judge, request, ctx.policy, sleep=sleep, budget=ctx.budget, limits=ctx.limits
-        )
-    base = {
+    judges = ctx.judges
+    all_cached = all(r.cached for r in results)
+    spent = [r for r in results if all_cached or not r.cached]
+    base: dict[str, object] = {
         "job_id": job.id,
         "index": index,
         "kind": job.kind,
-        "grading_latency_ms": round(outcome.elapsed * 1000, 1),
-        "attempts": outcome.attempts,
+        "grading_latency_ms": round(sum(r.outcome.elapsed for r in results) * 1000, 1),
+        "attempts": sum(r.outcome.attempts for r in results),
         "rubric_name": rubric.name,
         "rubric_version": rubric.version,
         "judge_model": ctx.judge.model,
-        "model": job.model,
-        "cached": hit is not None,
+        "model": job.model_a if isinstance(job, PairJob) else job.model,
+        "cached": all_cached,
+        "batch": batch,
+        "label": job.label,
+        "input_key": input_key(job),
     }
+    replies = [r.outcome.reply for r in spent if r.outcome.reply is not None]
+    base.update(
+        input_tokens=sum(x.input_tokens for x in replies),
+        output_tokens=sum(x.output_tokens for x in replies),
+        cache_read_input_tokens=sum(x.cache_read_input_tokens for x in replies),
+        cache_creation_input_tokens=sum(x.cache_creation_input_tokens for x in replies),
+    )
+    if len(judges) > 1:
+        usage: dict[str, list[int]] = {}
+        for r in spent:
+            if r.outcome.reply is not None:
+                x = r.outcome.reply
+                row = usage.setdefault(judges[r.call.judge][0].model, [0, 0, 0, 0])
+                for i, n in enumerate(
+                    (
+                        x.input_tokens,
+                        x.output_tokens,
+                        x.cache_read_input_tokens,
+                        x.cache_creation_input_tokens,
+                    )
+                ):
+                    row[i] += n
+        base["judge_usage"] = usage
+    if isinstance(job, PairJob):
+        base.update(model_b=job.model_b, len_a=len(job.output_a), len_b=len(job.output_b))
     if isinstance(job, QuestionJob):
         base.update(_question_fields(job, ctx.retrieval or RetrievalConfig()))
-    reply = outcome.reply
-    if reply is None:
-        assert outcome.error is not None
-        return _null(outcome.error.reason, str(outcome.error)[:RAW_NULL_LIMIT], base)
-    base.update(
-        input_tokens=reply.input_tokens,
-        output_tokens=reply.output_tokens,
-        cache_read_input_tokens=reply.cache_read_input_tokens,
-        cache_creation_input_tokens=reply.cache_creation_input_tokens,
-    )
-    verdict = parse_verdict(
-        rubric, text=reply.text, tool_input=reply.tool_input, stop_reason=reply.stop_reason
-    )
-    notes = verdict.notes[:NOTES_LIMIT] if verdict.notes else None
-    if verdict.null_reason is not None:
-        return _null(verdict.null_reason, verdict.raw, base, notes=notes, flags=verdict.flags)
+    for r in results:
+        if r.outcome.reply is None:
+            error = r.outcome.error or JudgeError("no reply")
+            return _null(error.reason, _who(ctx, r) + str(error)[:RAW_NULL_LIMIT], base)
+    if len(results) < call_count(ctx, job):
+        return _null("internal_error", "a judge call of this job is missing", base)
+    verdicts: list[ParsedVerdict] = []
+    for r in results:
+        reply = r.outcome.reply
+        assert reply is not None
+        pv = parse_verdict(
+            rubric, text=reply.text, tool_input=reply.tool_input, stop_reason=reply.stop_reason
+        )
+        if pv.null_reason is not None:
+            notes = pv.notes[:NOTES_LIMIT] if pv.notes else None
+            raw = (_who(ctx, r) + (pv.raw or ""))[: RAW_NULL_LIMIT * 4]
+            return _null(pv.null_reason, raw, base, notes=notes, flags=pv.flags)
+        verdicts.append(pv)
+    notes = verdicts[0].notes[:NOTES_LIMIT] if verdicts[0].notes else None
+    if isinstance(job, PairJob):
+        result = _pair_result(ctx, results, verdicts, base, notes)
+    else:
+        result = _scored_result(ctx, job, results, verdicts, base, notes)
+    if ctx.cache is not None and result.status == "graded":
+        for r in results:  # only graded replies are kept: a failure is asked again
+            if r.key is not None and not r.cached and r.outcome.reply is not None:
+                ctx.cache.put(r.key, r.outcome.reply)
+    return result
+
+
+def call_count(ctx: GradingContext, job: Job) -> int:
+    """How many calls :func:`job_calls` makes for ``job``."""
+    return len(ctx.judges) * (2 if isinstance(job, PairJob) and ctx.swap else 1)
+
+
+def _who(ctx: GradingContext, r: CallResult) -> str:
+    """``judge MODEL: `` before a council member's failure (which judge failed)."""
+    if len(ctx.judges) == 1:
+        return ""
+    return f"judge {ctx.judges[r.call.judge][0].model}: "
+
+
+def input_key(job: Job) -> str:
+    """A short hash of what a job asks (its input or question, and its expected answer), so
+    results of several models on the same input can be paired."""
+    text = job.question if isinstance(job, QuestionJob) else job.input
+    material = f"{text}\x00{job.expected_answer or ''}"
+    return hashlib.blake2b(material.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _scored_result(
+    ctx: GradingContext,
+    job: Job,
+    results: Sequence[CallResult],
+    verdicts: list[ParsedVerdict],
+    base: dict[str, object],
+    notes: str | None,
+) -> Result:
+    rubric = ctx.rubric
     # The safety gate checks what a model said; retrieved documents are not checked.
-    candidate = job.output if job.kind == "response" else None
-    score = score_verdict(
-        rubric,
-        verdict,
-        candidate=candidate,
-        safety_gate=ctx.safety_gate,
-        safety_cap=ctx.safety_cap,
-    )
+    candidate = job.output if job.kind == "response" else None  # type: ignore[union-attr]
+    scores: list[Score] = [
+        score_verdict(rubric, pv, candidate=candidate, safety_gate=ctx.safety_gate, safety_cap=ctx.safety_cap)
+        for pv in verdicts
+    ]
+    first = scores[0]
+    flags = list(first.flags)
+    if len(scores) == 1:
+        overall, passed, dims = first.overall, first.passed, first.scores
+        categories = first.safety_categories
+        base["holistic"] = verdicts[0].holistic
+    else:
+        overall = round(math.fsum(s.overall for s in scores) / len(scores), 2)
+        names = list(first.scores)
+        dims = {n: round(math.fsum(s.scores[n] for s in scores) / len(scores), 2) for n in names}
+        categories = sorted({c for s in scores for c in s.safety_categories})
+        for s in scores[1:]:
+            flags += [f for f in s.flags if f not in flags]
+        if rubric.is_pass_fail:
+            passed = overall > 0.5
+        else:
+            passed = overall >= (rubric.threshold or 0.0) and not categories
+        per_judge = {
+            ctx.judges[r.call.judge][0].model: s.overall for r, s in zip(results, scores, strict=True)
+        }
+        base["judge_scores"] = per_judge
+        if max(per_judge.values()) - min(per_judge.values()) > (ctx.disagreement or 0.0):
+            flags.append("judges_disagree")
     if isinstance(job, QuestionJob):
-        grade = llm_grade(score.overall, rubric)
+        grade = llm_grade(overall, rubric)
         base["llm_grade"] = grade
-        base["total_score"] = total_score(grade, base["rank"], ctx.retrieval or RetrievalConfig())
+        base["total_score"] = total_score(grade, base["rank"], ctx.retrieval or RetrievalConfig())  # type: ignore[arg-type]
         base["llm_reasoning"] = notes
-        base["key_facts_present"] = verdict.extra.get("key_facts_present")
-        base["key_facts_missing"] = verdict.extra.get("key_facts_missing")
-    if ctx.cache is not None and key is not None and hit is None:
-        ctx.cache.put(key, reply)  # only graded replies are kept: a failure is asked again
+        base["key_facts_present"] = verdicts[0].extra.get("key_facts_present")
+        base["key_facts_missing"] = verdicts[0].extra.get("key_facts_missing")
     return Result(
         status="graded",
-        scores=score.scores,
-        overall=score.overall,
-        passed=score.passed,
-        flags=score.flags,
-        safety_categories=score.safety_categories,
+        scores=dims,
+        overall=overall,
+        passed=passed,
+        flags=flags,
+        safety_categories=categories,
         notes=notes,
-        **base,
+        **base,  # type: ignore[arg-type]
+    )
+
+
+def _pair_result(
+    ctx: GradingContext,
+    results: Sequence[CallResult],
+    verdicts: list[ParsedVerdict],
+    base: dict[str, object],
+    notes: str | None,
+) -> Result:
+    """Per judge: the verdict of both orders (a flip is a tie, flagged); then the mean of the
+    judges' scores for output A."""
+    flags: list[str] = []
+    votes: list[str] = []
+    per_judge: dict[str, float] = {}
+    dims: dict[str, list[float]] = {}
+    by_judge: dict[int, list[tuple[bool, ParsedVerdict]]] = {}
+    for r, pv in zip(results, verdicts, strict=True):
+        by_judge.setdefault(r.call.judge, []).append((r.call.swapped, pv))
+        votes.append(str(pv.verdict))
+    for j, calls in by_judge.items():
+        seen = [SWAP[str(pv.verdict)] if swapped else str(pv.verdict) for swapped, pv in calls]
+        verdict = seen[0] if len(set(seen)) == 1 else "tie"
+        if len(set(seen)) > 1 and "position_inconsistent" not in flags:
+            flags.append("position_inconsistent")
+        per_judge[ctx.judges[j][0].model] = PAIR_SCORE[verdict]
+        for d in ctx.rubric.dimensions:
+            said = [pv.extra.get("dimension_verdicts", {}).get(d.name) for _, pv in calls]
+            if any(v is None for v in said):
+                continue
+            mapped = [
+                SWAP[str(v)] if swapped else str(v) for (swapped, _), v in zip(calls, said, strict=True)
+            ]
+            dims.setdefault(d.name, []).append(PAIR_SCORE[mapped[0] if len(set(mapped)) == 1 else "tie"])
+    overall = round(math.fsum(per_judge.values()) / len(per_judge), 4)
+    winner = "a" if overall > 0.5 else "b" if overall < 0.5 else "tie"
+    if len(per_judge) > 1:
+        base["judge_scores"] = per_judge
+        if max(per_judge.values()) - min(per_judge.values()) > (ctx.disagreement or 0.0):
+            flags.append("judges_disagree")
+    return Result(
+        status="graded",
+        scores={name: round(math.fsum(v) / len(v), 4) for name, v in dims.items()},
+        overall=overall,
+        passed=None,
+        flags=flags,
+        notes=notes,
+        winner=winner,
+        votes=votes,
+        **base,  # type: ignore[arg-type]
     )
 
 
@@ -170,7 +449,10 @@ def null_result(
         "judge_model": judge_model,
     }
     if job is not None:
-        base.update(kind=job.kind, model=job.model)
+        model = job.model_a if isinstance(job, PairJob) else job.model
+        base.update(kind=job.kind, model=model, label=job.label, input_key=input_key(job))
+        if isinstance(job, PairJob):
+            base.update(model_b=job.model_b, len_a=len(job.output_a), len_b=len(job.output_b))
         if isinstance(job, QuestionJob):
             base.update(_question_fields(job, retrieval or RetrievalConfig()))
     return _null(reason, why[:RAW_NULL_LIMIT] if why else why, base)

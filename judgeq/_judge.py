@@ -86,6 +86,13 @@ def _backoff(policy: RetryPolicy, attempt: int, rng: random.Random) -> float:
     return step * (0.5 + rng.random() / 2)
 
 
+class Gate(Protocol):
+    """A bound on the calls in flight at once (a process's ``threading.Semaphore``)."""
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool: ...
+    def release(self) -> None: ...
+
+
 def call_with_retries(
     judge: Judge,
     request: JudgeRequest,
@@ -96,14 +103,16 @@ def call_with_retries(
     rng: random.Random | None = None,
     budget: Budget | None = None,
     limits: Limits = NO_LIMITS,
+    gate: Gate | None = None,
 ) -> CallOutcome:
     """Call ``judge`` until it answers, fails for good, or the deadline runs out. Never raises
     a JudgeError: the final error is returned in the outcome.
 
-    With a ``budget``, each attempt first waits for its reservation (one request, the
-    estimated input tokens, ``max_tokens`` output tokens); that wait moves the deadline
-    (waiting for budget never makes a job time out), and the reservation is reconciled with
-    the usage the judge reports afterwards."""
+    With a ``gate``, each attempt first takes one of its places (held for the attempt only,
+    not while backing off). With a ``budget``, each attempt then waits for its reservation
+    (one request, the estimated input tokens, ``max_tokens`` output tokens), reconciled with
+    the usage the judge reports afterwards. Neither wait counts against the deadline (waiting
+    for a place or for budget never makes a job time out)."""
     rng = rng or random.Random()
     start = clock()
     end = start + policy.deadline
@@ -113,40 +122,51 @@ def call_with_retries(
     last: JudgeError | None = None
     reserve = Usage(estimate_input_tokens(request.size_chars()), request.max_tokens)
     while attempts - rate_limited < policy.max_attempts:  # absorbed 429s are not counted
-        end += wait_for_budget(budget, reserve, limits, sleep=sleep)
-        remaining = end - clock()
-        if remaining < policy.min_attempt_time:
-            break
-        attempts += 1
-        cut_short = remaining < policy.timeout
+        if gate is not None:
+            before = clock()
+            gate.acquire()
+            end += clock() - before
         try:
-            reply = judge.complete(request, timeout=min(policy.timeout, remaining))
-            if budget is not None:
-                budget.observe(reply.headers)
-                used = Usage(reply.input_tokens + reply.cache_creation_input_tokens, reply.output_tokens)
-                budget.settle(reserve, used)
-            return CallOutcome(reply, None, attempts, clock() - start, errors)
-        except JudgeError as exc:
-            errors.append(exc.reason)
-            if budget is not None:
-                budget.observe(exc.headers)
-                refused = isinstance(exc, JudgeRateLimited)  # a 429 spent no tokens
-                budget.settle(reserve, Usage(0 if refused else reserve.input_tokens, 0))
-                if refused and rate_limited < policy.max_rate_limited:
-                    rate_limited += 1
-                    budget.throttled(exc.retry_after, limits)  # every caller waits, not only this one
-                    last = exc
-                    continue
-            # An attempt the deadline cut short and that then timed out says nothing about
-            # the judge: the job's reason stays what the judge said before (e.g. 500 -> api_error).
-            if not (isinstance(exc, JudgeTimeout) and cut_short and last is not None):
-                last = exc
-            if not exc.retryable:
+            end += wait_for_budget(budget, reserve, limits, sleep=sleep)
+            remaining = end - clock()
+            if remaining < policy.min_attempt_time:
                 break
-            delay = exc.retry_after if exc.retry_after is not None else _backoff(policy, attempts, rng)
-            if clock() + delay + policy.min_attempt_time > end:
-                break
-            sleep(delay)
+            attempts += 1
+            cut_short = remaining < policy.timeout
+            try:
+                reply = judge.complete(request, timeout=min(policy.timeout, remaining))
+            except JudgeError as failed:
+                exc = failed
+                if budget is not None:
+                    budget.observe(exc.headers)
+                    refused = isinstance(exc, JudgeRateLimited)  # a 429 spent no tokens
+                    budget.settle(reserve, Usage(0 if refused else reserve.input_tokens, 0))
+            else:
+                if budget is not None:
+                    budget.observe(reply.headers)
+                    used = Usage(reply.input_tokens + reply.cache_creation_input_tokens, reply.output_tokens)
+                    budget.settle(reserve, used)
+                return CallOutcome(reply, None, attempts, clock() - start, errors)
+        finally:
+            if gate is not None:
+                gate.release()
+        errors.append(exc.reason)
+        refused = isinstance(exc, JudgeRateLimited)
+        if budget is not None and refused and rate_limited < policy.max_rate_limited:
+            rate_limited += 1
+            budget.throttled(exc.retry_after, limits)  # every caller waits, not only this one
+            last = exc
+            continue
+        # An attempt the deadline cut short and that then timed out says nothing about
+        # the judge: the job's reason stays what the judge said before (e.g. 500 -> api_error).
+        if not (isinstance(exc, JudgeTimeout) and cut_short and last is not None):
+            last = exc
+        if not exc.retryable:
+            break
+        delay = exc.retry_after if exc.retry_after is not None else _backoff(policy, attempts, rng)
+        if clock() + delay + policy.min_attempt_time > end:
+            break
+        sleep(delay)
     if last is None:
         last = JudgeTimeout(f"deadline of {policy.deadline:g}s ran out before an attempt")
     return CallOutcome(None, last, attempts, clock() - start, errors)

@@ -1,12 +1,13 @@
 """The stages every worker runs, whatever the transport (Celery or in-process threads).
 
-* :func:`process_job` — one job: skip if its result exists, load the payload, grade, store
+* :func:`process_jobs` — the jobs of one message: skip those with results, load the payloads, grade, store
   once.  Returns whether this write completed the run (the caller then enqueues the
   reducer, exactly once thanks to :meth:`Store.claim_reducer`).
 * :func:`reduce_run` — stream every stored result through the aggregator and save the
   report.  Idempotent: running it twice gives the same report.
 * :func:`finalize_run` — for a run whose last messages were lost: record every job without
   a result as null (``lost``) and reduce.
+* :func:`cancel_run` — stop a run: every job without a result becomes null ``canceled``.
 * :func:`settle_held` — what becomes of jobs that could not be graded for a reason outside
   the job (a systemic judge failure, a rubric or judge that fails to load): the run pauses
   after ``JUDGEQ_SYSTEMIC_FAILURES`` systemic failures in a row (jobs stay pending, nothing
@@ -17,6 +18,7 @@ Every null, whatever the path, is made by :func:`judgeq._grading.null_result`.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
@@ -25,13 +27,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from ._budget import Budget
-from ._cache import ReplyCache
-from ._errors import SYSTEMIC_REASONS
-from ._grading import GradingContext, grade_job, null_result
+from ._cache import Prefetched, ReplyCache, get_many
+from ._errors import SYSTEMIC_REASONS, StoreError
+from ._grading import GradingContext, grade_job, null_result, plan_calls
 from ._jobs import JOB_MODELS, Job, infer_kind
-from ._judge import Judge
+from ._judge import Gate, Judge
 from ._report import build_report, new_aggregator
 from ._result import Result
 from ._run import RunSpec, utcnow
@@ -51,6 +54,7 @@ class Outcome(StrEnum):
     NO_PAYLOAD = "no-payload"
     PAUSED = "paused"  # the run is paused: not graded, the job stays pending
     RETRY = "retry"  # held: send the job again later
+    BATCHED = "batched"  # buffered for the Message Batches lane: still pending, graded later
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,8 @@ class Contexts:
     budget_factory: BudgetFactory | None = None
     cache: ReplyCache | None = None
     max_runs: int = 64
+    gate: Gate | None = None
+    """Bounds the judge calls in flight in this process, across runs."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -102,7 +108,10 @@ class Contexts:
         spec = store.spec(run_id)
         if spec is None:
             return None
-        ctx = spec.context(*self.judge(spec.judge_provider, spec.judge_model), self.cache)
+        council = tuple(self.judge(provider, model) for provider, model in spec.judges[1:])
+        ctx = spec.context(
+            *self.judge(spec.judge_provider, spec.judge_model), self.cache, council, gate=self.gate
+        )
         with self._lock:
             self._contexts[run_id] = (spec, ctx)
             while len(self._contexts) > self.max_runs:
@@ -111,52 +120,111 @@ class Contexts:
 
 
 def process_job(store: Store, contexts: Contexts, run_id: str, index: int) -> Outcome | Held:
-    """Grade job ``index`` of ``run_id`` unless it already has a result.
+    """Grade job ``index`` of ``run_id`` unless it already has a result (:func:`process_jobs`
+    for one job)."""
+    return process_jobs(store, contexts, run_id, [index], _serial)[0]
 
-    A judge failure or a bug in grading this job gives a null result, stored like a grade.
+
+def _serial(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    return [fn(item) for item in items]
+
+
+def process_jobs(
+    store: Store,
+    contexts: Contexts,
+    run_id: str,
+    indices: list[int],
+    run_all: Callable[[Callable[[Any], Any], list[Any]], list[Any]] = _serial,
+) -> list[Outcome | Held]:
+    """Grade the jobs ``indices`` of ``run_id`` (one grade message) that have no result yet.
+
+    A few store round trips serve all of them: one read of their results and payloads, one of
+    their cached replies, one write of their results and new cache entries. The jobs are
+    graded by ``run_all(fn, items)`` (the workers pass a thread pool).
+
+    A judge failure or a bug in grading a job gives a null result, stored like a grade.
     A systemic judge failure (auth, billing, unknown model) or a grading context that cannot
     be built (a rubric that fails to load, a judge that fails to build) stores nothing and
-    returns :class:`Held`: the caller retries or pauses (:func:`settle_held`)."""
-    if store.has_result(run_id, index):
-        return Outcome.DUPLICATE
+    returns :class:`Held`: the caller retries or pauses (:func:`settle_held`). A store
+    failure raises :class:`StoreError` (the message goes back)."""
     try:
         loaded = contexts.get(store, run_id)
     except Exception as exc:
         log.exception("cannot build the grading context of run %s", run_id)
-        return Held("internal_error", f"{type(exc).__name__}: {exc}", systemic=False)
+        return [Held("internal_error", f"{type(exc).__name__}: {exc}", systemic=False) for _ in indices]
     if loaded is None:
-        log.warning("run %s is unknown or expired; dropping job %d", run_id, index)
-        return Outcome.UNKNOWN_RUN
+        log.warning("run %s is unknown or expired; dropping jobs %s", run_id, indices)
+        return [Outcome.UNKNOWN_RUN for _ in indices]
     spec, ctx = loaded
-    raw = store.job(run_id, index)
-    if raw is None:
-        # graded meanwhile by another delivery (payloads are deleted on store), or expired
-        return Outcome.DUPLICATE if store.has_result(run_id, index) else Outcome.NO_PAYLOAD
-    job = parse_job(raw)
-    try:
-        if job is None:
-            raise ValueError("the stored job payload is not a valid job")
-        result = grade_job(ctx, job, index)
-    except Exception as exc:  # a bug must not lose the job: it becomes a null with its reason
-        log.exception("job %d of run %s failed unexpectedly", index, run_id)
-        result = null_for(spec, index, "internal_error", f"{type(exc).__name__}: {exc}", raw)
-    if result.status == "null" and result.null_reason in SYSTEMIC_REASONS:
-        streak = store.note_systemic(run_id)
-        return Held(result.null_reason, result.raw or result.null_reason, True, streak, result)
-    if result.kind == "question" and log.isEnabledFor(logging.DEBUG):
-        log.debug(
-            "question %s retrieved=%s rank=%s grade=%s total=%s reasoning=%r",
-            result.job_id,
-            result.retrieved_doc_ids,
-            result.rank,
-            result.llm_grade,
-            result.total_score,
-            (result.llm_reasoning or "")[:300],
-        )
-    return _store(store, spec, run_id, result)
+    out: dict[int, Outcome | Held] = {}
+    todo: list[tuple[int, str, Job | None, list[Any]]] = []
+    for index, (has, raw) in zip(indices, store.fetch_jobs(run_id, indices), strict=True):
+        if has:
+            out[index] = Outcome.DUPLICATE
+        elif raw is None:  # payloads are deleted when results are stored, or it expired
+            out[index] = Outcome.NO_PAYLOAD
+        else:
+            job = parse_job(raw)
+            if job is not None and spec.lane == "batch" and not ctx.cached_replies(job):
+                # the Message Batches lane sends it (judgeq._lane); a cached reply grades at once
+                added = store.lane_add(run_id, index, time.time())
+                out[index] = Outcome.BATCHED if added else Outcome.DUPLICATE
+                continue
+            todo.append((index, raw, job, plan_calls(ctx, job) if job is not None else []))
+    view = ctx
+    if ctx.cache is not None and todo:
+        keys = [key for *_, planned in todo for _, key in planned if key is not None]
+        view = copy.copy(ctx)
+        view.cache = Prefetched(ctx.cache, get_many(ctx.cache, keys))
+
+    def grade(item: tuple[int, str, Job | None, list[Any]]) -> Result:
+        index, raw, job, planned = item
+        try:
+            if job is None:
+                raise ValueError("the stored job payload is not a valid job")
+            return grade_job(view, job, index, planned=planned)
+        except StoreError:
+            raise  # the store failed, not the job: the message goes back
+        except Exception as exc:  # a bug must not lose the job: it becomes a null with its reason
+            log.exception("job %d of run %s failed unexpectedly", index, run_id)
+            return null_for(spec, index, "internal_error", f"{type(exc).__name__}: {exc}", raw)
+
+    results: list[Result] = run_all(grade, todo) if todo else []
+    keep: list[Result] = []
+    for result in results:
+        if result.status == "null" and result.null_reason in SYSTEMIC_REASONS:
+            streak = store.note_systemic(run_id)
+            out[result.index] = Held(
+                result.null_reason, result.raw or result.null_reason, True, streak, result
+            )
+        else:
+            if result.kind == "question" and log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "question %s retrieved=%s rank=%s grade=%s total=%s reasoning=%r",
+                    result.job_id,
+                    result.retrieved_doc_ids,
+                    result.rank,
+                    result.llm_grade,
+                    result.total_score,
+                    (result.llm_reasoning or "")[:300],
+                )
+            keep.append(result)
+    if isinstance(view.cache, Prefetched):
+        view.cache.flush()
+    for result, done in zip(keep, store.store_results(run_id, keep), strict=True):
+        if done is None:
+            out[result.index] = Outcome.DUPLICATE
+        elif done >= spec.total and store.claim_reducer(run_id):
+            out[result.index] = Outcome.LAST
+        else:
+            out[result.index] = Outcome.STORED
+    return [out[i] for i in indices]
 
 
-def _store(store: Store, spec: RunSpec, run_id: str, result: Result) -> Outcome:
+def store_once(store: Store, spec: RunSpec, result: Result) -> Outcome:
+    """Store ``result`` once: LAST when this write completed the run and claimed its reducer
+    (the caller enqueues it), DUPLICATE when the job had a result already."""
+    run_id = spec.run_id
     done = store.store_result(run_id, result)
     if done is None:
         return Outcome.DUPLICATE
@@ -239,34 +307,92 @@ def settle_held(
     outcome = Outcome.STORED
     for index, h in held:
         result = h.result or null_for(spec, index, h.reason, h.message, store.job(run_id, index))
-        if _store(store, spec, run_id, result) is Outcome.LAST:
+        if store_once(store, spec, result) is Outcome.LAST:
             outcome = Outcome.LAST
     return outcome
 
 
-def reduce_run(store: Store, run_id: str) -> dict[str, object]:
-    """Aggregate every stored result of a run (streaming) and save its report."""
+FINAL_STATES = frozenset({"finished", "canceled"})
+"""States after which a run's report cannot change: every job has a stored result (which never
+changes), or the run was stopped and its partial report is the last word. An ``incomplete``
+run may still receive late results, so it is not final."""
+
+
+def reduce_run(store: Store, run_id: str, *, partial: bool = False) -> dict[str, object]:
+    """Aggregate every stored result of a run (streaming) and save its report.
+
+    ``partial``: the run was interrupted (``judgeq run`` and Ctrl-C, ``judgeq cancel``): jobs
+    without a result count as null ``canceled`` (not ``lost``) and the report says
+    ``"partial": true``."""
     spec = store.spec(run_id)
     if spec is None:
         raise LookupError(f"run {run_id} is unknown or expired")
     state = store.state(run_id)
     agg = new_aggregator(spec)
     missing = 0
+    reason, why = (
+        ("canceled", "the run was stopped before this job was graded")
+        if partial
+        else ("lost", "no result was stored for this job")
+    )
     for index, result in enumerate(store.results(run_id, spec.total)):
         if result is None:  # vanished (expired?): a null, so every rate keeps all jobs as denominator
             missing += 1
-            result = null_for(
-                spec, index, "lost", "no result was stored for this job", store.job(run_id, index)
-            )
+            result = null_for(spec, index, reason, why, store.job(run_id, index))
         agg.add(result)
     started = state.get("started_at") or spec.created_at
     finished = utcnow()
     epoch = float(state.get("started_epoch") or 0)
     wall_s = time.time() - epoch if epoch else 0.0
     report = build_report(spec, agg, started_at=started, finished_at=finished, wall_s=wall_s, missing=missing)
+    if partial:
+        report["partial"] = True
+        report["counts"].pop("missing", None)
     store.save_report(run_id, report)
-    store.set_state(run_id, state="finished" if not missing else "incomplete", finished_at=finished)
+    final = "canceled" if partial else "finished" if not missing else "incomplete"
+    store.set_state(run_id, state=final, finished_at=finished)
     return report
+
+
+REDUCE_LEASE_S = 30.0
+"""How long a reducer's hold on its run outlives the reducer (it is renewed every third of it
+while the reduce goes on): a duplicate reducer waiting for a reducer that died waits this long."""
+
+
+def reduce_unless_final(
+    store: Store, run_id: str, *, lease_s: float = REDUCE_LEASE_S, poll_s: float = 1.0
+) -> dict[str, object] | None:
+    """What a reduce message does: :func:`reduce_run`, once per run at a time, and not at all
+    when the run already has its final report (:data:`FINAL_STATES`): then None.
+
+    Duplicate messages are common: a waiting producer nudges the reducer while a large run's
+    reduce is still going (a million results take about a minute), the last result of
+    ``judgeq cancel`` sends one. A reducer holds the run's ``reducing`` lock (renewed while it
+    works); a duplicate waits for it, then finds the final report and stops, or takes over if
+    that reducer died (its lock lapses within ``lease_s``). A late message never turns a
+    canceled run's partial report into a finished one."""
+    while (token := store.claim(run_id, "reducing", lease_s)) is None:
+        if _has_final_report(store, run_id):
+            return None
+        time.sleep(poll_s)
+    stop = threading.Event()
+
+    def keep() -> None:
+        while not stop.wait(lease_s / 3):
+            if not store.renew(run_id, "reducing", token, lease_s):
+                return
+
+    keeper = threading.Thread(target=keep, name="judgeq-reducing", daemon=True)
+    keeper.start()
+    try:
+        return None if _has_final_report(store, run_id) else reduce_run(store, run_id)
+    finally:
+        stop.set()
+        store.release(run_id, "reducing", token)
+
+
+def _has_final_report(store: Store, run_id: str) -> bool:
+    return store.state(run_id).get("state") in FINAL_STATES and store.report(run_id) is not None
 
 
 def finalize_run(store: Store, run_id: str) -> tuple[int, dict[str, object]]:
@@ -288,3 +414,25 @@ def finalize_run(store: Store, run_id: str) -> tuple[int, dict[str, object]]:
         if store.store_result(run_id, placeholder) is not None:
             lost += 1
     return lost, reduce_run(store, run_id)
+
+
+def cancel_run(
+    store: Store, run_id: str, why: str = "the run was canceled (judgeq cancel) before this job was graded"
+) -> tuple[int, dict[str, object]]:
+    """Stop a run (``judgeq cancel``): its state becomes ``canceled`` (producers stop
+    enqueuing, the batch lane sends no new batch and cancels those in flight), every job
+    without a result is stored as a null ``canceled`` (a queued message then finds its job
+    done and makes no judge call; a call already in flight is not counted), and the report of
+    what finished is saved. Returns (jobs canceled, report)."""
+    spec = store.spec(run_id)
+    if spec is None:
+        raise LookupError(f"run {run_id} is unknown or expired")
+    store.set_state(run_id, state="canceled")
+    canceled = 0
+    for index, result in enumerate(store.results(run_id, spec.total)):
+        if result is not None:
+            continue
+        null = null_for(spec, index, "canceled", why, store.job(run_id, index))
+        if store.store_result(run_id, null) is not None:
+            canceled += 1
+    return canceled, reduce_run(store, run_id, partial=True)

@@ -1,25 +1,30 @@
 """Assembling ``report.json`` and writing the report files.
 
 Files under ``<out>/<run_id>/``: ``report.json`` (machine-readable), ``report.md`` (a
-readable summary with tables) and ``verdicts.jsonl`` (one stored result per line, in input
-order).  Files are written to a temporary name and renamed, so a reader never sees half a
-report.
+readable summary with tables), ``report.html`` (the same with plots and a table of jobs, one
+self-contained page: :mod:`judgeq._html`), ``verdicts.jsonl`` (one stored result per line, in
+input order) and ``run.json`` (the run's specification, for ``rescore`` and resuming).  Files
+are written to a temporary name and renamed, so a reader never sees half a report.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ._aggregate import Aggregator, price_for
 from ._budget import estimate_input_tokens
+from ._html import MAX_ROWS, render_html
 from ._render import render_system
 from ._result import Result
 from ._rubric import Rubric
 from ._run import RunSpec
+from ._stats import METHODS
 
 REPORT_VERSION = 1
 
@@ -61,6 +66,13 @@ def new_aggregator(spec: RunSpec) -> Aggregator:
         thresholds=spec.thresholds,
         pass_fail=rubric.is_pass_fail if rubric else False,
         hit_k=retrieval.hit_k if retrieval else (1, 3, 5, 10),
+        scale=rubric.scale if rubric else "1-10",
+        lo=rubric.lo if rubric else 1,
+        hi=rubric.hi if rubric else 10,
+        threshold=rubric.threshold if rubric else None,
+        judges=[model for _, model in spec.judges],
+        council_mode=spec.council_mode,
+        swap=spec.swap,
     )
 
 
@@ -106,7 +118,18 @@ def build_report(
             "fingerprint": None,
             "error": error,
         },
-        "judge": {"provider": spec.judge_provider, "model": spec.judge_model},
+        "judge": {
+            "provider": spec.judge_provider,
+            "model": spec.judge_model,
+            "lane": spec.lane,
+            **(
+                {"council": [f"{p}:{m}" for p, m in spec.judges], "council_mode": spec.council_mode}
+                if spec.council
+                else {}
+            ),
+            **({"swap": spec.swap} if rubric is not None and rubric.is_pairwise else {}),
+        },
+        "intervals": METHODS,
         "counts": counts,
         **body,
         "rejected": spec.rejected,
@@ -114,36 +137,74 @@ def build_report(
         "finished_at": finished_at,
         "wall_s": round(wall_s, 3),
     }
-    if rubric is not None and rubric.is_pass_fail:
+    if rubric is not None and (rubric.is_pass_fail or rubric.is_pairwise):
         report.pop("pass_rates", None)
+        report.pop("pass_rates_ci95", None)
+    if rubric is not None and rubric.is_pairwise:
+        report.pop("pass_rate", None)
+        report.pop("pass_rate_ci95", None)
     return report
 
 
-def _atomic_write(path: Path, write: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with tmp.open("w", encoding="utf-8") as f:
-        write(f)
+def _atomic_write(path: Path, write: Any, *, gz: bool = False) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    if gz:
+        with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as f:
+            write(f)
+    else:
+        with tmp.open("w", encoding="utf-8") as f:
+            write(f)
     tmp.replace(path)
 
 
-def write_report_files(out_dir: Path, report: dict[str, Any], results: Iterable[Result]) -> dict[str, Path]:
-    """Write report.json, report.md and verdicts.jsonl into ``out_dir/<run_id>/``."""
+Texts = Callable[[set[str]], Mapping[str, Mapping[str, str]]]
+"""``texts(job ids) -> {job id: {"input": ..., "output": ...}}``: the jobs' texts for the HTML
+table (read from the batch when it is at hand)."""
+
+
+def write_report_files(
+    out_dir: Path,
+    report: dict[str, Any],
+    results: Iterable[Result],
+    *,
+    spec: RunSpec | None = None,
+    texts: Texts | None = None,
+    compress: bool = False,
+) -> dict[str, Path]:
+    """Write report.json, report.md, report.html, verdicts.jsonl (``compress``: gzipped, as
+    verdicts.jsonl.gz: an archive) and (with ``spec``) run.json into ``out_dir/<run_id>/``."""
     run_dir = Path(out_dir) / report["run_id"]
     run_dir.mkdir(parents=True, exist_ok=True)
+    name = "verdicts.jsonl.gz" if compress else "verdicts.jsonl"
     paths = {
         "report.json": run_dir / "report.json",
         "report.md": run_dir / "report.md",
-        "verdicts.jsonl": run_dir / "verdicts.jsonl",
+        "report.html": run_dir / "report.html",
+        name: run_dir / name,
     }
+    shown: list[Result] = []
 
     def verdicts(f: Any) -> None:
         for r in results:
             f.write(json.dumps(r.to_line(), ensure_ascii=False, separators=(",", ":")))
             f.write("\n")
+            if len(shown) < MAX_ROWS:
+                shown.append(r)
 
-    _atomic_write(paths["verdicts.jsonl"], verdicts)
+    _atomic_write(paths[name], verdicts, gz=compress)
+    stale = run_dir / ("verdicts.jsonl" if compress else "verdicts.jsonl.gz")  # an earlier write's copy
+    if stale.exists():
+        stale.unlink()
     _atomic_write(paths["report.json"], lambda f: f.write(json.dumps(report, indent=2) + "\n"))
     _atomic_write(paths["report.md"], lambda f: f.write(render_markdown(report)))
+    try:
+        job_texts = texts({r.job_id for r in shown}) if texts is not None else {}
+    except Exception:  # the batch could not be read: the table shows no texts, nothing else changes
+        job_texts = {}
+    _atomic_write(paths["report.html"], lambda f: f.write(render_html(report, shown, job_texts)))
+    if spec is not None:
+        paths["run.json"] = run_dir / "run.json"
+        _atomic_write(paths["run.json"], lambda f: f.write(spec.model_dump_json(indent=2) + "\n"))
     return paths
 
 
@@ -153,6 +214,121 @@ def _fmt(x: Any, suffix: str = "") -> str:
     if isinstance(x, float):
         return f"{x:g}{suffix}"
     return f"{x}{suffix}"
+
+
+def validity_markdown(report: dict[str, Any]) -> list[str]:
+    """The sections on how far the grades can be trusted: paired model comparisons, pairwise
+    figures, agreement with labels, the council."""
+    lines: list[str] = []
+    if report.get("by_model_paired"):
+        lines += [
+            "",
+            "## Models on the same inputs (paired)",
+            "",
+            "| model | vs | shared inputs | mean difference (vs - model, 95% CI) | p (Wilcoxon) |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for p in report["by_model_paired"]:
+            lines.append(
+                f"| {p['model']} | {p['vs']} | {p['n']} | {_ci(p['mean_diff'], p['ci95'])} | "
+                f"{_fmt(p['p_value'])} |"
+            )
+    pw = report.get("pairwise")
+    if pw:
+        lines += [
+            "",
+            f"## Pairwise ({pw['graded']} graded pairs, {pw['nulls']} null)",
+            "",
+            "| model | vs | n | wins | ties | losses | win rate (95% CI) | excluding ties "
+            "| length-controlled |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for p in pw["pairs"]:
+            lines.append(
+                f"| {p['model']} | {p['opponent']} | {p['n']} | {p['wins']} | {p['ties']} | {p['losses']} | "
+                f"{_ci(p['win_rate'], p['win_rate_ci95'], '%')} | "
+                f"{_ci(p['win_rate_excluding_ties'], p['win_rate_excluding_ties_ci95'], '%')} | "
+                f"{_fmt(p['win_rate_length_controlled'], '%')} |"
+            )
+        lines += [
+            "",
+            "- Position consistency: "
+            + _ci(pw["position_consistency"], pw["position_consistency_ci95"], "%")
+            + " "
+            f"of {pw['position_consistency_n']} verdicts kept when the outputs were swapped",
+            "- First-position preference: "
+            + _ci(pw["first_position_preference"], pw["first_position_preference_ci95"], "%")
+            + f" of {pw['first_position_preference_n']} decisive calls chose the output shown first "
+            "(50% is unbiased)",
+            f"- Longer output wins: {_ci(pw['longer_output_wins'], pw['longer_output_wins_ci95'], '%')} "
+            f"of {pw['longer_output_wins_n']} decisive pairs of unequal length",
+        ]
+        if pw.get("leaderboard"):
+            lines += ["", "| rank | model | Bradley-Terry rating (95% CI) |", "|---:|---|---:|"]
+            for rank, row in enumerate(pw["leaderboard"], 1):
+                lines.append(f"| {rank} | {row['model']} | {_ci(row['rating'], row['ci95'])} |")
+    ag = report.get("agreement")
+    if ag:
+        lines += [
+            "",
+            f"## Agreement with labels ({ag['graded']} labelled and graded; {ag['nulls']} labelled nulls "
+            "not scored)",
+            "",
+        ]
+        if "pairs" in ag:
+            p = ag["pairs"]
+            lines.append(
+                f"- Pairs: accuracy {_fmt(p['accuracy_ties_half'], '%')} (ties half), "
+                f"{_ci(p['accuracy_ties_excluded'], p['accuracy_ties_excluded_ci95'], '%')} excluding ties "
+                f"({p['ties_excluded_n']} jobs); Cohen's kappa {_fmt(p['kappa'])}"
+            )
+        if "pass_fail" in ag:
+            p = ag["pass_fail"]
+            lines.append(
+                f"- Pass/fail: accuracy {_ci(p['accuracy'], p['accuracy_ci95'], '%')} of {p['n']}; "
+                f"Cohen's kappa {_fmt(p['kappa'])}"
+            )
+        if "numeric" in ag:
+            p = ag["numeric"]
+            lines.append(
+                f"- Scores ({p['n']}): Spearman {_fmt(p['spearman'])}, "
+                f"Kendall's tau {_fmt(p['kendall_tau'])}, "
+                f"quadratic-weighted kappa {_fmt(p['qwk'])}, mean absolute error {_fmt(p['mae'])}"
+            )
+    co = report.get("council")
+    if co:
+        lines += [
+            "",
+            f"## Council of judges ({co['combined']['method']})",
+            "",
+            "| judge | n | mean (95% CI) |",
+            "|---|---:|---:|",
+        ]
+        for j, row in co["per_judge"].items():
+            lines.append(f"| {j} | {row['n']} | {_ci(row['mean'], row['ci95'])} |")
+        lines += [
+            "",
+            f"- Krippendorff's alpha ({co['alpha_level']}): {_fmt(co['krippendorff_alpha'])} over "
+            f"{co['sampled_units']} jobs",
+            f"- Jobs the judges disagree on: {report.get('flags', {}).get('judges_disagree', 0)}"
+            + (
+                " (largest spreads: "
+                + ", ".join(f"{d['job_id']} {d['spread']:g}" for d in co["disagreements"][:5])
+                + ")"
+                if co["disagreements"]
+                else ""
+            ),
+        ]
+    return lines
+
+
+def _ci(x: Any, ci: list[float] | None, suffix: str = "") -> str:
+    """``6.44 (6.21-6.67)``: a value with its 95% interval (just the value when it has none)."""
+    if x is None:
+        return "–"
+    if not ci:
+        return _fmt(x, suffix)
+    return f"{_fmt(x, suffix)} ({ci[0]:g}-{ci[1]:g})"
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -171,7 +347,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "| total | graded | null | rejected | coverage |",
         "|---:|---:|---:|---:|---:|",
-        f"| {c['total']} | {c['graded']} | {c['null']} | {c['rejected']} | {_fmt(report['coverage'], '%')} |",
+        f"| {c['total']} | {c['graded']} | {c['null']} | {c['rejected']} | "
+        f"{_ci(report['coverage'], report.get('coverage_ci95'), '%')} |",
     ]
     if c["null_by_reason"]:
         lines += ["", "| null reason | jobs |", "|---|---:|"]
@@ -181,23 +358,28 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "## Scores (graded jobs)",
         "",
-        "| | n | mean | median | std | min | max |",
+        "| | n | mean (95% CI) | median | std | min | max |",
         "|---|---:|---:|---:|---:|---:|---:|",
-        f"| **overall** | {o['n']} | {_fmt(o['mean'])} | {_fmt(o['median'])} | {_fmt(o['std'])} "
-        f"| {_fmt(o['min'])} | {_fmt(o['max'])} |",
+        f"| **overall** | {o['n']} | {_ci(o['mean'], o.get('ci95'))} | {_fmt(o['median'])} | "
+        f"{_fmt(o['std'])} | {_fmt(o['min'])} | {_fmt(o['max'])} |",
     ]
     for name, d in report["dimensions"].items():
         lines.append(
-            f"| {name} | {d['n']} | {_fmt(d['mean'])} | {_fmt(d['median'])} | "
+            f"| {name} | {d['n']} | {_ci(d['mean'], d.get('ci95'))} | {_fmt(d['median'])} | "
             f"{_fmt(d['std'])} | {_fmt(d['min'])} | {_fmt(d['max'])} |"
         )
-    lines += ["", "## Pass rates (percent of all jobs; a null counts as not passed)", ""]
     if "pass_rates" in report:
-        lines += ["| threshold | pass rate |", "|---:|---:|"]
-        lines += [f"| ≥ {t} | {_fmt(v, '%')} |" for t, v in report["pass_rates"].items()]
-        lines.append(f"| rubric threshold ({r['pass_threshold']}) | {_fmt(report['pass_rate'], '%')} |")
-    else:
-        lines.append(f"Pass rate: **{_fmt(report['pass_rate'], '%')}**")
+        cis = report.get("pass_rates_ci95", {})
+        lines += ["", "## Pass rates (percent of all jobs; a null counts as not passed)", ""]
+        lines += ["| threshold | pass rate (95% CI) |", "|---:|---:|"]
+        lines += [f"| ≥ {t} | {_ci(v, cis.get(t), '%')} |" for t, v in report["pass_rates"].items()]
+        lines.append(
+            f"| rubric threshold ({r['pass_threshold']}) | "
+            f"{_ci(report['pass_rate'], report.get('pass_rate_ci95'), '%')} |"
+        )
+    elif "pass_rate" in report:
+        lines += ["", "## Pass rate (percent of all jobs; a null counts as not passed)", ""]
+        lines.append(f"Pass rate: **{_ci(report['pass_rate'], report.get('pass_rate_ci95'), '%')}**")
     if "retrieval" in report:
         rt = report["retrieval"]
         lines += ["", "## Retrieval", "", "| metric | value |", "|---|---:|"]
@@ -217,22 +399,24 @@ def render_markdown(report: dict[str, Any]) -> str:
             suffix = (
                 "%" if key in ("accuracy",) or key.endswith("_rate") or key.startswith("pass_rate") else ""
             )
-            lines.append(f"| {key} | {_fmt(rt[key], suffix)} |")
+            lines.append(f"| {key} | {_ci(rt[key], rt.get('ci95', {}).get(key), suffix)} |")
         for k, v in rt["hit_at_k_rates"].items():
-            lines.append(f"| hit@{k} | {_fmt(v, '%')} |")
+            lines.append(f"| hit@{k} | {_ci(v, rt.get('ci95', {}).get('hit_at_k_rates', {}).get(k), '%')} |")
     if report.get("by_model"):
         lines += [
             "",
             "## By model",
             "",
-            "| model | total | graded | null | mean | pass rate |",
+            "| model | total | graded | null | mean (95% CI) | pass rate (95% CI) |",
             "|---|---:|---:|---:|---:|---:|",
         ]
         for model, s in report["by_model"].items():
             lines.append(
                 f"| {model} | {s['counts']['total']} | {s['counts']['graded']} | "
-                f"{s['counts']['null']} | {_fmt(s['overall']['mean'])} | {_fmt(s['pass_rate'], '%')} |"
+                f"{s['counts']['null']} | {_ci(s['overall']['mean'], s['overall'].get('ci95'))} | "
+                f"{_ci(s.get('pass_rate'), s.get('pass_rate_ci95'), '%')} |"
             )
+    lines += validity_markdown(report)
     lat, use = report["latency_ms"], report["usage"]
     lines += [
         "",
@@ -251,6 +435,17 @@ def render_markdown(report: dict[str, Any]) -> str:
     if parts:
         shown = ", ".join(f"{k.replace('_', ' ')} ${v:.4f}" for k, v in parts.items() if k != "total" and v)
         lines.append(f"- Cost by part: {shown or 'nothing'} (prices of {use.get('prices_taken', '?')})")
+    lane = use.get("batch_api") or {}
+    if lane.get("jobs"):
+        off = lane.get("discount_usd")
+        lines.append(
+            f"- Message Batches lane: {lane['jobs']:,} job(s) judged in batches"
+            + (
+                f", discount ${-off:.4f} included above"
+                if off is not None
+                else " (discount unknown: no price)"
+            )
+        )
     note = (use.get("prompt_cache") or {}).get("note")
     if note:
         lines.append(f"- Prompt caching: {note}")

@@ -30,11 +30,16 @@ from ._errors import ConfigError, RubricError
 # ``f"{lo}-{hi}"`` (no spaces, no leading zeros), so equal scales fingerprint alike.
 Scale = str
 MAX_SCALE_TOP = 100
-SCALE_RANGES: dict[str, tuple[int, int]] = {"pass-fail": (0, 1), "1-5": (1, 5), "1-10": (1, 10)}
+SCALE_RANGES: dict[str, tuple[int, int]] = {
+    "pass-fail": (0, 1),
+    "pairwise": (0, 1),
+    "1-5": (1, 5),
+    "1-10": (1, 10),
+}
 """The built-in scales; :func:`scale_range` covers every valid scale."""
 _SCALE_RE = re.compile(r"^\s*([0-9]{1,3})\s*-\s*([0-9]{1,3})\s*$")
 _SCALE_HELP = (
-    "Input should be 'pass-fail', '1-5' or '1-10', or a general integer scale LO-HI "
+    "Input should be 'pass-fail', 'pairwise', '1-5' or '1-10', or a general integer scale LO-HI "
     f"with 0 <= LO < HI <= {MAX_SCALE_TOP} (e.g. '0-9', '1-7')"
 )
 
@@ -60,7 +65,9 @@ def default_pass_threshold(lo: int, hi: int) -> float:
 
 
 DEFAULT_PASS_THRESHOLDS: dict[str, float] = {
-    s: default_pass_threshold(lo, hi) for s, (lo, hi) in SCALE_RANGES.items() if s != "pass-fail"
+    s: default_pass_threshold(lo, hi)
+    for s, (lo, hi) in SCALE_RANGES.items()
+    if s not in ("pass-fail", "pairwise")
 }
 """The built-in scales' defaults ({"1-5": 4.0, "1-10": 7.0}); see :func:`default_pass_threshold`."""
 WEIGHT_TOLERANCE = 0.001
@@ -77,7 +84,9 @@ class Dimension(_Model):
     """One weighted criterion of a numeric rubric."""
 
     name: str
-    weight: float
+    weight: float | None = None
+    """Required on numeric scales (the weights sum to 1); a pairwise rubric's dimensions are
+    judged A/B/tie each and reported apart, so they take none."""
     description: str = ""
     anchors: dict[str, str] = Field(default_factory=dict)
 
@@ -90,8 +99,8 @@ class Dimension(_Model):
 
     @field_validator("weight")
     @classmethod
-    def _weight(cls, v: float) -> float:
-        if not math.isfinite(v) or v < 0:
+    def _weight(cls, v: float | None) -> float | None:
+        if v is not None and (not math.isfinite(v) or v < 0):
             raise ValueError(f"weight must be a non-negative number, got {v}")
         return v
 
@@ -161,16 +170,45 @@ class Golden(_Model):
 
     name: str
     input: str
-    output: str
+    output: str | None = None
+    output_a: str | None = None
+    output_b: str | None = None
     context: str | None = None
     expected_answer: str | None = None
     retrieved: list[Chunk] | None = None
-    expected: Literal["pass", "fail"] | float
+    expected: Literal["pass", "fail", "a", "b", "tie"] | float
 
     @field_validator("expected", mode="before")
     @classmethod
     def _expected(cls, v: Any) -> Any:
         return v.lower() if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _outputs(self) -> Golden:
+        pair = self.output_a is not None or self.output_b is not None
+        if pair and (self.output_a is None or self.output_b is None or self.output is not None):
+            raise ValueError("a pairwise golden has output_a and output_b (and no output)")
+        if not pair and self.output is None and self.retrieved is None:
+            raise ValueError("output: required field is missing")
+        return self
+
+    def job(self) -> dict[str, Any]:
+        """The golden as a batch line (with its ``expected`` outcome as the ``label``)."""
+        fields: dict[str, Any] = {"id": f"golden:{self.name}", "label": self.expected}
+        if self.retrieved is not None:
+            fields.update(
+                question=self.input,
+                expected_answer=self.expected_answer or "",
+                retrieved=[c.model_dump() for c in self.retrieved],
+                needle_doc_id=self.retrieved[0].doc_id if self.retrieved else "none",
+            )
+            return fields
+        fields.update(input=self.input, context=self.context, expected_answer=self.expected_answer)
+        if self.output_a is not None:
+            fields.update(output_a=self.output_a, output_b=self.output_b, model_a="a", model_b="b")
+        else:
+            fields.update(output=self.output)
+        return {k: v for k, v in fields.items() if v is not None}
 
 
 def parse_band(band: str) -> tuple[float, float] | None:
@@ -212,7 +250,7 @@ class Rubric(_Model):
     @field_validator("scale", mode="before")
     @classmethod
     def _scale(cls, v: Any) -> Any:
-        if v == "pass-fail":
+        if v in ("pass-fail", "pairwise"):
             return v
         rng = scale_range(v) if isinstance(v, str) else None
         if rng is None:
@@ -245,18 +283,35 @@ class Rubric(_Model):
                 raise ValueError("pass_threshold: a pass-fail rubric has no threshold")
             if self.ceiling is not None:
                 raise ValueError("ceiling: a pass-fail rubric has no ceiling")
+        elif self.is_pairwise:
+            for field_name in ("pass_threshold", "ceiling", "retrieval"):
+                if getattr(self, field_name) is not None:
+                    raise ValueError(f"{field_name}: a pairwise rubric has no {field_name.replace('_', ' ')}")
+            if self.safety_gate:
+                raise ValueError("safety_gate: a pairwise rubric has no safety gate")
+            weighted = [d.name for d in self.dimensions if d.weight is not None]
+            if weighted:
+                raise ValueError(
+                    f"dimensions.{weighted[0]}.weight: a pairwise rubric's dimensions are judged "
+                    "A/B/tie each and take no weight"
+                )
         elif self.pass_threshold is not None and not lo <= self.pass_threshold <= hi:
             raise ValueError(f"pass_threshold: {self.pass_threshold} is outside the scale {lo}-{hi}")
         names = [d.name for d in self.dimensions]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"dimensions: duplicate name {dup[0]!r}")
-        if self.dimensions:
+        if self.dimensions and not self.is_pairwise:
+            unweighted = [d.name for d in self.dimensions if d.weight is None]
+            if unweighted:
+                raise ValueError(f"dimensions.{unweighted[0]}.weight: required field is missing")
             try:
-                check_weight_sum({d.name: d.weight for d in self.dimensions})
+                check_weight_sum(self.weights)
             except ValueError as exc:
                 raise ValueError(f"dimensions: {exc}") from None
         for d in self.dimensions:
+            if self.is_pairwise and d.anchors:
+                raise ValueError(f"dimensions.{d.name}.anchors: a pairwise dimension has no score bands")
             for band in d.anchors:
                 rng = parse_band(band)
                 if rng is None or rng[0] < lo or rng[1] > hi:
@@ -269,9 +324,16 @@ class Rubric(_Model):
                 f"(have: {', '.join(names) or 'none'})"
             )
         for g in self.goldens:
-            if self.scale == "pass-fail" and g.expected not in ("pass", "fail"):
+            if self.is_pairwise:
+                if g.expected not in ("a", "b", "tie") or g.output_a is None:
+                    raise ValueError(
+                        f"goldens.{g.name}: a pairwise golden has output_a, output_b and expected a, b or tie"
+                    )
+            elif g.output_a is not None:
+                raise ValueError(f"goldens.{g.name}: output_a/output_b are for pairwise rubrics")
+            elif self.scale == "pass-fail" and g.expected not in ("pass", "fail"):
                 raise ValueError(f"goldens.{g.name}.expected: must be pass or fail")
-            if self.scale != "pass-fail" and (isinstance(g.expected, str) or not lo <= g.expected <= hi):
+            elif self.scale != "pass-fail" and (isinstance(g.expected, str) or not lo <= g.expected <= hi):
                 raise ValueError(f"goldens.{g.name}.expected: must be a number from {lo} to {hi}")
         return self
 
@@ -298,10 +360,15 @@ class Rubric(_Model):
         return self.scale == "pass-fail"
 
     @property
+    def is_pairwise(self) -> bool:
+        """Verdict A, B or tie on a pair of outputs (pair jobs)."""
+        return self.scale == "pairwise"
+
+    @property
     def threshold(self) -> float | None:
         """The pass threshold in force: the rubric's, else the scale's default
         (:func:`default_pass_threshold`: 7 of 1-10, 4 of 1-5, 6 of 0-9)."""
-        if self.is_pass_fail:
+        if self.is_pass_fail or self.is_pairwise:
             return None
         if self.pass_threshold is not None:
             return self.pass_threshold
@@ -309,7 +376,7 @@ class Rubric(_Model):
 
     @property
     def weights(self) -> dict[str, float]:
-        return {d.name: d.weight for d in self.dimensions}
+        return {d.name: d.weight for d in self.dimensions if d.weight is not None}
 
     @cached_property
     def fingerprint(self) -> str:
@@ -328,9 +395,11 @@ class Rubric(_Model):
                     f"{origin}: {key!r} is not a dimension of rubric {self.name!r} "
                     f"(dimensions: {', '.join(names) or 'none'})"
                 )
+        if self.is_pairwise:
+            raise RubricError(f"{origin}: rubric {self.name!r} is pairwise: its dimensions take no weights")
         dims = [d.model_copy(update={"weight": overrides.get(d.name, d.weight)}) for d in self.dimensions]
         try:
-            check_weight_sum({d.name: d.weight for d in dims})
+            check_weight_sum({d.name: d.weight or 0.0 for d in dims})
         except ValueError as exc:
             raise RubricError(f"{origin}: {exc}") from None
         return self.model_copy(update={"dimensions": dims})

@@ -10,20 +10,27 @@ import secrets
 import time
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._budget import Budget, Limits
 from ._cache import ReplyCache
 from ._grading import GradingContext
-from ._judge import Judge, RetryPolicy
+from ._judge import Gate, Judge, RetryPolicy
 from ._rubric import RetrievalConfig, Rubric, parse_rubric
 
 
 def new_run_id() -> str:
     """``20261122-101500-3f9a1c``: sortable, short, unique enough."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def split_judge(spec: str) -> tuple[str, str]:
+    """``anthropic:claude-x`` -> (``anthropic``, ``claude-x``); ``lexical`` -> (``lexical``,
+    ``lexical-overlap-v1``)."""
+    provider, _, model = spec.partition(":")
+    return provider, model or ("lexical-overlap-v1" if provider == "lexical" else "")
 
 
 def utcnow() -> str:
@@ -53,6 +60,15 @@ class RunSpec(BaseModel):
     safety_cap: float = 0.0
     retrieval: RetrievalConfig | None = None
     cache: bool = True
+    lane: Literal["live", "batch"] = "live"
+    """``batch``: judge calls go through the Message Batches API (``--batch-api``)."""
+    council: list[str] = Field(default_factory=list)
+    """The other judges of a council (``--judge A --judge B``), as ``provider:model``."""
+    council_mode: Literal["mean", "z"] = "mean"
+    swap: bool = True
+    """Pair jobs are judged in both orders (``--no-swap``: once, A first)."""
+    disagreement: float | None = None
+    """Judges disagree on a job when their scores spread more (default: 30% of the scale)."""
     rpm: int | None = None
     itpm: int | None = None
     otpm: int | None = None
@@ -71,12 +87,26 @@ class RunSpec(BaseModel):
         """The judge limits given for this run (``--rpm/--itpm/--otpm``)."""
         return Limits(self.rpm, self.itpm, self.otpm)
 
+    @property
+    def judges(self) -> list[tuple[str, str]]:
+        """(provider, model) of every judge of the run, the first ``--judge`` first."""
+        return [(self.judge_provider, self.judge_model), *(split_judge(c) for c in self.council)]
+
     def context(
-        self, judge: Judge, budget: Budget | None = None, cache: ReplyCache | None = None
+        self,
+        judge: Judge,
+        budget: Budget | None = None,
+        cache: ReplyCache | None = None,
+        council: tuple[tuple[Judge, Budget | None], ...] = (),
+        gate: Gate | None = None,
     ) -> GradingContext:
         """The grading context; ``cache`` is used when the run allows it (not ``--no-cache``)
         and the judge is an LLM (the offline lexical judge is not worth caching)."""
         return GradingContext(
+            gate=gate,
+            council=council,
+            swap=self.swap,
+            disagreement=self.disagreement,
             budget=budget,
             cache=cache if self.cache and self.judge_provider != "lexical" else None,
             limits=self.limits(),

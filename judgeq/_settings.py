@@ -40,6 +40,16 @@ class Settings(BaseSettings):
     max_cost: float | None = Field(None, gt=0)
     """USD: a run stops sending judge calls once its spend reaches this (it pauses)."""
     cache: bool = True
+    archive: bool = False
+    """Workers move finished runs out of Redis into ``results_dir`` (verdicts.jsonl.gz + report)."""
+    archive_after: float = Field(60.0, ge=0)
+    """Seconds after its report before a finished run is archived (a waiting producer reads it first)."""
+    batch_api: bool = False
+    """Send judge calls through the Message Batches API (``--batch-api``): 50% off, slower."""
+    batch_flush_interval: float = Field(60.0, gt=0)
+    batch_poll_interval: float = Field(30.0, gt=0)
+    batch_max_requests: int = Field(100_000, ge=1, le=100_000)
+    batch_max_bytes: int = Field(250_000_000, ge=1_000_000, le=256_000_000)
     cache_ttl: float = Field(7 * 86400.0, gt=0)
     cache_dir: Path | None = None
     """Where ``judgeq run`` keeps its reply cache; None: ``$XDG_CACHE_HOME/judgeq`` or

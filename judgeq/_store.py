@@ -10,30 +10,38 @@ counted), live counters, the run's state and, once reduced, its report.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
-from collections import Counter
+import time
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
-from ._aggregate import estimate_cost
+from ._aggregate import cost_breakdown
 from ._result import Result
 from ._run import RunSpec
 
 
 def result_cost(result: Result) -> float:
-    """USD a stored result spent on the judge (0 for a cached reply or an unknown price)."""
+    """USD a stored result spent on the judge (0 for a cached reply or an unknown price; the
+    Message Batches lane's discount taken off)."""
     if result.cached or not (result.input_tokens or result.output_tokens):
         return 0.0
-    return (
-        estimate_cost(
-            result.judge_model,
-            result.input_tokens,
-            result.output_tokens,
-            result.cache_read_input_tokens,
-            result.cache_creation_input_tokens,
-        )
-        or 0.0
+    if result.judge_usage:  # a council: each judge's tokens at its own price
+        total = 0.0
+        for model, used in result.judge_usage.items():
+            part = cost_breakdown(model, *used[:4], batch=result.batch)
+            total += part["total"] if part else 0.0
+        return total
+    parts = cost_breakdown(
+        result.judge_model,
+        result.input_tokens,
+        result.output_tokens,
+        result.cache_read_input_tokens,
+        result.cache_creation_input_tokens,
+        batch=result.batch,
     )
+    return parts["total"] if parts else 0.0
 
 
 def cost_pause_reason(spent: float, limit: float) -> str:
@@ -52,6 +60,8 @@ def live_increments(result: Result) -> dict[str, float]:
         inc["cost_usd"] = cost
     if result.status == "graded":
         inc["graded"] = 1
+        if result.overall is not None:
+            inc["overall_sum"] = result.overall
         if result.passed:
             inc["passed"] = 1
     else:
@@ -84,6 +94,14 @@ class Store(Protocol):
         """Results in index order, None where a job has none yet (streamed in chunks)."""
         ...
 
+    def fetch_jobs(self, run_id: str, indices: list[int]) -> list[tuple[bool, str | None]]:
+        """For each job of a message: whether it has a result, and its payload (one read)."""
+        ...
+
+    def store_results(self, run_id: str, results: list[Result]) -> list[int | None]:
+        """:meth:`store_result` for the results of a message, in one write."""
+        ...
+
     def counters(self, run_id: str) -> dict[str, float]: ...
     def pending_indices(self, run_id: str) -> list[int]:
         """Indices of the jobs sent and without a result yet, in order."""
@@ -104,6 +122,67 @@ class Store(Protocol):
 
     def claim_reducer(self, run_id: str) -> bool: ...
     def release_reducer(self, run_id: str) -> None: ...
+    def claim(self, run_id: str, what: str, seconds: float) -> str | None:
+        """A lock named ``what`` shared by every worker, held for ``seconds`` (or until
+        :meth:`release` with the token returned); None when someone holds it."""
+        ...
+
+    def release(self, run_id: str, what: str, token: str | None = None) -> None:
+        """Release a lock (only if ``token`` still holds it, when given)."""
+        ...
+
+    def renew(self, run_id: str, what: str, token: str, seconds: float) -> bool:
+        """Hold the lock ``token`` holds for ``seconds`` more; False if it lapsed or was taken."""
+        ...
+
+    # -- the Message Batches lane (see judgeq._lane) --------------------------------
+    # Each job in the lane has a value: '' (buffered) or the token of the batch it is in.
+    # Each batch has a record (JSON) and a state; states change only by compare-and-set.
+    def lane_add(self, run_id: str, index: int, now: float) -> bool:
+        """Put job ``index`` in the lane's buffer (to be sent in the next Message Batch);
+        False when it has a result or is already in the lane (buffered or in a batch)."""
+        ...
+
+    def lane_take(self, run_id: str, n: int, token: str, now: float) -> list[int]:
+        """Move up to ``n`` buffered jobs, oldest first, into a new batch ``token``, and create
+        its record (state ``creating``, ``created`` = ``now``) with its jobs, in one step:
+        jobs are never in a batch that has no record."""
+        ...
+
+    def lane_return(self, run_id: str, indices: list[int], now: float, token: str) -> int:
+        """Put the jobs of batch ``token`` back in the buffer: only those still in that batch
+        (not taken by another since) and without a result (those leave the lane); how many
+        went back."""
+        ...
+
+    def lane_done(self, run_id: str, indices: list[int]) -> None:
+        """The jobs have left the lane (their results are stored)."""
+        ...
+
+    def lane_counts(self, run_id: str) -> tuple[int, int, float | None]:
+        """(jobs buffered, jobs in the lane: buffered or in a batch, when the oldest buffered
+        job was buffered)."""
+        ...
+
+    def lane_set_batch(self, run_id: str, record: dict[str, Any], expect: tuple[str, ...]) -> bool:
+        """Write a batch record (``record["token"]`` names it, ``record["state"]`` its new
+        state) only if its current state is one of ``expect``; False (nothing written) if not."""
+        ...
+
+    def lane_batches(self, run_id: str) -> list[dict[str, Any]]:
+        """Every batch record of the run, oldest first."""
+        ...
+
+    def lane_batch(self, run_id: str, token: str) -> dict[str, Any] | None: ...
+    def lane_batch_indices(self, run_id: str, token: str) -> list[int]: ...
+    def lane_runs(self) -> list[str]:
+        """Runs of the batch lane that may have buffered jobs or batches in flight."""
+        ...
+
+    def lane_track(self, run_id: str, active: bool) -> None:
+        """Add a run to :meth:`lane_runs` (``active``) or take it off."""
+        ...
+
     def set_state(self, run_id: str, **fields: Any) -> None: ...
     def state(self, run_id: str) -> dict[str, str]: ...
     def save_report(self, run_id: str, report: dict[str, Any]) -> None: ...
@@ -122,6 +201,12 @@ class MemoryStore:
         self._reducer: set[str] = set()
         self._state: dict[str, dict[str, str]] = {}
         self._reports: dict[str, str] = {}
+        self._claims: dict[tuple[str, str], tuple[str, float]] = {}
+        self._lane: dict[str, dict[int, str]] = {}
+        self._buffer: dict[str, deque[tuple[int, float]]] = {}
+        self._batches: dict[str, dict[str, str]] = {}
+        self._batch_indices: dict[tuple[str, str], list[int]] = {}
+        self._lane_runs: set[str] = set()
 
     def register(self, spec: RunSpec) -> None:
         with self._lock:
@@ -168,6 +253,12 @@ class MemoryStore:
                 state.update(state="paused", pause_reason=cost_pause_reason(counters["cost_usd"], limit))
             return int(counters["done"])
 
+    def fetch_jobs(self, run_id: str, indices: list[int]) -> list[tuple[bool, str | None]]:
+        return [(self.has_result(run_id, i), self.job(run_id, i)) for i in indices]
+
+    def store_results(self, run_id: str, results: list[Result]) -> list[int | None]:
+        return [self.store_result(run_id, r) for r in results]
+
     def results(self, run_id: str, total: int) -> Iterator[Result | None]:
         results = self._results.get(run_id, {})
         for i in range(total):
@@ -213,6 +304,116 @@ class MemoryStore:
     def release_reducer(self, run_id: str) -> None:
         with self._lock:
             self._reducer.discard(run_id)
+
+    def claim(self, run_id: str, what: str, seconds: float) -> str | None:
+        now = time.monotonic()
+        with self._lock:
+            held = self._claims.get((run_id, what))
+            if held is not None and held[1] > now:
+                return None
+            token = secrets.token_hex(8)
+            self._claims[(run_id, what)] = (token, now + max(1.0, seconds))
+            return token
+
+    def release(self, run_id: str, what: str, token: str | None = None) -> None:
+        with self._lock:
+            held = self._claims.get((run_id, what))
+            if held is not None and (token is None or held[0] == token):
+                del self._claims[(run_id, what)]
+
+    def renew(self, run_id: str, what: str, token: str, seconds: float) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            held = self._claims.get((run_id, what))
+            if held is None or held[0] != token or held[1] <= now:
+                return False
+            self._claims[(run_id, what)] = (token, now + max(1.0, seconds))
+            return True
+
+    def lane_add(self, run_id: str, index: int, now: float) -> bool:
+        with self._lock:
+            lane = self._lane.setdefault(run_id, {})
+            if index in self._results.get(run_id, {}) or index in lane:
+                return False
+            lane[index] = ""
+            self._buffer.setdefault(run_id, deque()).append((index, now))
+            return True
+
+    def lane_take(self, run_id: str, n: int, token: str, now: float) -> list[int]:
+        with self._lock:
+            buffer = self._buffer.setdefault(run_id, deque())
+            taken = [buffer.popleft()[0] for _ in range(min(n, len(buffer)))]
+            if not taken:
+                return []
+            lane = self._lane.setdefault(run_id, {})
+            for index in taken:
+                lane[index] = token
+            record = {"token": token, "id": None, "state": "creating", "created": now}
+            self._batches.setdefault(run_id, {})[token] = json.dumps(record)
+            self._batch_indices[(run_id, token)] = list(taken)
+            return taken
+
+    def lane_return(self, run_id: str, indices: list[int], now: float, token: str) -> int:
+        with self._lock:
+            lane = self._lane.setdefault(run_id, {})
+            buffer = self._buffer.setdefault(run_id, deque())
+            done = self._results.get(run_id, {})
+            back = 0
+            for index in indices:
+                if lane.get(index) != token:
+                    continue  # taken into another batch since, or gone
+                if index in done:
+                    del lane[index]
+                    continue
+                lane[index] = ""
+                buffer.append((index, now))
+                back += 1
+            return back
+
+    def lane_done(self, run_id: str, indices: list[int]) -> None:
+        with self._lock:
+            lane = self._lane.setdefault(run_id, {})
+            for index in indices:
+                lane.pop(index, None)
+
+    def lane_counts(self, run_id: str) -> tuple[int, int, float | None]:
+        with self._lock:
+            buffer = self._buffer.get(run_id) or deque()
+            return len(buffer), len(self._lane.get(run_id, {})), buffer[0][1] if buffer else None
+
+    def lane_set_batch(self, run_id: str, record: dict[str, Any], expect: tuple[str, ...]) -> bool:
+        with self._lock:
+            records = self._batches.setdefault(run_id, {})
+            current = records.get(record["token"])
+            if current is None or json.loads(current)["state"] not in expect:
+                return False
+            records[record["token"]] = json.dumps(record)
+            return True
+
+    def lane_batches(self, run_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            records = [json.loads(raw) for raw in self._batches.get(run_id, {}).values()]
+        return sorted(records, key=lambda r: (r.get("created", 0), r["token"]))
+
+    def lane_batch(self, run_id: str, token: str) -> dict[str, Any] | None:
+        with self._lock:
+            raw = self._batches.get(run_id, {}).get(token)
+        return json.loads(raw) if raw else None
+
+    def lane_batch_indices(self, run_id: str, token: str) -> list[int]:
+        with self._lock:
+            return list(self._batch_indices.get((run_id, token), []))
+
+    def lane_runs(self) -> list[str]:
+        with self._lock:
+            return sorted(self._lane_runs)
+
+    def lane_track(self, run_id: str, active: bool) -> None:
+        with self._lock:
+            if active:
+                self._lane_runs.add(run_id)
+            else:
+                self._lane_runs.discard(run_id)
 
     def set_state(self, run_id: str, **fields: Any) -> None:
         with self._lock:

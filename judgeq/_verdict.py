@@ -52,6 +52,15 @@ Pass-fail rubrics: the same rules with the words ``pass``/``passed``/``fail``/``
 (``Verdict: PASS``, ``**Decision**: fail``, ``[[FAIL]]``, a reply that is only ``PASS``,
 ``Final verdict: PASS`` settling a conflict); ``Result: passed 3 of 5 tests`` is not one.
 
+Pairwise rubrics: the verdict is ``A``, ``B`` or ``tie``. JSON: ``verdict`` (or ``winner``,
+``preference``, ``choice``, …) with ``A``/``B``/``tie`` (``Output (a)``, ``[[B]]``, ``draw``
+and MT-Bench's ``C`` for a tie are read too), and one such field per dimension. Free text:
+``[[A]]``/``[[B]]``/``[[C]]`` anywhere (MT-Bench), ``Output (a) is better.`` as a whole
+statement (LLMBar), a labelled statement (``Verdict: B``, ``Final verdict: [[A]]``,
+``Winner: Output A``), or a reply that is only ``A``, ``B``, ``tie`` or ``Output (b)``;
+``Output (a) is better at formatting, but ...`` is reasoning, not a verdict. Conflicts follow
+the rules above (``Final verdict`` settles).
+
 Scale: ``N/D`` with ``D`` different from the scale's top is rescaled (flag ``rescaled``).  A
 JSON or tool score outside the scale is clamped (flag ``clamped``): the key says it is the
 score.  A number *stated in free text* outside the scale is not clamped: it is null with the
@@ -208,6 +217,28 @@ def _verdict_word(value: Any) -> str | None:
     return None
 
 
+_PAIR_KEYS = ("verdict", "winner", "preference", "preferred", "better", "better_output", "choice")
+_PAIR_WORD_RE = re.compile(
+    r"(?:(?:output|response|assistant|answer|model|candidate)[ \t]*)?\(?(?P<side>[ab])\)?"
+    r"|(?P<tie>tie|draw|equal|both|neither|same|c)",
+    re.I,
+)
+
+
+def _pair_word(value: Any) -> str | None:
+    """A pairwise verdict from a JSON value: ``A``, ``B`` or ``tie`` (also ``Output (a)``,
+    ``[[B]]``, ``draw``, the MT-Bench tie ``C``); None for anything else."""
+    if not isinstance(value, str):
+        return None
+    word = value.strip().strip(".!*\"'`").strip()
+    if word.startswith("[[") and word.endswith("]]"):
+        word = word[2:-2].strip()
+    m = _PAIR_WORD_RE.fullmatch(word)
+    if m is None:
+        return None
+    return "tie" if m.group("tie") else m.group("side").upper()
+
+
 def _from_object(obj: Mapping[str, Any], rubric: Rubric, pv: ParsedVerdict) -> bool:
     """Fill ``pv`` from a JSON object; True when it carried a usable score or verdict."""
     keys = _lower_keys(obj)
@@ -218,6 +249,15 @@ def _from_object(obj: Mapping[str, Any], rubric: Rubric, pv: ParsedVerdict) -> b
     for k in ("key_facts_present", "key_facts_missing"):
         if isinstance(keys.get(k), list):
             pv.extra[k] = [str(x) for x in keys[k]][:50]
+    if rubric.is_pairwise:
+        for d in rubric.dimensions:
+            if (word := _pair_word(keys.get(d.name))) is not None:
+                pv.extra.setdefault("dimension_verdicts", {})[d.name] = word
+        for k in _PAIR_KEYS:
+            if k in keys and (word := _pair_word(keys[k])) is not None:
+                pv.verdict = word
+                return True
+        return False
     if rubric.is_pass_fail:
         for k in _VERDICT_KEYS:
             if k in keys and (word := _verdict_word(keys[k])) is not None:
@@ -267,7 +307,7 @@ _S1 = r"[ \t]{1,4}"
 # optional connective ("Therefore, ", "In conclusion, ").
 _START = (
     r"(?:^(?:[ \t]{0,12}(?:[-*+•]|[0-9]{1,2}[.)])" + _S1 + r"|[ \t]{0,3})(?:[#>]{1,6}" + _S + ")?"
-    r"|(?<=[.!?])" + _S1 + r"|(?<=[.!?]\*\*)" + _S1 + ")"
+    r"|(?<=[.!?])" + _S1 + r"|(?<=[.!?]\*\*)" + _S1 + r"|(?<=[.!?][\"”')])" + _S1 + ")"
     r"[*_]{0,3}"
     r"(?:(?:therefore|thus|hence|so|accordingly|overall|finally|in[ \t](?:conclusion|summary|short)"
     r"|all[ \t]in[ \t]all),?" + _S1 + ")?"
@@ -339,6 +379,36 @@ _BARE_SCORE_RE = re.compile(
 # fmt: on
 _BARE_VERDICT_RE = re.compile(
     r"[*_\"'`]{0,3}" + _S + r"(?P<word>pass(?:ed)?|fail(?:ed)?)" + _S + r"[*_\"'`]{0,3}[.!]?", re.I
+)
+# Pairwise verdicts: "[[A]]" / "[[B]]" / "[[C]]" (tie; MT-Bench) anywhere; "Output (a) is better."
+# (LLMBar) as a whole statement; "Verdict: B", "Winner: Output A", "Final verdict: tie"; a reply
+# that is only "A", "B", "tie" or "Output (b)".
+_PAIR_VALUE = r"(?:output|response|assistant|answer)?[ \t]{0,2}\(?[ab]\)?|tie|draw"
+_PAIR_END = r"[ \t]*+[*_]{0,3}[ \t]*+(?:[.!]|(?=\n)|\Z)"
+_PAIR_STATEMENT_RES = (
+    re.compile(
+        r"(?:" + _START + r"|(?<=,)" + _S1 + r"(?=[^\n]*\Z))"
+        r"(?P<word>(?:output|response|assistant|answer)[ \t]{0,2}\(?[ab]\)?)[*_]{0,3}[ \t]+is[ \t]+"
+        r"(?:the[ \t]+)?(?:better|preferred|superior)(?:[ \t]+(?:one|output|response|answer))?" + _PAIR_END,
+        re.I | re.M,
+    ),
+    re.compile(
+        _START
+        + r"(?P<label>"
+        + _QUALIFIERS
+        + r"(?:verdict|winner|decision|preference|choice|better[ \t]+(?:output|response|answer)))"
+        + _SEP
+        + r"[ \t]*(?:\[\[|\*\*|\")?[ \t]*(?P<word>"
+        + _PAIR_VALUE
+        + r"|c(?=\]\]))[ \t]*(?:\]\]|\*\*|\")?"
+        + _PAIR_END,
+        re.I | re.M,
+    ),
+)
+_BRACKET_PAIR_RE = re.compile(r"\[\[" + _S + r"(?P<word>[abc]|tie)" + _S + r"\]\]", re.I)
+_BARE_PAIR_RE = re.compile(
+    r"[*_\"'`]{0,3}(?:\[\[)?" + _S + r"(?P<word>" + _PAIR_VALUE + r")" + _S + r"(?:\]\])?[*_\"'`]{0,3}[.!]?",
+    re.I,
 )
 # Code (fenced blocks, inline spans) and quoted passages that contain a blank (what the
 # candidate or the question said) are not the judge's statements.
@@ -501,10 +571,33 @@ def _dimension_re(name: str) -> re.Pattern[str]:
     )
 
 
+def _pair_statements(text: str) -> list[_Statement]:
+    bare = _BARE_PAIR_RE.fullmatch(text.strip())
+    if bare:
+        return [_Statement(0, _pair_word(bare.group("word")))]
+    found: dict[int, _Statement] = {}
+    for pattern in _PAIR_STATEMENT_RES:
+        for m in pattern.finditer(text):
+            label = m.groupdict().get("label") or ""
+            found[m.start("word")] = _Statement(
+                m.start("word"), _pair_word(m.group("word")), bool(_FINAL_RE.search(label))
+            )
+    for m in _BRACKET_PAIR_RE.finditer(text):
+        found.setdefault(m.start("word"), _Statement(m.start("word"), _pair_word(m.group("word"))))
+    return [found[k] for k in sorted(found)]
+
+
 def _from_text(text: str, rubric: Rubric, pv: ParsedVerdict) -> bool:
     """Explicit statements only: per-dimension lines (``Accuracy: 8/10``) and a holistic score,
-    or, pass-fail, a verdict word; see the module docstring."""
+    or, pass-fail, a verdict word, or, pairwise, a verdict A, B or tie; see the module
+    docstring."""
     prose = _prose(text)
+    if rubric.is_pairwise:
+        chosen = _settle(_pair_statements(prose), pv, "verdict")
+        if chosen is None or not isinstance(chosen.value, str):
+            return False
+        pv.verdict = chosen.value
+        return True
     if rubric.is_pass_fail:
         chosen = _settle(_verdict_statements(prose), pv, "verdict")
         if chosen is None or not isinstance(chosen.value, str):
@@ -527,7 +620,7 @@ def _from_text(text: str, rubric: Rubric, pv: ParsedVerdict) -> bool:
 
 
 def _complete(pv: ParsedVerdict, rubric: Rubric, text: str) -> ParsedVerdict:
-    if rubric.is_pass_fail or not rubric.dimensions:
+    if rubric.is_pass_fail or rubric.is_pairwise or not rubric.dimensions:
         return pv
     missing = [d.name for d in rubric.dimensions if d.name not in pv.scores]
     if missing:

@@ -18,16 +18,33 @@ fixed limits and has no refund or pause.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping
 
 import redis
 
 from judgeq._budget import ADAPTIVE_EPOCH, ADAPTIVE_GROWTH, Limits, Usage, server_limits
+from judgeq.redis_store import store_errors
 
+REFUND_EVERY = 1.0
+"""Seconds a process may hold refunds back (they go out with its next reservation)."""
 TTL = 3600
 """Seconds an unused budget is kept (it is rebuilt full, like a fresh provider bucket)."""
 
 _ACQUIRE = """
+-- first the refunds this process has gathered since its last call (see RedisBudget.settle)
+for i, dim in ipairs({'lvl_input-tokens', 'lvl_output-tokens'}) do
+  local back = tonumber(ARGV[7 + i]) or 0
+  if back ~= 0 and redis.call('HEXISTS', KEYS[1], dim) == 1 then
+    redis.call('HINCRBYFLOAT', KEYS[1], dim, back)
+  end
+end
+local grow = tonumber(ARGV[10]) or 0
+local adaptive = redis.call('HEXISTS', KEYS[1], 'ada') == 1
+if grow ~= 0 and adaptive and redis.call('HEXISTS', KEYS[1], 'srv_requests') == 0 then
+  redis.call('HINCRBYFLOAT', KEYS[1], 'ada', grow)
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
 local h = redis.call('HMGET', KEYS[1], 'pause', 'at', 'lvl_requests', 'lvl_input-tokens',
@@ -131,16 +148,51 @@ class RedisBudget:
         self._throttled = client.register_script(_THROTTLED)
         self._learn = client.register_script(_LEARN)
         self._learned: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._pending = [0.0, 0.0, 0.0]
+        """Refunds not yet applied: input tokens, output tokens, adaptive growth."""
+        self._flushed = time.monotonic()
 
+    @store_errors
     def acquire(self, input_tokens: int, output_tokens: int, limits: Limits) -> float:
-        args = [1, input_tokens, output_tokens, *limits.as_tuple(), TTL]
-        return float(self._acquire(keys=self.keys, args=args))
+        back_in, back_out, grow = self._take_pending()
+        args = [1, input_tokens, output_tokens, *limits.as_tuple(), TTL, back_in, back_out, grow]
+        try:
+            return float(self._acquire(keys=self.keys, args=args))
+        except BaseException:
+            self._add_pending(back_in, back_out, grow)  # not applied: keep them for the next call
+            raise
 
+    @store_errors
     def settle(self, reserved: Usage, used: Usage) -> None:
+        """Refund what a call did not use. Gathered in this process and applied with its next
+        :meth:`acquire` (one round trip a call instead of two), or at once when the last
+        refund went out more than :data:`REFUND_EVERY` seconds ago."""
         back_in = reserved.input_tokens - used.input_tokens
         back_out = reserved.output_tokens - used.output_tokens
-        self._settle(keys=self.keys, args=[back_in, back_out, ADAPTIVE_GROWTH])
+        self._add_pending(back_in, back_out, ADAPTIVE_GROWTH)
+        if time.monotonic() - self._flushed >= REFUND_EVERY:
+            back_in, back_out, grow = self._take_pending()
+            try:
+                self._settle(keys=self.keys, args=[back_in, back_out, grow])
+            except BaseException:
+                self._add_pending(back_in, back_out, grow)
+                raise
 
+    def _add_pending(self, back_in: float, back_out: float, grow: float) -> None:
+        with self._lock:
+            self._pending[0] += back_in
+            self._pending[1] += back_out
+            self._pending[2] += grow
+
+    def _take_pending(self) -> tuple[float, float, float]:
+        with self._lock:
+            taken = (self._pending[0], self._pending[1], self._pending[2])
+            self._pending = [0.0, 0.0, 0.0]
+            self._flushed = time.monotonic()
+            return taken
+
+    @store_errors
     def observe(self, headers: Mapping[str, str]) -> None:
         learned = server_limits(headers)
         if learned and learned != self._learned:  # written when they change, not on every call
@@ -151,6 +203,7 @@ class RedisBudget:
             self._learn(keys=self.keys, args=args)
             self._learned = learned
 
+    @store_errors
     def throttled(self, retry_after: float | None, limits: Limits) -> None:
         wait = retry_after if retry_after is not None else 1.0
         self._throttled(keys=self.keys, args=[wait, limits.rpm or 0, TTL, ADAPTIVE_EPOCH])

@@ -9,12 +9,20 @@ on one slot of a cluster):
 ====================================  ======  ==================================================
 ``judgeq:run:{ID}:spec``              string  the RunSpec JSON (rubric text, judge, settings)
 ``judgeq:run:{ID}:jobs``              hash    index -> job JSON; deleted as each job is stored
-``judgeq:run:{ID}:results``           hash    index -> Result JSON, written once (HSETNX)
+``judgeq:run:{ID}:done``              bitmap  bit i set once job i has a result (decides "once")
+``judgeq:run:{ID}:results:{N}``       list    packed results of jobs N*1024 … N*1024+1023, in
+                                              the order stored (:func:`judgeq._result.pack_result`)
 ``judgeq:run:{ID}:counters``          hash    done, graded, passed, null:<reason>, … (live)
 ``judgeq:run:{ID}:state``             hash    state, enqueued, started_at, finished_at, …
 ``judgeq:run:{ID}:reducer``           string  set once by the worker that enqueues the reducer
 ``judgeq:run:{ID}:report``            string  the report JSON
+``judgeq:run:{ID}:lane``              hash    batch lane: index -> batch token ('' = buffered)
+``judgeq:run:{ID}:buffer``            list    batch lane: buffered jobs ``index:time``, oldest first
+``judgeq:run:{ID}:batches``           hash    batch lane: token -> Message Batch record JSON
+``judgeq:run:{ID}:batch_states``      hash    batch lane: token -> state (changed by compare-and-set)
+``judgeq:run:{ID}:batch:{TOKEN}``     list    batch lane: the job indices of one batch
 ``judgeq:runs``                       zset    run ids by creation time (for listings)
+``judgeq:lane:runs``                  set     runs with buffered jobs or batches in flight
 ====================================  ======  ==================================================
 
 Storing a result is one Lua script: write the result if absent, delete the payload, bump the
@@ -24,36 +32,43 @@ twice, and exactly one worker sees the count reach the total.
 
 from __future__ import annotations
 
+import functools
 import json
+import secrets
+import threading
 import time
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.client import NEVER_DECODE
 from redis.retry import Retry
 
 from judgeq._cache import decode_reply, encode_reply
-from judgeq._errors import ConfigError, StoreError
+from judgeq._errors import ConfigError, RubricError, StoreError
 from judgeq._judge import JudgeReply
-from judgeq._result import Result
+from judgeq._result import Result, pack_result, packing_dictionary, unpack_result
 from judgeq._run import RunSpec
 from judgeq._settings import mask_url
 from judgeq._store import live_increments
 
 _STORE_RESULT = """
-if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return -1 end
-redis.call('HDEL', KEYS[2], ARGV[1])
-for i = 5, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[3], ARGV[i], ARGV[i + 1]) end
-redis.call('HSET', KEYS[3], 'last_done_at', ARGV[4])
-redis.call('HDEL', KEYS[5], 'systemic_streak')
-local done = redis.call('HINCRBY', KEYS[3], 'done', 1)
+local index = tonumber(ARGV[1])
+if redis.call('SETBIT', KEYS[1], index, 1) == 1 then return -1 end
+if redis.call('RPUSH', KEYS[2], ARGV[2]) == 1 then redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3])) end
+redis.call('HDEL', KEYS[3], ARGV[1])
+for i = 5, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[4], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[4], 'last_done_at', ARGV[4])
+redis.call('HDEL', KEYS[6], 'systemic_streak')
+local done = redis.call('HINCRBY', KEYS[4], 'done', 1)
 -- the run's cost limit: the write that reaches it pauses the run (no new judge calls)
-local limit = tonumber(redis.call('HGET', KEYS[5], 'max_cost_usd') or '')
+local limit = tonumber(redis.call('HGET', KEYS[6], 'max_cost_usd') or '')
 if limit and limit > 0 then
-  local spent = tonumber(redis.call('HGET', KEYS[3], 'cost_usd') or '0')
-  if spent >= limit and redis.call('HGET', KEYS[5], 'state') == 'running' then
-    redis.call('HSET', KEYS[5], 'state', 'paused', 'pause_reason', string.format(
+  local spent = tonumber(redis.call('HGET', KEYS[4], 'cost_usd') or '0')
+  if spent >= limit and redis.call('HGET', KEYS[6], 'state') == 'running' then
+    redis.call('HSET', KEYS[6], 'state', 'paused', 'pause_reason', string.format(
       'max_cost: $%.4f spent of the $%.4f allowed (raise it with: judgeq resume RUN --max-cost USD)',
       spent, limit))
   end
@@ -65,6 +80,9 @@ if ttl > 0 and redis.call('TTL', KEYS[1]) < ttl / 2 then
 end
 return done
 """
+"""Store one result once: its bit in the ``done`` bitmap decides, the packed result goes to
+the end of its bucket's list; the payload is deleted, the counters bumped, the done-count
+returned (-1: it had a result already)."""
 
 _TRANSITION = """
 if redis.call('HGET', KEYS[1], 'state') ~= ARGV[1] then return 0 end
@@ -73,6 +91,87 @@ return 1
 """
 """Pause (running -> paused) or resume (paused -> running) atomically, with the reason."""
 
+_LANE_ADD = """
+if redis.call('GETBIT', KEYS[1], tonumber(ARGV[1])) == 1 then return 0 end
+if redis.call('HSETNX', KEYS[2], ARGV[1], '') == 0 then return 0 end
+redis.call('RPUSH', KEYS[3], ARGV[1] .. ':' .. ARGV[2])
+local ttl = tonumber(ARGV[3])
+for i = 2, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
+return 1
+"""
+"""Buffer a job for the batch lane (``index:time`` in the buffer) unless it has a result or
+is in the lane already."""
+
+_LANE_TAKE = """
+local entries = redis.call('LPOP', KEYS[2], ARGV[1])
+if not entries then return {} end
+local taken = {}
+for i, entry in ipairs(entries) do
+  local idx = string.match(entry, '^[^:]+')
+  taken[i] = idx
+  redis.call('HSET', KEYS[1], idx, ARGV[2])
+end
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
+redis.call('HSET', KEYS[4], ARGV[2], 'creating')
+for i = 1, #taken, 4000 do
+  redis.call('RPUSH', KEYS[5], unpack(taken, i, math.min(i + 3999, #taken)))
+end
+local ttl = tonumber(ARGV[3])
+for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('EXPIRE', KEYS[i], ttl) end
+end
+return taken
+"""
+"""Move the oldest buffered jobs into a new batch and create its record, in one step."""
+
+_LANE_RETURN = """
+local back = 0
+for i = 4, #ARGV do
+  local idx = ARGV[i]
+  if redis.call('HGET', KEYS[2], idx) == ARGV[2] then
+    if redis.call('GETBIT', KEYS[1], tonumber(idx)) == 1 then
+      redis.call('HDEL', KEYS[2], idx)
+    else
+      redis.call('HSET', KEYS[2], idx, '')
+      redis.call('RPUSH', KEYS[3], idx .. ':' .. ARGV[1])
+      back = back + 1
+    end
+  end
+end
+if back > 0 then redis.call('EXPIRE', KEYS[3], tonumber(ARGV[3])) end
+return back
+"""
+"""Put back in the buffer the jobs still in batch ARGV[2] and without a result."""
+
+_LANE_SET = """
+local current = redis.call('HGET', KEYS[2], ARGV[1])
+local allowed = false
+for i = 5, #ARGV do
+  if current == ARGV[i] then allowed = true end
+end
+if not allowed then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+local ttl = tonumber(ARGV[4])
+redis.call('EXPIRE', KEYS[1], ttl)
+redis.call('EXPIRE', KEYS[2], ttl)
+return 1
+"""
+"""Write a batch record if its state is still one of the expected ones (compare-and-set)."""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+"""Release a lock only if this holder's token still holds it."""
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+"""Extend a lock only if this holder's token still holds it."""
+
+LANE_RUNS = "judgeq:lane:runs"
 CHUNK = 1000
 
 
@@ -85,20 +184,107 @@ RECONNECT_RETRIES = 40
 about a minute, so clients ride out a Redis restart."""
 
 
+@dataclass(frozen=True, slots=True)
+class SentinelURL:
+    """``sentinel://[:PASSWORD@]HOST:PORT[;sentinel://HOST:PORT...][/DB]?master_name=NAME``:
+    the Redis behind Sentinels (kombu's form, with the master's name in the query)."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    master_name: str
+    db: int = 0
+    password: str | None = None
+
+    @property
+    def kombu_url(self) -> str:
+        """The broker URL for kombu (the master's name goes in its transport options)."""
+        auth = f":{self.password}@" if self.password else ""
+        return ";".join(f"sentinel://{auth}{h}:{p}/{self.db}" for h, p in self.sentinels)
+
+
+def parse_sentinel_url(url: str) -> SentinelURL:
+    """Parse a ``sentinel://`` URL (see :class:`SentinelURL`); ConfigError naming the problem."""
+    from urllib.parse import parse_qs, urlsplit
+
+    parts = [p for p in url.split(";") if p.strip()]
+    sentinels: list[tuple[str, int]] = []
+    master, db, password = "", 0, None
+    for part in parts:
+        u = urlsplit(part.strip())
+        if u.scheme != "sentinel" or not u.hostname:
+            raise ConfigError(
+                f"Redis URL {mask_url(url)}: every part of a Sentinel URL is sentinel://HOST:PORT"
+            )
+        try:
+            sentinels.append((u.hostname, u.port or 26379))
+        except ValueError:
+            raise ConfigError(f"Redis URL {mask_url(url)}: a Sentinel port is not a number") from None
+        password = u.password or password
+        if u.path.strip("/"):
+            try:
+                db = int(u.path.strip("/"))
+            except ValueError:
+                raise ConfigError(
+                    f"Redis URL {mask_url(url)}: the database {u.path!r} is not a number"
+                ) from None
+        master = parse_qs(u.query).get("master_name", [master])[-1]
+    if not master:
+        raise ConfigError(
+            f"Redis URL {mask_url(url)}: a Sentinel URL needs ?master_name=NAME (the monitored master)"
+        )
+    return SentinelURL(tuple(sentinels), master, db, password)
+
+
+def _following_connection() -> type:
+    """A Sentinel-managed connection that asks the Sentinels for the master whenever it
+    reconnects. (redis-py's own reconnects through ``connect_check_health`` to the address it
+    had, so after a failover it kept retrying the lost master until its retries ran out.)"""
+    from redis.sentinel import SentinelManagedConnection
+
+    class FollowingConnection(SentinelManagedConnection):
+        def connect_check_health(self, check_health: bool = True, retry_socket_connect: bool = True) -> None:
+            if self._sock:
+                return
+            if retry_socket_connect:  # a plain reconnect: resolve the master again first
+                self.retry.call_with_retry(self._connect_retry, lambda error: None)
+                return
+            super().connect_check_health(check_health=check_health, retry_socket_connect=False)
+
+    return FollowingConnection
+
+
 def connect(url: str) -> redis.Redis:
     """A client checked with one PING (a clear error at once if Redis is down), which then
-    retries commands across connection errors for about a minute (a Redis restart)."""
+    retries commands across connection errors for about a minute (a Redis restart). A
+    ``sentinel://`` URL connects to the master its Sentinels name (and follows a failover)."""
     try:
-        client = redis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_connect_timeout=5,
-            socket_timeout=30,
-            health_check_interval=30,
-            retry=Retry(NoBackoff(), 0),
-        )
+        options: dict[str, Any] = {
+            "decode_responses": True,
+            "socket_connect_timeout": 5,
+            "socket_timeout": 30,
+            "health_check_interval": 30,
+            "retry": Retry(NoBackoff(), 0),
+        }
+        if url.startswith("sentinel://"):
+            from redis.sentinel import Sentinel
+
+            target = parse_sentinel_url(url)
+            sentinel = Sentinel(list(target.sentinels), socket_timeout=5, socket_connect_timeout=5)
+            sentinel.discover_master(target.master_name)  # a clear error at once when none is known
+            # every connection retries through a failover (the pool asks the Sentinels again)
+            options["retry"] = Retry(ExponentialBackoff(cap=2.0, base=0.1), RECONNECT_RETRIES)
+            client = sentinel.master_for(
+                target.master_name,
+                db=target.db,
+                password=target.password,
+                connection_class=_following_connection(),
+                **options,
+            )
+        else:
+            client = redis.Redis.from_url(url, **options)
         client.ping()
         client.set_retry(Retry(ExponentialBackoff(cap=2.0, base=0.1), RECONNECT_RETRIES))
+    except ConfigError:
+        raise
     except redis.AuthenticationError:  # a ConnectionError subclass: test it first
         raise StoreError(f"Redis at {mask_url(url)} refused the password") from None
     except redis.ResponseError as exc:  # e.g. "DB index is out of range"
@@ -117,6 +303,24 @@ def _scrub(text: str, url: str) -> str:
     return text.replace(password, "***") if password else text
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def store_errors(method: F) -> F:
+    """Redis failing under a call made while grading (the reply cache, the judge budget) is the
+    store failing, never the job: raise :class:`~judgeq.StoreError`, which puts the job's message
+    back, instead of letting the job end as an ``internal_error`` null."""
+
+    @functools.wraps(method)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except redis.RedisError as exc:
+            raise StoreError(f"Redis failed during grading: {type(exc).__name__}: {exc}") from exc
+
+    return wrapped  # type: ignore[return-value]
+
+
 class RedisCache:
     """The judge-reply cache in Redis (:mod:`judgeq._cache`): ``judgeq:cache:<key>`` strings
     with a TTL, shared by every worker."""
@@ -124,11 +328,32 @@ class RedisCache:
     def __init__(self, client: redis.Redis, ttl_s: float) -> None:
         self.r, self.ttl_s = client, max(1, int(ttl_s))
 
+    @store_errors
     def get(self, key: str) -> JudgeReply | None:
         return decode_reply(self.r.get(f"judgeq:cache:{key}"))
 
+    @store_errors
     def put(self, key: str, reply: JudgeReply) -> None:
         self.r.set(f"judgeq:cache:{key}", encode_reply(reply), ex=self.ttl_s)
+
+    @store_errors
+    def get_many(self, keys: list[str]) -> dict[str, JudgeReply]:
+        """One MGET for a grade message's requests."""
+        if not keys:
+            return {}
+        found = {}
+        for key, raw in zip(keys, self.r.mget([f"judgeq:cache:{k}" for k in keys]), strict=True):
+            reply = decode_reply(raw)
+            if reply is not None:
+                found[key] = reply
+        return found
+
+    @store_errors
+    def put_many(self, items: list[tuple[str, JudgeReply]]) -> None:
+        p = self.r.pipeline(transaction=False)
+        for key, reply in items:
+            p.set(f"judgeq:cache:{key}", encode_reply(reply), ex=self.ttl_s)
+        p.execute()
 
 
 class RedisStore:
@@ -139,6 +364,14 @@ class RedisStore:
         self.retention_s = int(retention_s)
         self._store = client.register_script(_STORE_RESULT)
         self._transition = client.register_script(_TRANSITION)
+        self._lane_add = client.register_script(_LANE_ADD)
+        self._lane_take = client.register_script(_LANE_TAKE)
+        self._lane_return = client.register_script(_LANE_RETURN)
+        self._lane_set = client.register_script(_LANE_SET)
+        self._release = client.register_script(_RELEASE)
+        self._renew = client.register_script(_RENEW)
+        self._lock = threading.Lock()
+        self._dictionaries: dict[str, bytes] = {}
 
     # -- runs ----------------------------------------------------------------------
     def register(self, spec: RunSpec) -> None:
@@ -170,28 +403,74 @@ class RedisStore:
     def missing(self, run_id: str, indices: list[int]) -> list[int]:
         if not indices:
             return []
-        have = self.r.hmget(_k(run_id, "results"), [str(i) for i in indices])
-        return [i for i, v in zip(indices, have, strict=True) if v is None]
+        done = self._done_bitmap(run_id)
+        return [i for i in indices if not _bit(done, i)]
+
+    def _done_bitmap(self, run_id: str) -> bytes:
+        return bytes(self._raw("GET", _k(run_id, "done")) or b"")
+
+    def _raw(self, *command: Any) -> Any:
+        """A command whose reply is bytes (packed results, bitmaps), not decoded text."""
+        return self.r.execute_command(*command, **{NEVER_DECODE: True})
 
     # -- results -------------------------------------------------------------------
     def has_result(self, run_id: str, index: int) -> bool:
-        return bool(self.r.hexists(_k(run_id, "results"), str(index)))
+        return bool(self.r.getbit(_k(run_id, "done"), index))
 
     def store_result(self, run_id: str, result: Result) -> int | None:
-        args: list[Any] = [str(result.index), result.model_dump_json(), self.retention_s, repr(time.time())]
-        for key, inc in live_increments(result).items():
-            args += [key, repr(float(inc))]
-        done = self._store(
-            keys=[_k(run_id, w) for w in ("results", "jobs", "counters", "spec", "state")], args=args
-        )
-        return None if int(done) < 0 else int(done)
+        return self.store_results(run_id, [result])[0]
+
+    def fetch_jobs(self, run_id: str, indices: list[int]) -> list[tuple[bool, str | None]]:
+        """For each job: whether it has a result, and its payload; one round trip."""
+        if not indices:
+            return []
+        p = self.r.pipeline(transaction=False)
+        for i in indices:
+            p.getbit(_k(run_id, "done"), i)
+        p.hmget(_k(run_id, "jobs"), [str(i) for i in indices])
+        *present, payloads = p.execute()
+        return [(bool(has), raw) for has, raw in zip(present, payloads, strict=True)]
+
+    def store_results(self, run_id: str, results: list[Result]) -> list[int | None]:
+        """Store each result once, atomically (:data:`_STORE_RESULT`), all in one round trip."""
+        if not results:
+            return []
+        dictionary = self._dictionary(run_id)
+        p = self.r.pipeline(transaction=False)
+        now = repr(time.time())
+        for result in results:
+            args: list[Any] = [result.index, pack_result(result, dictionary), self.retention_s, now]
+            for key, inc in live_increments(result).items():
+                args += [key, repr(float(inc))]
+            where = ("done", _bucket(result.index), "jobs", "counters", "spec", "state")
+            keys = [_k(run_id, w) for w in where]
+            self._store(keys=keys, args=args, client=p)
+        return [None if int(done) < 0 else int(done) for done in p.execute()]
+
+    def _dictionary(self, run_id: str) -> bytes:
+        """The deflate dictionary of the run's packed results (from its spec; kept per process)."""
+        with self._lock:
+            hit = self._dictionaries.get(run_id)
+        if hit is None:
+            spec = self.spec(run_id)
+            if spec is None:  # not registered (yet): not kept, the spec decides once it exists
+                return packing_dictionary({}, [])
+            hit = packing_dictionary(*run_constants(spec))
+            with self._lock:
+                self._dictionaries[run_id] = hit
+                while len(self._dictionaries) > 256:
+                    self._dictionaries.pop(next(iter(self._dictionaries)))
+        return hit
 
     def results(self, run_id: str, total: int) -> Iterator[Result | None]:
-        key = _k(run_id, "results")
-        for start in range(0, total, CHUNK):
-            fields = [str(i) for i in range(start, min(start + CHUNK, total))]
-            for raw in self.r.hmget(key, fields):
-                yield Result.model_validate_json(raw) if raw else None
+        """Every job's result in index order (None: no result), a bucket of
+        :data:`BUCKET` results at a time whatever the run's size."""
+        dictionary = self._dictionary(run_id)
+        for start in range(0, total, BUCKET):
+            blobs = self._raw("LRANGE", _k(run_id, _bucket(start)), 0, -1)
+            found = {r.index: r for r in (unpack_result(bytes(b), dictionary) for b in blobs or [])}
+            for index in range(start, min(start + BUCKET, total)):
+                yield found.get(index)
 
     def counters(self, run_id: str) -> dict[str, float]:
         raw = self.r.hgetall(_k(run_id, "counters"))
@@ -222,9 +501,101 @@ class RedisStore:
     def resume(self, run_id: str) -> bool:
         return bool(self._transition(keys=[_k(run_id, "state")], args=["paused", "running", ""]))
 
-    def claim(self, run_id: str, what: str, seconds: float) -> bool:
-        """A lock shared by every worker, held for ``seconds``."""
-        return bool(self.r.set(_k(run_id, what), "1", nx=True, ex=max(1, int(seconds))))
+    def claim(self, run_id: str, what: str, seconds: float) -> str | None:
+        """A lock shared by every worker, held for ``seconds``: its token, or None."""
+        token = secrets.token_hex(8)
+        ok = self.r.set(_k(run_id, what), token, nx=True, ex=max(1, int(seconds)))
+        return token if ok else None
+
+    def release(self, run_id: str, what: str, token: str | None = None) -> None:
+        if token is None:
+            self.r.delete(_k(run_id, what))
+        else:
+            self._release(keys=[_k(run_id, what)], args=[token])
+
+    def renew(self, run_id: str, what: str, token: str, seconds: float) -> bool:
+        return bool(self._renew(keys=[_k(run_id, what)], args=[token, max(1, int(seconds))]))
+
+    # -- the Message Batches lane ---------------------------------------------------
+    def lane_add(self, run_id: str, index: int, now: float) -> bool:
+        keys = [_k(run_id, w) for w in ("done", "lane", "buffer")]
+        return bool(self._lane_add(keys=keys, args=[str(index), repr(now), self.retention_s]))
+
+    def lane_take(self, run_id: str, n: int, token: str, now: float) -> list[int]:
+        keys = [_k(run_id, w) for w in ("lane", "buffer", "batches", "batch_states", f"batch:{token}")]
+        record = json.dumps({"token": token, "id": None, "state": "creating", "created": now})
+        taken = self._lane_take(keys=keys, args=[max(1, n), token, self.retention_s, record])
+        return [int(i) for i in taken]
+
+    def lane_return(self, run_id: str, indices: list[int], now: float, token: str) -> int:
+        keys = [_k(run_id, w) for w in ("done", "lane", "buffer")]
+        back = 0
+        for start in range(0, len(indices), 10 * CHUNK):
+            part = [str(i) for i in indices[start : start + 10 * CHUNK]]
+            back += int(self._lane_return(keys=keys, args=[repr(now), token, self.retention_s, *part]))
+        return back
+
+    def lane_done(self, run_id: str, indices: list[int]) -> None:
+        for start in range(0, len(indices), 10 * CHUNK):
+            self.r.hdel(_k(run_id, "lane"), *(str(i) for i in indices[start : start + 10 * CHUNK]))
+
+    def lane_counts(self, run_id: str) -> tuple[int, int, float | None]:
+        p = self.r.pipeline(transaction=False)
+        p.llen(_k(run_id, "buffer"))
+        p.hlen(_k(run_id, "lane"))
+        p.lindex(_k(run_id, "buffer"), 0)
+        buffered, in_lane, oldest = p.execute()
+        return int(buffered), int(in_lane), float(oldest.partition(":")[2]) if oldest else None
+
+    def lane_set_batch(self, run_id: str, record: dict[str, Any], expect: tuple[str, ...]) -> bool:
+        keys = [_k(run_id, "batches"), _k(run_id, "batch_states")]
+        args = [record["token"], record["state"], json.dumps(record), self.retention_s, *expect]
+        return bool(self._lane_set(keys=keys, args=args))
+
+    def lane_batches(self, run_id: str) -> list[dict[str, Any]]:
+        p = self.r.pipeline(transaction=False)
+        p.hgetall(_k(run_id, "batches"))
+        p.hgetall(_k(run_id, "batch_states"))
+        raw, states = p.execute()
+        records = []
+        for token, text in raw.items():
+            record = json.loads(text)
+            record["state"] = states.get(token, record.get("state"))
+            records.append(record)
+        return sorted(records, key=lambda r: (r.get("created", 0), r["token"]))
+
+    def lane_batch(self, run_id: str, token: str) -> dict[str, Any] | None:
+        p = self.r.pipeline(transaction=False)
+        p.hget(_k(run_id, "batches"), token)
+        p.hget(_k(run_id, "batch_states"), token)
+        raw, state = p.execute()
+        if not raw:
+            return None
+        record = json.loads(raw)
+        record["state"] = state or record.get("state")
+        return record
+
+    def lane_batch_indices(self, run_id: str, token: str) -> list[int]:
+        return [int(i) for i in self.r.lrange(_k(run_id, f"batch:{token}"), 0, -1)]
+
+    def lane_runs(self) -> list[str]:
+        return sorted(self.r.smembers(LANE_RUNS))
+
+    def lane_track(self, run_id: str, active: bool) -> None:
+        if active:
+            self.r.sadd(LANE_RUNS, run_id)
+        else:
+            self.r.srem(LANE_RUNS, run_id)
+
+    # -- workers -------------------------------------------------------------------
+    def worker_heartbeat(self, queue: str, name: str, ttl: float) -> None:
+        """A worker consuming ``queue`` says it lives (``judgeq:worker:QUEUE:NAME``, expiring)."""
+        self.r.set(f"judgeq:worker:{queue}:{name}", repr(time.time()), ex=max(1, int(ttl)))
+
+    def workers(self, queue: str) -> list[str]:
+        """The workers that said they consume ``queue`` within their heartbeat's lifetime."""
+        prefix = f"judgeq:worker:{queue}:"
+        return sorted(key.removeprefix(prefix) for key in self.r.scan_iter(match=prefix + "*", count=1000))
 
     # -- reducer, state, report -----------------------------------------------------
     def claim_reducer(self, run_id: str) -> bool:
@@ -246,7 +617,9 @@ class RedisStore:
         p = self.r.pipeline()
         p.set(_k(run_id, "report"), json.dumps(report), ex=self.retention_s)
         # the run is complete: keep everything until the same retention from now
-        for what in ("spec", "results", "counters", "state", "jobs"):
+        for what in ("spec", "done", "counters", "state", "jobs", "batches", "batch_states"):
+            p.expire(_k(run_id, what), self.retention_s)
+        for what in self._buckets(run_id):
             p.expire(_k(run_id, what), self.retention_s)
         p.execute()
 
@@ -254,11 +627,56 @@ class RedisStore:
         raw = self.r.get(_k(run_id, "report"))
         return json.loads(raw) if raw else None
 
-    def delete_run(self, run_id: str) -> None:
-        self.r.delete(
-            *(_k(run_id, w) for w in ("spec", "jobs", "results", "counters", "state", "reducer", "report"))
-        )
-        self.r.zrem("judgeq:runs", run_id)
+    def mark_archived(self, run_id: str, folder: str) -> None:
+        """The run's data is in ``folder`` now: drop it here, keeping its state as a marker
+        (``archived``, ``archived_to``) and its place in the list of runs."""
+        self.delete_run(run_id, keep_listing=True)
+        self.set_state(run_id, state="archived", archived_to=folder, archived_at=repr(time.time()))
+
+    def _buckets(self, run_id: str) -> list[str]:
+        spec = self.spec(run_id)
+        return [_bucket(start) for start in range(0, spec.total if spec else 0, BUCKET)]
+
+    def delete_run(self, run_id: str, *, keep_listing: bool = False) -> None:
+        """Drop every key of the run (and, unless ``keep_listing``, its place in the list)."""
+        names = (
+            "spec", "jobs", "done", "counters", "state", "reducer", "reducing", "report",
+            "lane", "buffer", "batches", "batch_states", "repair", "archive",
+        )  # fmt: skip
+        self.r.delete(*(_k(run_id, w) for w in (*names, *self._buckets(run_id))))
+        for key in self.r.scan_iter(match=_k(run_id, "batch:*"), count=1000):
+            self.r.delete(key)
+        self.r.srem(LANE_RUNS, run_id)
+        if not keep_listing:
+            self.r.zrem("judgeq:runs", run_id)
+
+
+BUCKET = 1024
+"""Results per list (``results:<n>``): a reader holds one bucket at a time."""
+
+
+def _bucket(index: int) -> str:
+    return f"results:{index // BUCKET}"
+
+
+def _bit(bitmap: bytes, index: int) -> bool:
+    """Bit ``index`` of a Redis bitmap (bit 0 is the high bit of the first byte)."""
+    byte = index >> 3
+    return byte < len(bitmap) and bool(bitmap[byte] & (0x80 >> (index & 7)))
+
+
+def run_constants(spec: RunSpec) -> tuple[dict[str, str], list[str]]:
+    """What every result of a run repeats (for :func:`packing_dictionary`).
+
+    A rubric that fails to load still gets a dictionary (its jobs end as ``internal_error``
+    nulls, which must be stored): the judge model alone, the same for writer and reader."""
+    try:
+        rubric = spec.rubric
+    except RubricError:
+        return {"judge_model": spec.judge_model}, []
+    constants = {"rubric_name": rubric.name, "rubric_version": rubric.version}
+    constants["judge_model"] = spec.judge_model
+    return constants, [d.name for d in rubric.dimensions]
 
 
 def _epoch(iso: str) -> float:

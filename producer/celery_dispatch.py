@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 from celery import Celery
 
 from judgeq.workers.celery_app import GRADE_TASK, REDUCE_TASK, queue_depth
+
+ARGSREPR_CHARS = 1024
+BATCH_COMMANDS = 500
 
 
 class CeleryDispatcher:
@@ -17,12 +22,19 @@ class CeleryDispatcher:
 
     def send(self, run_id: str, items: list[tuple[int, str]]) -> None:
         k = self.jobs_per_message
-        with self.app.producer_or_acquire() as producer:
+        with self.app.producer_or_acquire() as producer, producer.batch(max_size=BATCH_COMMANDS):
+            # kombu's publish batch: the Redis transport sends the chunk's messages in one
+            # pipeline (flushed on leaving the block; a transport without it publishes at once)
             for i in range(0, len(items), k):
                 group = items[i : i + k]
+                args = [run_id, [index for index, _ in group], [job_id for _, job_id in group]]
                 self.app.send_task(
                     GRADE_TASK,
-                    args=[run_id, [index for index, _ in group], [job_id for _, job_id in group]],
+                    args=args,
+                    # what Flower shows, made by the json module in C (Celery's safe repr of
+                    # the same list cost more than the rest of the publish)
+                    argsrepr=json.dumps(args)[:ARGSREPR_CHARS],
+                    kwargsrepr="{}",
                     queue=self.queue,
                     producer=producer,
                 )

@@ -14,18 +14,24 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 from judgeq._budget import MemoryBudget
 from judgeq._cache import SqliteCache
+from judgeq._errors import JudgeqError
 from judgeq._judge import Judge
-from judgeq._pipeline import Contexts, Held, Outcome, process_job, reduce_run, settle_held
+from judgeq._lane import BatchLane, LaneConfig
+from judgeq._pipeline import Contexts, Held, Outcome, cancel_run, process_job, reduce_run, settle_held
+from judgeq._run import utcnow
+from judgeq._runfolder import iter_results, read_spec, verdicts_path
 from judgeq._settings import Settings, load_settings
 from judgeq._store import MemoryStore
 from judgeq.judges import budget_factory
 
-from .enqueue import register_and_enqueue
-from .plan import Plan
+from .enqueue import check_resubmission, register_and_enqueue
+from .plan import Plan, preflight
+from .progress import wait_for_report, write_files
 
 log = logging.getLogger("judgeq.embedded")
 _STOP = object()
@@ -67,6 +73,22 @@ class EmbeddedRunner:
             threading.Thread(target=self._work, name=f"judgeq-worker-{i}", daemon=True)
             for i in range(concurrency)
         ]
+        self.lane = BatchLane(
+            self.store, self.contexts, LaneConfig.from_settings(self.settings), self._reduce
+        )
+        self._threads.append(threading.Thread(target=self._lane_work, name="judgeq-lane", daemon=True))
+
+    def _reduce(self, run_id: str) -> None:
+        reduce_run(self.store, run_id)
+
+    def _lane_work(self) -> None:
+        """The Message Batches lane (``--batch-api``), as a worker's lane loop does it."""
+        while not self._stopping.wait(self.lane.config.tick_interval):
+            try:
+                self.lane.tick()
+            except Exception as exc:
+                log.exception("batch lane failed")
+                self.errors.append(exc)
 
     def _work(self) -> None:
         while True:
@@ -109,8 +131,13 @@ class EmbeddedRunner:
         return self
 
     def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
         """Stop at once: queued jobs are dropped (on Ctrl-C nothing more is graded or paid
-        for); jobs in flight finish their current judge call."""
+        for); jobs in flight finish their current judge call. Idempotent."""
+        if self._stopping.is_set():
+            return
         self._stopping.set()
         while True:
             try:
@@ -118,7 +145,7 @@ class EmbeddedRunner:
             except queue.Empty:
                 break
         for _t in self._threads:
-            self.dispatcher.q.put(_STOP)
+            self.dispatcher.q.put(_STOP)  # one per thread (the lane thread watches _stopping)
         deadline = time.monotonic() + 5
         for t in self._threads:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -126,3 +153,83 @@ class EmbeddedRunner:
     def submit(self, plan: Plan, settings: Settings) -> str:
         register_and_enqueue(plan, self.store, self.dispatcher, settings)
         return plan.spec.run_id
+
+    def resume(self, plan: Plan, folder: Path) -> int:
+        """Load the results an earlier ``judgeq run`` of this run id left in ``folder`` (an
+        interrupted run's partial report): its jobs are not graded again. The batch, rubric and
+        settings must be the same. How many results were loaded."""
+        spec = read_spec(folder)
+        path = verdicts_path(folder)
+        if spec is None or path is None:
+            return 0
+        check_resubmission(spec, plan)
+        self.store.register(spec)
+        if spec.lane == "batch":
+            self.store.lane_track(spec.run_id, True)
+        self.store.set_state(
+            spec.run_id,
+            state="running",
+            enqueue="enqueuing",
+            enqueued=0,
+            started_at=utcnow(),
+            started_epoch=time.time(),
+        )
+        loaded = 0
+        for result in iter_results(path):
+            if result.null_reason == "canceled":
+                continue  # stopped before it was graded: grade it now
+            if self.store.store_result(spec.run_id, result) is not None:
+                loaded += 1
+        return loaded
+
+
+class Interrupted(JudgeqError):
+    """``judgeq run`` was interrupted: a partial report of what finished was written."""
+
+    def __init__(self, run_id: str, report: dict[str, Any], paths: dict[str, Path]) -> None:
+        c = report["counts"]
+        done = c["graded"] + c["null"] - c["null_by_reason"].get("canceled", 0)
+        super().__init__(
+            f"interrupted: run {run_id} stopped with {done} of {c['total']} jobs done; a partial report "
+            f"is in {paths['report.json'].parent} "
+            "(unfinished jobs are null 'canceled'). Re-run the same command with --run-id "
+            f"{run_id} to grade the rest (finished jobs are not graded again)"
+        )
+        self.run_id, self.report, self.paths = run_id, report, paths
+
+
+def run_plan(
+    plan: Plan,
+    settings: Settings,
+    *,
+    stream: TextIO | None = None,
+    factory: Callable[[str, str], Judge] | None = None,
+) -> tuple[dict[str, Any], dict[str, Path]]:
+    """Grade a validated plan in this process and write its files: (report, paths).
+
+    An earlier interrupted run of the same run id (its folder under the results directory)
+    is resumed: its finished jobs are loaded, the rest graded. Ctrl-C stops the grading,
+    writes a partial report of what finished and raises :class:`Interrupted`."""
+    from judgeq.judges import judge_factory
+
+    preflight(plan, settings)
+    folder = Path(settings.results_dir) / plan.spec.run_id
+    with EmbeddedRunner(factory or judge_factory(settings), settings.concurrency, settings) as runner:  # type: ignore[arg-type]
+        resumed = runner.resume(plan, folder)
+        if resumed and stream is not None:
+            stream.write(f"judgeq: run {plan.spec.run_id}: {resumed} finished job(s) loaded from {folder}\n")
+        run_id = runner.submit(plan, settings)
+        try:
+            report = wait_for_report(runner.store, run_id, stream=stream, interval=0.2, stop_on_pause=True)
+        except KeyboardInterrupt:
+            runner.stop()
+            # every job without a result becomes a canceled null now, so a judge call that
+            # returns later is a duplicate: the report and the verdicts show one state
+            why = "judgeq run was interrupted before this job was graded"
+            report = cancel_run(runner.store, run_id, why)[1]
+            paths = write_files(runner.store, run_id, report, settings.results_dir)
+            raise Interrupted(run_id, report, paths) from None
+        if runner.errors:
+            raise JudgeqError(f"run {run_id} failed: {runner.errors[0]!r}")
+        paths = write_files(runner.store, run_id, report, settings.results_dir)
+    return report, paths

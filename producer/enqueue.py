@@ -51,6 +51,7 @@ class EnqueueStats:
     enqueued: int = 0
     skipped: int = 0
     paused_s: float = 0.0
+    canceled: bool = False
 
 
 _SAME = (
@@ -65,6 +66,7 @@ _SAME = (
     "safety_gate",
     "safety_cap",
     "retrieval",
+    "lane",
 )
 
 
@@ -82,6 +84,14 @@ def check_resubmission(existing: RunSpec, plan: Plan) -> None:
         raise ConfigError(
             f"--run-id: run {new.run_id!r} already exists with {'; '.join(problems)}; use a new run id"
         )
+
+
+@dataclass(slots=True)
+class _QueueView:
+    depth: int = 0
+    """The queue's depth when last measured (jobs)."""
+    sent: int = 0
+    """Jobs sent since."""
 
 
 def register_and_enqueue(
@@ -123,6 +133,8 @@ def register_and_enqueue(
             store.set_state(spec.run_id, enqueue="enqueuing", producer_heartbeat=last_beat)
     else:
         store.register(spec)
+        if spec.lane == "batch":
+            store.lane_track(spec.run_id, True)
         store.set_state(
             spec.run_id,
             state="running",
@@ -142,6 +154,8 @@ def register_and_enqueue(
         last_beat = clock() if now is None else now
         store.set_state(spec.run_id, producer_heartbeat=last_beat, **fields)
 
+    queue = _QueueView(depth=settings.max_queue_depth)  # unknown: measured before the first send
+
     def flush() -> None:
         fresh = [(i, job) for i, job in chunk if i >= already_sent]
         todo = set(store.missing(spec.run_id, [i for i, _ in fresh])) if existing is not None else None
@@ -150,10 +164,16 @@ def register_and_enqueue(
         last = chunk[-1][0] + 1
         chunk.clear()
         if items:
-            while dispatcher.depth() > settings.max_queue_depth:
-                beat(enqueue="paused")
-                sleep(BACK_PRESSURE_POLL)
-                stats.paused_s += BACK_PRESSURE_POLL
+            # the queue grows only by what is sent: measure it again (a broker round trip, on
+            # a connection of its own) only when what was sent since could reach the bound
+            if queue.depth + queue.sent + len(items) > settings.max_queue_depth:
+                queue.depth, queue.sent = dispatcher.depth(), 0
+                while queue.depth > settings.max_queue_depth:
+                    beat(enqueue="paused")
+                    sleep(BACK_PRESSURE_POLL)
+                    stats.paused_s += BACK_PRESSURE_POLL
+                    queue.depth = dispatcher.depth()
+            queue.sent += len(items)
             store.put_jobs(spec.run_id, [(i, job.model_dump_json(exclude_none=True)) for i, job in items])
             dispatcher.send(spec.run_id, [(i, job.id) for i, job in items])
             stats.enqueued += len(items)
@@ -167,6 +187,9 @@ def register_and_enqueue(
     for index, job in iter_jobs(plan.scan, limits):
         chunk.append((index, job))
         if len(chunk) >= settings.enqueue_chunk:
+            if store.state(spec.run_id).get("state") == "canceled":
+                stats.canceled = True  # judgeq cancel: nothing more is sent
+                return stats
             flush()
         elif (now := clock()) - last_beat >= HEARTBEAT_EVERY:
             beat(now)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from judgeq._batch import BatchLimits, BatchScan, scan_batch
 from judgeq._errors import ConfigError, JudgeError
+from judgeq._jobs import Job
 from judgeq._retrieval import parse_position_weights
 from judgeq._rubric import (
     RetrievalConfig,
@@ -44,6 +46,17 @@ class Plan:
     scan: BatchScan
     judge: JudgeSpec
     notice: str | None = None
+    council: tuple[JudgeSpec, ...] = ()
+    """The other judges of a council (``--judge A --judge B``)."""
+
+    @property
+    def judges(self) -> list[JudgeSpec]:
+        return [self.judge, *self.council]
+
+    @property
+    def calls_per_job(self) -> int:
+        """Judge calls per job: one per judge, two for a pair judged in both orders."""
+        return len(self.judges) * (2 if self.spec.rubric.is_pairwise and self.spec.swap else 1)
 
 
 def parse_thresholds(text: str, *, origin: str = "--thresholds") -> list[float]:
@@ -59,6 +72,23 @@ def parse_thresholds(text: str, *, origin: str = "--thresholds") -> list[float]:
     if not out:
         raise ConfigError(f"{origin}: give at least one threshold, e.g. 8,7,6.5")
     return sorted(set(out), reverse=True)
+
+
+def resolve_judges(
+    flags: str | tuple[str, ...] | list[str] | None, settings: Settings
+) -> tuple[list[JudgeSpec], str | None]:
+    """The judges of the run (one, or a council), and, when the judge was chosen for the user,
+    a notice saying so. A council's judges must differ."""
+    given = [flags] if isinstance(flags, str) else list(flags or ())
+    if len(given) <= 1:
+        judge, notice = resolve_judge(given[0] if given else None, settings)
+        return [judge], notice
+    judges = [parse_judge_spec(f) for f in given]
+    names = [str(j) for j in judges]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ConfigError(f"--judge: {dup[0]} is given twice; a council's judges must differ")
+    return judges, None
 
 
 def resolve_judge(flag: str | None, settings: Settings) -> tuple[JudgeSpec, str | None]:
@@ -95,7 +125,7 @@ def make_plan(
     batch_name: str,
     rubric_ref: str,
     settings: Settings,
-    judge: str | None = None,
+    judge: str | tuple[str, ...] | list[str] | None = None,
     weights: str | None = None,
     thresholds: str | None = None,
     run_id: str | None = None,
@@ -103,10 +133,18 @@ def make_plan(
     position_weights: str | None = None,
     default_weight: float | None = None,
     hit_k: str | None = None,
+    council_mode: str | None = None,
+    swap: bool = True,
+    disagreement: float | None = None,
 ) -> Plan:
     """Validate everything; raise before anything is enqueued."""
     rubric, rubric_text, overrides = load_rubric_for_run(rubric_ref, weights, settings)
-    judge_spec, notice = resolve_judge(judge, settings)
+    judges, notice = resolve_judges(judge, settings)
+    judge_spec = judges[0]
+    if council_mode == "z" and len(judges) < 2:
+        raise ConfigError("--council z combines several judges: give two --judge options or more")
+    if disagreement is not None and not (disagreement >= 0 and math.isfinite(disagreement)):
+        raise ConfigError(f"--disagreement: {disagreement} must be a non-negative number")
     levels = parse_thresholds(
         thresholds or settings.thresholds, origin="--thresholds" if thresholds else "JUDGEQ_THRESHOLDS"
     )
@@ -114,12 +152,17 @@ def make_plan(
         raise ConfigError(f"--run-id: {run_id!r} must be letters, digits, '.', '_' or '-' (max 128)")
     retrieval = retrieval_config(rubric, position_weights, default_weight, hit_k)
     limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)
-    scan = scan_batch(batch_path, batch_name, limits)
+    scan = scan_batch(batch_path, batch_name, limits, label_check(rubric))
     if not skip_invalid:
         scan.raise_if_invalid()
     if scan.valid == 0:
         raise ConfigError(f"{batch_name}: no valid job lines to grade ({scan.invalid} invalid)")
     check_rubric_fits(rubric, scan)
+    if settings.batch_api and any(j.provider == "lexical" for j in judges):
+        raise ConfigError(
+            "--batch-api sends judge calls through Anthropic's Message Batches API: it needs an "
+            "LLM judge (--judge anthropic:MODEL with ANTHROPIC_API_KEY set), not the offline lexical one"
+        )
     spec = RunSpec(
         run_id=run_id or new_run_id(),
         rubric_text=rubric_text,
@@ -135,6 +178,11 @@ def make_plan(
         judge_deadline=settings.judge_deadline,
         max_tokens=settings.judge_max_tokens,
         cache=settings.cache,
+        lane="batch" if settings.batch_api else "live",
+        council=[str(j) for j in judges[1:]],
+        council_mode="z" if council_mode == "z" else "mean",
+        swap=swap,
+        disagreement=disagreement,
         rpm=settings.judge_rpm,
         itpm=settings.judge_itpm,
         otpm=settings.judge_otpm,
@@ -144,18 +192,21 @@ def make_plan(
         rejected_count=scan.invalid,
         rejected=scan.rejected[:1000],
     )
-    return Plan(spec=spec, scan=scan, judge=judge_spec, notice=notice)
+    return Plan(spec=spec, scan=scan, judge=judge_spec, notice=notice, council=tuple(judges[1:]))
 
 
-KIND_RUBRIC = {"response": "quality", "question": "retrieval-relevance"}
+KIND_RUBRIC = {"response": "quality", "question": "retrieval-relevance", "pair": "pairwise"}
 """Every kind of job (:data:`judgeq._jobs.JOB_MODELS`), with the built-in rubric suggested
 for it."""
 
 
 def rubric_kinds(rubric: Rubric) -> frozenset[str]:
     """The job kinds a rubric grades: a rubric with a ``retrieval`` section grades question
-    jobs (it asks about retrieved chunks and the expected answer's key facts), any other
-    rubric grades response jobs (it asks about a candidate output)."""
+    jobs (it asks about retrieved chunks and the expected answer's key facts), a pairwise
+    rubric pair jobs (it compares two outputs), any other rubric response jobs (it asks about
+    a candidate output)."""
+    if rubric.is_pairwise:
+        return frozenset({"pair"})
     return frozenset({"question"} if rubric.retrieval is not None else {"response"})
 
 
@@ -171,7 +222,12 @@ def check_rubric_fits(rubric: Rubric, scan: BatchScan) -> None:
     if not misfit:
         return
     grades = " and ".join(sorted(fits))
-    what = "it has a 'retrieval' section" if "question" in fits else "it has no 'retrieval' section"
+    if "pair" in fits:
+        what = "its scale is pairwise"
+    elif "question" in fits:
+        what = "it has a 'retrieval' section"
+    else:
+        what = "it has no 'retrieval' section"
     if len(present) > 1:
         use = ", ".join(f"{kind} jobs with --rubric {KIND_RUBRIC[kind]}" for kind in present)
         raise ConfigError(
@@ -180,12 +236,44 @@ def check_rubric_fits(rubric: Rubric, scan: BatchScan) -> None:
             f"and grade {use}"
         )
     (kind,) = misfit
-    other = "with" if kind == "question" else "without"
+    other = {
+        "question": "with a 'retrieval' section",
+        "pair": "with scale pairwise",
+        "response": "without a 'retrieval' section, not pairwise",
+    }[kind]
     raise ConfigError(
         f"rubric {rubric.name!r} grades {grades} jobs ({what}), but {scan.name} has "
-        f"{_jobs(present[kind], kind)}: use --rubric {KIND_RUBRIC[kind]} (or another rubric {other} "
-        "a 'retrieval' section)"
+        f"{_jobs(present[kind], kind)}: use --rubric {KIND_RUBRIC[kind]} (or another rubric {other})"
     )
+
+
+def label_check(rubric: Rubric) -> Callable[[Job], tuple[str, str] | None]:
+    """The check of each job's ``label`` against the rubric: a number on its scale (numeric
+    rubrics), ``pass``/``fail`` (pass-fail and numeric rubrics: compared with ``passed``), or
+    ``a``/``b``/``tie`` (pairwise rubrics)."""
+    lo, hi = rubric.scale_range
+
+    def check(job: Job) -> tuple[str, str] | None:
+        label = job.label
+        if label is None:
+            return None
+        if rubric.is_pairwise:
+            if label not in ("a", "b", "tie"):
+                return "label", f"a pairwise rubric's label is a, b or tie; got {label!r}"
+            return None
+        if label in ("a", "b", "tie"):
+            return "label", f"{label!r} is a pair label; rubric {rubric.name!r} takes a score or pass/fail"
+        if isinstance(label, float):
+            if rubric.is_pass_fail:
+                return (
+                    "label",
+                    f"rubric {rubric.name!r} is pass-fail: the label is pass or fail; got {label:g}",
+                )
+            if not lo <= label <= hi:
+                return "label", f"{label:g} is outside the rubric's scale {lo}-{hi}"
+        return None
+
+    return check
 
 
 def retrieval_config(
@@ -215,19 +303,21 @@ def retrieval_config(
 
 
 def preflight(plan: Plan, settings: Settings) -> None:
-    """One real judge call that proves the key and the model, before enqueuing anything."""
-    if plan.judge.provider != "anthropic":
-        return
+    """One real call per LLM judge that proves the key and the model, before enqueuing anything."""
     from judgeq.judges.anthropic import AnthropicJudge
 
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
-    try:
-        AnthropicJudge(plan.judge.model, api_key=key, base_url=settings.anthropic_base_url).preflight(
-            timeout=settings.judge_timeout
-        )
-    except JudgeError as exc:
-        hint = {
-            "auth_error": "the API key was refused: check ANTHROPIC_API_KEY",
-            "invalid_request": f"the judge rejected model {plan.judge.model!r}: check --judge",
-        }.get(exc.reason, "the judge could not be reached")
-        raise ConfigError(f"judge preflight failed: {hint} ({exc})") from None
+    for judge in plan.judges:
+        if judge.provider != "anthropic":
+            continue
+        try:
+            AnthropicJudge(judge.model, api_key=key, base_url=settings.anthropic_base_url).preflight(
+                timeout=settings.judge_timeout
+            )
+        except JudgeError as exc:
+            hint = {
+                "auth_error": "the API key was refused: check ANTHROPIC_API_KEY",
+                "invalid_request": f"the judge rejected model {judge.model!r}: check --judge",
+                "model_not_found": f"the judge rejected model {judge.model!r}: check --judge",
+            }.get(exc.reason, "the judge could not be reached")
+            raise ConfigError(f"judge preflight failed: {hint} ({exc})") from None

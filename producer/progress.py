@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import redis
 from kombu.exceptions import OperationalError
 
 from judgeq._errors import ConfigError, JudgeqError
+from judgeq._lane import lane_summary, lane_text
 from judgeq._report import write_report_files
 from judgeq._store import Store
 
@@ -53,6 +55,15 @@ class Snapshot:
     pass7: int = 0
     pause_reason: str = ""
     producer_gone: bool = False
+    lane: str = ""
+    """The Message Batches lane (``--batch-api`` runs): batches by state, jobs buffered."""
+    graded: int = 0
+    mean: float | None = None
+    """The running mean overall score of the graded jobs."""
+    cost_usd: float = 0.0
+    started_at: str = ""
+    last_done_s: float | None = None
+    """Seconds since a result was last stored (None: never)."""
 
     @property
     def null_count(self) -> int:
@@ -96,7 +107,20 @@ def snapshot(store: Store, run_id: str, *, now: float | None = None) -> Snapshot
         pass7=int(c.get("pass7", 0)),
         pause_reason=st.get("pause_reason", "") if st.get("state") == "paused" else "",
         producer_gone=gone,
+        lane=lane_text(lane_summary(store, run_id)) if spec.lane == "batch" else "",
+        graded=int(c.get("graded", 0)),
+        mean=round(c["overall_sum"] / c["graded"], 4) if c.get("graded") and "overall_sum" in c else None,
+        cost_usd=float(c.get("cost_usd", 0.0)),
+        started_at=st.get("started_at") or spec.created_at,
+        last_done_s=_quiet_for(store, run_id, now),
     )
+
+
+def _quiet_for(store: Store, run_id: str, now: float) -> float | None:
+    """Seconds since the run's last stored result (None: none yet, or a store that does not say)."""
+    last_progress = getattr(store, "last_progress", None)
+    last = last_progress(run_id) if last_progress is not None else None
+    return now - last if last else None
 
 
 def pause_line(snap: Snapshot) -> str:
@@ -178,6 +202,8 @@ def progress_line(snap: Snapshot, width: int = 24) -> str:
         parts.append(
             f"hit@1 {100 * snap.hit1 / q:.1f}% MRR {snap.rr_sum / q:.3f} pass@7 {100 * snap.pass7 / q:.1f}%"
         )
+    if snap.lane:
+        parts.append(f"batches: {snap.lane}")
     if snap.state.startswith("enqueuing"):
         parts.append(f"{snap.state} ({snap.enqueued}/{snap.total})")
     if snap.state == STOPPED:
@@ -191,7 +217,7 @@ def wait_for_report(
     store: Store,
     run_id: str,
     *,
-    stream: TextIO = sys.stderr,
+    stream: TextIO | None = sys.stderr,
     interval: float = 0.5,
     nudge: Callable[[], None] | None = None,
     nudge_after: float = 20.0,
@@ -201,11 +227,13 @@ def wait_for_report(
     """Show progress until the run's report exists; return it.
 
     ``nudge`` re-enqueues the reducer when every job is done but no report appears for
-    ``nudge_after`` seconds (the reducer is idempotent).  A paused run is shown with its
+    ``nudge_after`` seconds, then after twice as long each time up to 320 s (the reducer is
+    idempotent, and skips a run that already has its final report).  A paused run is shown with its
     reason (and waited for: ``judgeq resume`` continues it), or, with ``stop_on_pause``,
     raises :class:`JudgeqError` with that line.  KeyboardInterrupt propagates: it stops the
     waiting, never the run.
     """
+    stream = stream if stream is not None else _Quiet()
     tty = stream.isatty()
     last_print = 0.0
     complete_since: float | None = None
@@ -231,10 +259,13 @@ def wait_for_report(
                 raise JudgeqError(f"run {run_id} stopped: {reason}; {fix}")
             if snap is not None and snap.done >= snap.total and nudge is not None:
                 now = time.monotonic()
-                complete_since = complete_since or now
+                if complete_since is None:
+                    complete_since = now
                 if now - complete_since >= nudge_after:
                     nudge()
                     complete_since = now
+                    # a large run's reduce takes a while: ask again later each time, not every 20 s
+                    nudge_after = min(nudge_after * 2, 320.0)
             outage_since = None
         except (redis.RedisError, OperationalError, OSError) as exc:
             # the store's client already retried for about a minute: say so, keep waiting
@@ -262,13 +293,66 @@ def wait_for_report(
             stream.flush()
             last_print = now
         was_paused = snap.state == "paused"
-        sleep(interval)
+        # every job done: the report is a reduce away, look for it more often
+        sleep(interval if snap.done < snap.total else min(interval, 0.05))
 
 
-def write_files(store: Store, run_id: str, report: dict[str, Any], out: Path) -> dict[str, Path]:
-    """Write report.json, report.md and verdicts.jsonl (results streamed from the store)."""
+class _Quiet:
+    """A stream that shows nothing (progress of a Python API call made without one)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def write_files(
+    store: Store, run_id: str, report: dict[str, Any], out: Path, *, batch: Path | None = None
+) -> dict[str, Path]:
+    """Write the report files (results streamed from the store); the HTML table's texts come
+    from ``batch``, else from the run's batch file when it is at hand."""
     results = (r for r in store.results(run_id, report["counts"]["total"]) if r is not None)
-    return write_report_files(out, report, results)
+    spec = store.spec(run_id)
+    path = batch or (Path(spec.batch) if spec is not None and spec.batch not in ("", "<stdin>") else None)
+    texts = (lambda ids: batch_texts(path, ids)) if path is not None else None
+    return write_report_files(out, report, results, spec=spec, texts=texts)
+
+
+def batch_texts(path: Path, ids: set[str]) -> dict[str, dict[str, str]]:
+    """The input and output text of the jobs ``ids`` of a batch file (matched by id; a line that
+    is not a job is skipped), for the report's table. ``{}`` when the file is not there."""
+    if not path.is_file():
+        return {}
+    found: dict[str, dict[str, str]] = {}
+    with path.open(encoding="utf-8-sig", errors="replace") as f:
+        for line in f:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(obj, dict) or str(obj.get("id")) not in ids:
+                continue
+            found[str(obj["id"])] = job_texts(obj)
+            if len(found) == len(ids):
+                break
+    return found
+
+
+def job_texts(obj: dict[str, Any]) -> dict[str, str]:
+    """What the table shows of a job: its input (or question) and its output (a pair's two
+    outputs; a question's retrieved chunks)."""
+    if "output_a" in obj:
+        output = f"A: {obj.get('output_a', '')}\n\nB: {obj.get('output_b', '')}"
+    elif "retrieved" in obj:
+        chunks = obj.get("retrieved") or []
+        output = "\n".join(f"[{c.get('doc_id')}] {c.get('text', '')}" for c in chunks if isinstance(c, dict))
+    else:
+        output = str(obj.get("output", ""))
+    return {"input": str(obj.get("input", obj.get("question", ""))), "output": output}
 
 
 def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -> str:
@@ -289,8 +373,34 @@ def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -
     if "pass_rates" in report:
         rates = ", ".join(f">={t}: {v}%" for t, v in report["pass_rates"].items())
         lines.append(f"pass rates (of all jobs): {rates}")
-    else:
+    elif "pass_rate" in report:
         lines.append(f"pass rate (of all jobs): {report['pass_rate']}%")
+    pw = report.get("pairwise")
+    if pw:
+        top = pw.get("leaderboard") or []
+        lines.append(
+            f"pairwise: {pw['graded']} pairs; position consistency {pw['position_consistency']}%, "
+            f"first-position preference {pw['first_position_preference']}%"
+            + (f"; leader {top[0]['model']} ({top[0]['rating']})" if top else "")
+        )
+    agreement = report.get("agreement")
+    if agreement:
+        parts = []
+        if "pairs" in agreement:
+            parts.append(f"pairs accuracy {agreement['pairs']['accuracy_ties_excluded']}% (ties excluded)")
+        if "pass_fail" in agreement:
+            pf = agreement["pass_fail"]
+            parts.append(f"pass/fail accuracy {pf['accuracy']}%, kappa {pf['kappa']}")
+        if "numeric" in agreement:
+            parts.append(f"Spearman {agreement['numeric']['spearman']}, QWK {agreement['numeric']['qwk']}")
+        lines.append(f"agreement with {agreement['graded']} labels: " + "; ".join(parts))
+    council = report.get("council")
+    if council:
+        lines.append(
+            f"council of {len(council['judges'])} judges: "
+            f"Krippendorff's alpha {council['krippendorff_alpha']}, "
+            f"{report.get('flags', {}).get('judges_disagree', 0)} jobs they disagree on"
+        )
     if "retrieval" in report:
         rt = report["retrieval"]
         lines.append(
@@ -309,6 +419,13 @@ def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -
             + (f"${cost:.4f}" if cost is not None else "unknown")
             + f"; {latency}"
         )
+        lane = use.get("batch_api") or {}
+        if lane.get("jobs"):
+            off = lane.get("discount_usd")
+            lines.append(
+                f"Message Batches lane: {lane['jobs']:,} jobs"
+                + (f", batch discount ${-off:.4f} (included)" if off is not None else "")
+            )
         hits = use.get("reply_cache", {}).get("hits", 0)
         if hits:
             saved = use["reply_cache"]["saved_usd"]

@@ -27,7 +27,7 @@ def expand(value: str) -> str:
 
 
 def test_services_are_declared() -> None:
-    assert set(SERVICES) == {"redis", "worker", "flower", "producer"}
+    assert set(SERVICES) == {"redis", "rabbitmq", "worker", "flower", "producer"}
 
 
 def test_redis_is_durable_and_protected() -> None:
@@ -60,6 +60,28 @@ def test_flower_has_auth_and_port() -> None:
     env = flower["environment"]
     assert ":?" in env["JUDGEQ_FLOWER_USER"] and ":?" in env["JUDGEQ_FLOWER_PASSWORD"]
     assert flower["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_rabbitmq_profile() -> None:
+    rabbit = SERVICES["rabbitmq"]
+    assert rabbit["profiles"] == ["rabbitmq"]
+    assert ":?" in rabbit["environment"]["RABBITMQ_DEFAULT_PASS"], "no default password"
+    assert any(v.endswith(":/var/lib/rabbitmq") for v in rabbit["volumes"]), "durable queues need a volume"
+    assert "ping" in " ".join(rabbit["healthcheck"]["test"])
+    assert all(p.startswith("${RABBITMQ_BIND:-127.0.0.1}") for p in rabbit["ports"]), "loopback by default"
+    dep = SERVICES["worker"]["depends_on"]["rabbitmq"]
+    assert dep["required"] is False and dep["condition"] == "service_healthy", (
+        "Redis-only set-ups still start"
+    )
+    env = COMPOSE["x-judgeq-env"]
+    assert env["JUDGEQ_BROKER_URL"] == "${JUDGEQ_BROKER_URL:-}", "empty: Redis stays the broker"
+    header = (ROOT / "docker-compose.yml").read_text().split("name: judgeq")[0]
+    assert "--profile rabbitmq up" in header and "amqp://judgeq:" in header and "@rabbitmq:5672//" in header
+
+
+def test_an_empty_broker_url_means_redis() -> None:
+    settings = Settings(redis_url="redis://r:6379/0", broker_url="")
+    assert settings.effective_broker_url == "redis://r:6379/0"
 
 
 def test_producer_profile_and_mounts() -> None:

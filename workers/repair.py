@@ -16,7 +16,8 @@ its result is stored, so no job is ever unknowable. Each worker checks every
 
 Results are written once and the reducer is idempotent, so a job or a reducer sent twice is
 still counted once. A per-run lock in Redis lets one worker repair a run per stall period.
-Paused runs are left alone (``judgeq resume`` sends their jobs).
+Paused runs are left alone (``judgeq resume`` sends their jobs), and so are runs with jobs in
+the Message Batches lane (a batch may take hours; :mod:`judgeq._lane` watches it).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from judgeq._archive import ENDED, archive_run
 from judgeq._settings import Settings
 from judgeq._timing import check_interval, stall_after
 from judgeq.redis_store import RedisStore
@@ -78,6 +80,8 @@ def repair_stalled_runs(
                 )
                 repaired[run_id] = 0
             continue
+        if spec.lane == "batch" and store.lane_counts(run_id)[1]:
+            continue  # jobs wait in the Message Batches lane (hours, at worst): not stalled
         if not store.claim(run_id, "repair", limit):
             continue
         indices = store.pending_indices(run_id)
@@ -97,13 +101,51 @@ def repair_stalled_runs(
     return repaired
 
 
+def archive_ended_runs(store: RedisStore, settings: Settings, *, now: float | None = None) -> list[str]:
+    """With ``JUDGEQ_ARCHIVE``: move every run whose report is older than
+    ``JUDGEQ_ARCHIVE_AFTER`` seconds out of Redis into ``JUDGEQ_RESULTS_DIR`` (one worker per
+    run, under a lock); the runs archived."""
+    if not settings.archive:
+        return []
+    now = time.time() if now is None else now
+    done = []
+    for run_id in store.runs(limit=1000):
+        state = store.state(run_id)
+        if state.get("state") not in ENDED:
+            continue
+        finished = _epoch_of(state.get("finished_at"))
+        if finished is None or now - finished < settings.archive_after:
+            continue
+        if not store.claim(run_id, "archive", 600):
+            continue
+        try:
+            folder = archive_run(store, run_id, settings.results_dir)
+        except LookupError:
+            continue
+        log.info("run %s archived to %s (JUDGEQ_ARCHIVE)", run_id, folder)
+        done.append(run_id)
+    return done
+
+
+def _epoch_of(iso: str | None) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat((iso or "").replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def repair_loop(
     settings: Settings, store: Callable[[], RedisStore], send: Send, depth: Callable[[], int]
 ) -> None:
-    """Run :func:`repair_stalled_runs` every check interval, forever (a worker's thread)."""
+    """Run :func:`repair_stalled_runs` (and, with ``JUDGEQ_ARCHIVE``, :func:`archive_ended_runs`)
+    every check interval, forever (a worker's thread)."""
     while True:
         time.sleep(check_interval(settings))
         try:
-            repair_stalled_runs(store(), settings, send, depth)
+            if settings.repair_stalled:
+                repair_stalled_runs(store(), settings, send, depth)
+            archive_ended_runs(store(), settings)
         except Exception as exc:  # keep the loop alive through Redis restarts and the like
             log.warning("stalled-run check failed: %s", exc)

@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
@@ -27,8 +28,10 @@ from celery import Celery, Task, signals
 from celery.exceptions import Reject, Retry
 from kombu.exceptions import OperationalError
 
+from judgeq import _stats
 from judgeq._errors import StoreError
-from judgeq._pipeline import Contexts, Held, Outcome, process_job, reduce_run, settle_held
+from judgeq._lane import BatchLane, LaneConfig, lane_loop
+from judgeq._pipeline import Contexts, Held, Outcome, process_jobs, reduce_unless_final, settle_held
 from judgeq._settings import Settings, unknown_variables
 from judgeq.judges import budget_factory, judge_factory
 from judgeq.redis_budget import RedisBudget
@@ -59,7 +62,14 @@ def runtime(app: Celery) -> tuple[RedisStore, Contexts]:
             _state.update(
                 pid=os.getpid(),
                 store=RedisStore(client, retention_s=int(s.retention_days * 86400)),
-                contexts=Contexts(judge_factory(s), budgets, RedisCache(client, s.cache_ttl)),  # type: ignore[arg-type]
+                contexts=Contexts(
+                    judge_factory(s),  # type: ignore[arg-type]
+                    budgets,
+                    RedisCache(client, s.cache_ttl),
+                    # JUDGEQ_CONCURRENCY judge calls at once in this process, whatever the
+                    # number of jobs in hand (the worker holds more, see 'judgeq worker')
+                    gate=threading.BoundedSemaphore(s.concurrency),
+                ),
             )
         return _state["store"], _state["contexts"]  # type: ignore[return-value]
 
@@ -73,6 +83,16 @@ def _executor() -> ThreadPoolExecutor:
         if ex is None:
             ex = _state["executor"] = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="judgeq-job")
         return ex  # type: ignore[return-value]
+
+
+def _run_all(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """``fn`` over ``items`` concurrently on this process's pool; every call settles before
+    this returns (the message is acked or requeued only then), then the first error raises."""
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    futures = [_executor().submit(fn, item) for item in items]
+    wait(futures)
+    return [f.result() for f in futures]
 
 
 def needs_reducer(store: RedisStore, run_id: str) -> bool:
@@ -102,12 +122,7 @@ def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None
         store, contexts = runtime(app)
         if store.state(run_id).get("state") == "paused":
             return Outcome.PAUSED.value  # the jobs stay pending; 'judgeq resume' sends them again
-        if len(indices) == 1:
-            outcomes = [process_job(store, contexts, run_id, indices[0])]
-        else:
-            futures = [_executor().submit(process_job, store, contexts, run_id, i) for i in indices]
-            wait(futures)  # every job settles before the message is acked or requeued
-            outcomes = [f.result() for f in futures]
+        outcomes = process_jobs(store, contexts, run_id, list(indices), _run_all)
         held = [(i, o) for i, o in zip(indices, outcomes, strict=True) if isinstance(o, Held)]
         final = self.request.retries >= s.task_retries
         settled = settle_held(store, run_id, held, systemic_limit=s.systemic_failures, final=final)
@@ -164,9 +179,14 @@ def _delay(s: Settings, retries: int) -> float:
 
 
 def reduce(self: Task, run_id: str) -> str:
-    """Aggregate a run's results into its report (idempotent)."""
+    """Aggregate a run's results into its report (idempotent; a duplicate message for a run
+    that already has its final report is skipped: :func:`reduce_unless_final`)."""
+    store = runtime(self.app)[0]
     try:
-        report = reduce_run(runtime(self.app)[0], run_id)
+        report = reduce_unless_final(store, run_id)
+        if report is None:
+            log.info("run %s already has its final report: a duplicate reduce message, skipped", run_id)
+            return "already-reduced"
     except LookupError as exc:
         log.warning("%s", exc)
         return "unknown-run"
@@ -174,7 +194,7 @@ def reduce(self: Task, run_id: str) -> str:
         raise Reject(str(exc), requeue=True) from None
     except Exception as exc:  # a bug: say so where people look, and stop the repair re-sending it
         log.exception("reducing run %s failed", run_id)
-        runtime(self.app)[0].set_state(run_id, state="failed", error=f"reducer: {type(exc).__name__}: {exc}")
+        store.set_state(run_id, state="failed", error=f"reducer: {type(exc).__name__}: {exc}")
         return "failed"
     log.info("run %s reduced: %s", run_id, report["counts"])
     return "reduced"
@@ -191,6 +211,7 @@ def register(app: Celery) -> None:
             return
         for line in unknown_variables():
             log.warning("%s", line)
+        _stats.prewarm()  # the reducer's libraries, loaded before the first job rather than during a reduce
         s = _settings(app)
         if HEALTH.check(s):
             # before the consumer starts: a broken worker never takes a job (not even a prefetched one)
@@ -213,8 +234,21 @@ def _on_ready(app: Celery, consumer: Any) -> None:
     """Log readiness; keep ``JUDGEQ_HEALTH_FILE`` fresh; start the stalled-run repair loop."""
     s = _settings(app)
     log.warning("judgeq worker ready (redis %s, queue %s)", s.redis_url.split("@")[-1], s.queue)
-    threading.Thread(target=_health_loop, args=(s,), name="judgeq-health", daemon=True).start()
-    if s.repair_stalled:
+    name = str(getattr(consumer, "hostname", "") or f"pid{os.getpid()}")
+    threading.Thread(
+        target=_health_loop, args=(s, lambda: runtime(app)[0], name), name="judgeq-health", daemon=True
+    ).start()
+    store, contexts = runtime(app)
+    lane = BatchLane(
+        store,
+        contexts,
+        LaneConfig.from_settings(s),
+        lambda run_id: app.send_task(REDUCE_TASK, args=[run_id], queue=s.queue),
+    )
+    threading.Thread(
+        target=lane_loop, args=(lane, lambda: HEALTH.broken), name="judgeq-lane", daemon=True
+    ).start()
+    if s.repair_stalled or s.archive:
 
         def send(name: str, args: list[Any]) -> None:
             app.send_task(name, args=args, queue=s.queue)
@@ -227,13 +261,22 @@ def _on_ready(app: Celery, consumer: Any) -> None:
         ).start()
 
 
-def _health_loop(s: Settings) -> None:
+def _health_loop(s: Settings, store: Callable[[], RedisStore], name: str) -> None:
+    """Every HEALTH_INTERVAL seconds: touch ``JUDGEQ_HEALTH_FILE`` (a container healthcheck)
+    and, while the judge set-up works (the worker consumes), renew this worker's heartbeat in
+    Redis, which ``judgeq status`` reads to say whether anyone consumes the queue."""
     path = s.health_file
-    while path is not None:
-        try:
-            path.touch()
-        except OSError as exc:  # pragma: no cover - a read-only or vanished directory
-            log.warning("cannot touch health file %s: %s", path, exc)
+    while True:
+        if path is not None:
+            try:
+                path.touch()
+            except OSError as exc:  # pragma: no cover - a read-only or vanished directory
+                log.warning("cannot touch health file %s: %s", path, exc)
+        if not HEALTH.broken:
+            try:
+                store().worker_heartbeat(s.queue, name, 3 * HEALTH_INTERVAL)
+            except Exception as exc:  # Redis restarting: the next beat will do
+                log.debug("worker heartbeat failed: %s", exc)
         time.sleep(HEALTH_INTERVAL)
 
 

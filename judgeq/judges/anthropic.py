@@ -7,6 +7,7 @@ exceptions are translated into judgeq's :class:`~judgeq.JudgeError` tree here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -23,6 +24,7 @@ from .._errors import (
     JudgeTimeout,
 )
 from .._judge import JudgeReply
+from .._lane import BatchInfo, BatchItem, batch_item_error
 from .._render import JudgeRequest
 
 NO_KEY = "no Anthropic API key: set ANTHROPIC_API_KEY"
@@ -92,6 +94,39 @@ def _status_error(exc: anthropic.APIStatusError) -> JudgeError:
     return JudgeInvalidRequest(msg)
 
 
+BATCH_TIMEOUT = 600.0
+"""Seconds for one Message Batches API call (creating a batch uploads up to 256 MB)."""
+
+
+def reply_from_message(message: Any, headers: dict[str, str]) -> JudgeReply:
+    """A :class:`~judgeq.JudgeReply` from an SDK ``Message``."""
+    texts: list[str] = []
+    tool_input: dict[str, Any] | None = None
+    for block in message.content:
+        if block.type == "text":
+            texts.append(block.text)
+        elif block.type == "tool_use" and isinstance(block.input, dict) and tool_input is None:
+            tool_input = block.input
+    usage = message.usage
+    return JudgeReply(
+        text="".join(texts),
+        tool_input=tool_input,
+        stop_reason=message.stop_reason,
+        input_tokens=usage.input_tokens or 0,
+        output_tokens=usage.output_tokens or 0,
+        cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+        cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+        model=message.model,
+        headers=headers,
+    )
+
+
+def _batch_info(batch: Any) -> BatchInfo:
+    counts = batch.request_counts
+    names = ("processing", "succeeded", "errored", "canceled", "expired")
+    return BatchInfo(batch.id, batch.processing_status, {n: int(getattr(counts, n, 0) or 0) for n in names})
+
+
 class AnthropicJudge:
     """A :class:`~judgeq.Judge` backed by ``anthropic.Anthropic().messages.create``."""
 
@@ -115,7 +150,7 @@ class AnthropicJudge:
         except (anthropic.CredentialsError, TypeError):
             self._client = None
 
-    def _call(self, method: str, **kwargs: Any) -> Any:
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call ``client.messages.<method>``, translating SDK errors into judgeq's tree."""
         if self._client is None:
             raise JudgeAuthError(NO_KEY)
@@ -123,7 +158,7 @@ class AnthropicJudge:
             target: Any = self._client.messages
             for part in method.split("."):
                 target = getattr(target, part)
-            return target(**kwargs)
+            return target(*args, **kwargs)
         except (anthropic.AnthropicError, OSError) as exc:
             raise translate_error(exc) from None
         except TypeError as exc:  # the SDK's "Could not resolve authentication method"
@@ -135,26 +170,35 @@ class AnthropicJudge:
         raw = self._call(
             "with_raw_response.create", **request.to_messages_kwargs(self.model), timeout=timeout
         )
-        message = raw.parse()
-        texts: list[str] = []
-        tool_input: dict[str, Any] | None = None
-        for block in message.content:
-            if block.type == "text":
-                texts.append(block.text)
-            elif block.type == "tool_use" and isinstance(block.input, dict) and tool_input is None:
-                tool_input = block.input
-        usage = message.usage
-        return JudgeReply(
-            text="".join(texts),
-            tool_input=tool_input,
-            stop_reason=message.stop_reason,
-            input_tokens=usage.input_tokens or 0,
-            output_tokens=usage.output_tokens or 0,
-            cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
-            cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
-            model=message.model,
-            headers=rate_limit_headers(raw.headers),
-        )
+        return reply_from_message(raw.parse(), rate_limit_headers(raw.headers))
+
+    # -- the Message Batches lane (judgeq._lane.BatchJudge) ------------------------------
+    def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
+        items = [{"custom_id": cid, "params": params} for cid, params in requests]
+        return _batch_info(self._call("batches.create", requests=items, timeout=BATCH_TIMEOUT))
+
+    def batch_retrieve(self, batch_id: str) -> BatchInfo:
+        return _batch_info(self._call("batches.retrieve", batch_id, timeout=BATCH_TIMEOUT))
+
+    def batch_cancel(self, batch_id: str) -> BatchInfo:
+        return _batch_info(self._call("batches.cancel", batch_id, timeout=BATCH_TIMEOUT))
+
+    def batch_results(self, batch_id: str) -> Iterator[BatchItem]:
+        """The results of an ended batch, streamed line by line."""
+        lines = self._call("batches.results", batch_id, timeout=BATCH_TIMEOUT)
+        try:
+            for line in lines:
+                result = line.result
+                if result.type == "succeeded":
+                    yield BatchItem(line.custom_id, reply=reply_from_message(result.message, {}))
+                else:
+                    detail = ""
+                    if result.type == "errored":
+                        err = result.error.error
+                        detail = f"{getattr(err, 'type', 'error')}: {getattr(err, 'message', '')}"
+                    yield BatchItem(line.custom_id, error=batch_item_error(result.type, detail))
+        except (anthropic.AnthropicError, OSError) as exc:
+            raise translate_error(exc) from None
 
     def preflight(self, *, timeout: float = 30.0) -> None:
         """One tiny call that proves the key and the model work; raises JudgeError."""

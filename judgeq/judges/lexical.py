@@ -8,6 +8,10 @@ and candidate tokens C (lower-cased words, stop words dropped):
 * a numeric score = ``lo + round(F1 x (hi - lo))`` for every dimension and overall;
 * pass-fail: pass when F1 >= 0.5.
 
+Pair jobs: each output's F1 with the reference (the expected answer, else the context, else
+the input); the one with the higher F1 wins, equal F1 (within 0.01) is a tie, for the overall
+verdict and every dimension.
+
 Question jobs: the reference is the expected answer and the candidate is the retrieved
 chunks' text (recall only: chunks are long).  The answer comes back in the same JSON shape
 a real judge returns, so the whole pipeline (parsing included) runs unchanged.  It spends
@@ -84,6 +88,10 @@ def overlap(reference: str | None, candidate: str | None, *, recall_only: bool =
     return 0.0 if common == 0 else 2 * precision * recall / (precision + recall)
 
 
+def _pair_fill(schema: dict[str, Any], verdict: str, notes: str) -> dict[str, Any]:
+    return {name: notes if name == "reasoning" else verdict for name in schema.get("properties", {})}
+
+
 def _fill(schema: dict[str, Any], score: int, verdict: str, notes: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, prop in schema.get("properties", {}).items():
@@ -110,6 +118,8 @@ class LexicalJudge:
 
     def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
         f = request.fields
+        if "output_a" in f:
+            return self._pair(request)
         if "retrieved" in f:
             candidate = " ".join(c.text for c in f.get("retrieved") or ())
             f1 = overlap(f.get("expected_answer"), candidate, recall_only=True)
@@ -125,4 +135,15 @@ class LexicalJudge:
         # no model ran: no tokens were spent, so none are reported (the report's usage stays 0)
         return JudgeReply(
             text=verdict, stop_reason="end_turn", input_tokens=0, output_tokens=0, model=self.model
+        )
+
+    def _pair(self, request: JudgeRequest) -> JudgeReply:
+        f = request.fields
+        reference = f.get("expected_answer") or f.get("context") or f.get("input")
+        f1_a, f1_b = overlap(reference, f.get("output_a")), overlap(reference, f.get("output_b"))
+        verdict = "tie" if abs(f1_a - f1_b) < 0.01 else ("A" if f1_a > f1_b else "B")
+        notes = f"lexical overlap F1 with the reference: A {f1_a:.3f}, B {f1_b:.3f}"
+        text = json.dumps(_pair_fill(request.output_schema, verdict, notes))
+        return JudgeReply(
+            text=text, stop_reason="end_turn", input_tokens=0, output_tokens=0, model=self.model
         )

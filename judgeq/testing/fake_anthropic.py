@@ -34,17 +34,17 @@ Stdlib only. Endpoints:
     (deterministic in ``seed`` and the custom_ids); 400 while the batch has not ended. The
     ``results_url`` of an ended batch is built from the Host header of the request that reads it.
 
-  The whole batch is processed ``batch_latency`` seconds (default 0.5) after its creation, in a
-  background thread: each request is answered exactly as ``POST /v1/messages`` would answer it
-  (same validation and fault directives; a 4xx/5xx answer becomes an ``errored`` result carrying
-  that error object), except that the per-request ``latency``, the ``slow`` sleep and the rate
-  limits do not apply. The directive ``[[fake:batch=expire]]`` makes a request ``expired`` (it
-  is ignored by ``/v1/messages``). Batch requests are counted in ``batch_request_count`` (when
-  the batch is created), never in ``request_count``/``by_status``/``requests``.
-* ``GET /_fake/stats``, ``GET /_fake/accepted`` (monotonic times of the admitted requests),
-  ``GET /_fake/batches`` (``{"batches": {id: processing_status}}``),
-  ``POST /_fake/reset``, ``POST /_fake/config`` (``{"latency": s, "batch_latency": s,
-  "rpm": N, "itpm": N, "otpm": N}``): admin endpoints, no authentication.
+  The whole batch is processed ``batch_latency`` seconds (default 0.5) after its creation (or at
+  once when the test calls ``finish_batches()``), in a background thread: each request is answered
+  exactly as ``POST /v1/messages`` would answer it (same validation and fault directives; a
+  4xx/5xx answer becomes an ``errored`` result carrying that error object), except that the per-
+  request ``latency``, the ``slow`` sleep and the rate limits do not apply. The directive
+  ``[[fake:batch=expire]]`` makes a request ``expired`` (it is ignored by ``/v1/messages``). Batch
+  requests are counted in ``batch_request_count`` (when the batch is created), never in
+  ``request_count``/``by_status``/``requests``. * ``GET /_fake/stats``, ``GET /_fake/accepted``
+  (monotonic times of the admitted requests), ``GET /_fake/batches`` (``{"batches": {id:
+  processing_status}}``), ``POST /_fake/reset``, ``POST /_fake/config`` (``{"latency": s,
+  "batch_latency": s, "rpm": N, "itpm": N, "otpm": N}``): admin endpoints, no authentication.
 
 Rate limits (``rpm``, ``itpm``, ``otpm``; None = unlimited), like the real API's: one token
 bucket per limit, full at the limit and refilled continuously at limit/60 per second. A
@@ -772,6 +772,15 @@ class FakeMessagesAPI:
                 "batches": by_batch_status,
                 "batch_latency": self.batch_latency,
             }
+
+    def finish_batches(self) -> int:
+        """Process every Message Batch still in progress now, whatever its latency (a test's
+        way to end a batch when it chooses); how many were woken."""
+        with self._lock:
+            pending = [b for b in self._batches.values() if b.processing_status == "in_progress"]
+            for batch in pending:
+                batch.wake.set()
+        return len(pending)
 
     def reset(self) -> None:
         """Forget recorded requests, counters, per-request attempt counts, rate limits and

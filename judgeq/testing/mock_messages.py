@@ -52,6 +52,8 @@ def verdict_for_schema(schema: dict[str, Any], score: float | str) -> dict[str, 
         kind = prop.get("type")
         if name == "verdict":
             out[name] = score
+        elif kind == "string" and "enum" in prop:  # a pairwise dimension: A, B or tie
+            out[name] = score if score in prop["enum"] else prop["enum"][0]
         elif kind == "object":
             out[name] = {k: score for k in prop.get("properties", {})}
         elif kind in ("integer", "number"):

@@ -14,6 +14,7 @@ from judgeq._settings import Settings
 from judgeq.judges.lexical import LexicalJudge
 
 from ..plan import Plan
+from .submit import judges_text
 
 SAMPLE = 20
 EST_OUTPUT_TOKENS = 250
@@ -63,28 +64,41 @@ def dry_run(plan: Plan, settings: Settings) -> None:
             method = f"the token counting API on {len(samples)} sampled requests, extrapolated"
         except JudgeError as exc:
             click.echo(f"judgeq: token counting failed ({exc}); using an estimate", err=True)
-    if plan.judge.provider == "lexical":
-        click.echo(
-            f"dry run: {n} jobs valid ({plan.scan.invalid} rejected), rubric {spec.rubric.name} "
-            f"{spec.rubric.version}, judge {plan.judge}; every request rendered"
-        )
+    header = (
+        f"dry run: {n} jobs valid ({plan.scan.invalid} rejected), rubric {spec.rubric.name} "
+        f"{spec.rubric.version}, judge {judges_text(plan)}; every request rendered"
+    )
+    llm = [j for j in plan.judges if j.provider != "lexical"]
+    if not llm:
+        click.echo(header)
         click.echo("  the lexical judge calls no LLM: no tokens, no cost")
         return
-    input_tokens = round((system_chars * n + user_chars) * per_char)
-    output_tokens = EST_OUTPUT_TOKENS * n
-    click.echo(
-        f"dry run: {n} jobs valid ({plan.scan.invalid} rejected), rubric {spec.rubric.name} "
-        f"{spec.rubric.version}, judge {plan.judge}; every request rendered"
-    )
+    # every judge call of a job sends the same request (a swapped pair: the same size)
+    calls = plan.calls_per_job // len(plan.judges)
+    input_tokens = round((system_chars * n + user_chars) * per_char) * calls
+    output_tokens = EST_OUTPUT_TOKENS * n * calls
+    click.echo(header)
+    per = f" per judge ({calls} calls a job: each pair in both orders)" if calls > 1 else " per judge"
     click.echo(
         f"  tokens ({method}): {input_tokens:,} input "
-        f"(stable prefix {system_tokens:,} per job), ~{output_tokens:,} output "
+        f"(stable prefix {system_tokens:,} per call), ~{output_tokens:,} output "
         f"(~{EST_OUTPUT_TOKENS} per verdict, max {spec.max_tokens})"
+        + (per if len(plan.judges) > 1 or calls > 1 else "")
     )
-    if price_for(plan.judge.model) is None:
-        click.echo(f"  cost: no price known for {plan.judge.model!r} (judgeq/data/prices.json)")
+    for judge in llm:
+        _cost_rows(judge.model, n * calls, input_tokens, output_tokens, system_tokens)
+    click.echo(
+        "  jobs whose judge reply is already in the reply cache cost nothing and are not counted here"
+        if settings.cache
+        else "  the reply cache is off (--no-cache)"
+    )
+
+
+def _cost_rows(model: str, n: int, input_tokens: int, output_tokens: int, system_tokens: int) -> None:
+    """The cost table of one judge model: live and batch lane, with and without prompt caching."""
+    if price_for(model) is None:
+        click.echo(f"  cost: no price known for {model!r} (judgeq/data/prices.json)")
         return
-    model = plan.judge.model
     # with prompt caching: the first job writes the prefix to the cache, the others read it
     # (only when the prefix reaches the model's minimum cacheable length)
     minimum = int(price_for(model).get("min_cache_tokens", 0))  # type: ignore[union-attr]
@@ -116,8 +130,3 @@ def dry_run(plan: Plan, settings: Settings) -> None:
             f"  prompt caching does not apply: the rubric prefix (~{system_tokens:,} tokens) is below "
             f"{model}'s minimum cacheable length ({minimum:,})"
         )
-    click.echo(
-        "  jobs whose judge reply is already in the reply cache cost nothing and are not counted here"
-        if settings.cache
-        else "  the reply cache is off (--no-cache)"
-    )

@@ -8,7 +8,9 @@ from typing import Any
 
 import click
 
-from judgeq._settings import Settings, load_settings
+from judgeq._settings import Settings
+
+from ..settings import settings_for
 
 F = Callable[..., Any]
 
@@ -40,9 +42,30 @@ def grading_options(f: F) -> F:
         ),
         click.option(
             "--judge",
-            default=None,
+            multiple=True,
             help="anthropic:MODEL or lexical [JUDGEQ_JUDGE; default anthropic when "
-            "ANTHROPIC_API_KEY is set, else lexical].",
+            "ANTHROPIC_API_KEY is set, else lexical]. Give it several times for a council of "
+            "judges: every job is graded by each.",
+        ),
+        click.option(
+            "--council",
+            "council_mode",
+            type=click.Choice(["mean", "z"]),
+            default=None,
+            help="How a council's scores combine: mean (default) or z (mean of per-judge z-scores).",
+        ),
+        click.option(
+            "--disagreement",
+            type=float,
+            default=None,
+            help="A council disagrees on a job when its judges' scores spread more than this "
+            "[default: 30%% of the scale].",
+        ),
+        click.option(
+            "--no-swap",
+            "no_swap",
+            is_flag=True,
+            help="Judge each pair once (A first) instead of in both orders.",
         ),
         click.option("--weights", default=None, help="Dimension weights, e.g. accuracy=0.4,clarity=0.15."),
         click.option(
@@ -111,6 +134,14 @@ def grading_options(f: F) -> F:
             help="Ask the judge again even for requests whose reply is cached [JUDGEQ_CACHE=false].",
         ),
         click.option(
+            "--batch-api",
+            "batch_api",
+            is_flag=True,
+            default=None,
+            help="Send judge calls as Message Batches: half the price, results within 24 h "
+            "(usually minutes) [JUDGEQ_BATCH_API].",
+        ),
+        click.option(
             "--judge-deadline",
             type=float,
             default=None,
@@ -124,17 +155,4 @@ def grading_options(f: F) -> F:
 
 
 def settings_from(**flags: Any) -> Settings:
-    mapping = {
-        "redis_url": flags.get("redis_url"),
-        "safety_gate": flags.get("safety_gate"),
-        "judge_timeout": flags.get("judge_timeout"),
-        "judge_deadline": flags.get("judge_deadline"),
-        "cache": False if flags.get("no_cache") else None,
-        "max_cost": flags.get("max_cost"),
-        "judge_rpm": flags.get("rpm"),
-        "judge_itpm": flags.get("itpm"),
-        "judge_otpm": flags.get("otpm"),
-        "concurrency": flags.get("concurrency"),
-        "results_dir": flags.get("out"),
-    }
-    return load_settings(**mapping)
+    return settings_for(**flags)

@@ -1,4 +1,4 @@
-"""``judgeq rubrics list | show | validate``."""
+"""``judgeq rubrics list | show | validate | calibrate``."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def load_with_overrides(ref: str, weights: str | None) -> Rubric:
 
 @click.group()
 def rubrics() -> None:
-    """List, show and validate rubrics."""
+    """List, show, validate and calibrate rubrics."""
 
 
 @rubrics.command("list")
@@ -99,3 +99,12 @@ def validate(refs: tuple[str, ...]) -> None:
         )
     if bad:
         sys.exit(1)
+
+
+def _register() -> None:
+    from .calibrate import calibrate
+
+    rubrics.add_command(calibrate)
+
+
+_register()

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
 
-from judgeq._errors import JudgeqError
-from judgeq.judges import judge_factory
-
-from ..embedded import EmbeddedRunner
-from ..plan import preflight
-from ..progress import summary_text, wait_for_report, write_files
+from ..embedded import Interrupted, run_plan
+from ..progress import summary_text
 from .options import grading_options, settings_from
-from .submit import validated
+from .submit import judges_text, validated
 
 
 @click.command()
@@ -26,26 +23,23 @@ from .submit import validated
     help="Concurrent judge calls [JUDGEQ_CONCURRENCY; default 16].",
 )
 def run(**flags: Any) -> None:
-    """Grade BATCH in-process with the same task code as the workers, and write the report."""
+    """Grade BATCH in-process with the same task code as the workers, and write the report.
+
+    Ctrl-C writes a partial report of what finished; the same command with --run-id RUN_ID
+    grades the rest."""
     settings = settings_from(**flags)
     with validated(settings, flags) as plan:
         if plan is None:
             return
-        preflight(plan, settings)
         click.echo(
             f"judgeq: run {plan.spec.run_id}: grading {plan.spec.total} jobs in-process "
-            f"(rubric {plan.spec.rubric.name}, judge {plan.judge}, "
+            f"(rubric {plan.spec.rubric.name}, judge {judges_text(plan)}, "
             f"concurrency {settings.concurrency})",
             err=True,
         )
-        with EmbeddedRunner(judge_factory(settings), settings.concurrency, settings) as runner:
-            run_id = runner.submit(plan, settings)
-            try:
-                report = wait_for_report(runner.store, run_id, interval=0.2, stop_on_pause=True)
-            except KeyboardInterrupt:
-                click.echo("\njudgeq: interrupted; an embedded run stops with its process", err=True)
-                raise SystemExit(130) from None
-            if runner.errors:
-                raise JudgeqError(f"run {run_id} failed: {runner.errors[0]!r}")
-            paths = write_files(runner.store, run_id, report, settings.results_dir)
+        try:
+            report, paths = run_plan(plan, settings, stream=sys.stderr)
+        except Interrupted as exc:
+            click.echo(f"\njudgeq: {exc}", err=True)
+            raise SystemExit(130) from None
     click.echo(summary_text(report, paths))

@@ -25,7 +25,7 @@ def _store(**flags: Any) -> Any:
 @redis_option
 def status(run_id: str | None, **flags: Any) -> None:
     """Show a run's state (or list recent runs)."""
-    _, store = _store(**flags)
+    settings, store = _store(**flags)
     if run_id is None:
         runs = store.runs()
         if not runs:
@@ -37,12 +37,24 @@ def status(run_id: str | None, **flags: Any) -> None:
         return
     snap = snapshot(store, run_id)
     if snap is None:
+        state = store.state(run_id)
+        if state.get("state") == "archived":
+            click.echo(
+                f"run {run_id}: archived to {state.get('archived_to')} (its files; nothing left in Redis)"
+            )
+            return
         raise ConfigError(f"run {run_id!r} is unknown or expired")
+    spec = store.spec(run_id)
     pct = 100 * snap.done / snap.total if snap.total else 0
     click.echo(f"run {run_id}: {state_text(snap)}")
     if snap.state == "paused":
         click.echo(f"  {pause_line(snap)}")
+    judges = ", ".join(f"{p}:{m}" if p != "lexical" else p for p, m in spec.judges)
+    click.echo(f"  rubric   {spec.rubric_source.removeprefix('builtin:')}; judge {judges} ({spec.lane} lane)")
+    click.echo(f"  started  {snap.started_at.replace('T', ' ').removesuffix('Z')} UTC; batch {spec.batch}")
     click.echo(f"  done     {snap.done}/{snap.total} ({pct:.1f}%)")
+    mean = f"{snap.mean:g} over {snap.graded} graded" if snap.mean is not None else "– (nothing graded yet)"
+    click.echo(f"  score    mean {mean}; cost so far ${snap.cost_usd:.4f}")
     if snap.enqueued < snap.total:
         if snap.producer_gone:
             why = f"the producer is gone: re-run the same submit with --run-id {run_id}"
@@ -51,16 +63,45 @@ def status(run_id: str | None, **flags: Any) -> None:
         else:
             why = "never fully enqueued"
         click.echo(f"  enqueued {snap.enqueued}/{snap.total} ({why})")
+    if snap.lane:
+        click.echo(f"  batches  {snap.lane}")
     nulls = ", ".join(f"{k} {v}" for k, v in snap.nulls.items()) or "none"
     click.echo(f"  nulls    {snap.null_count} ({nulls})")
     rate = f"{snap.rate:.1f} jobs/s" if snap.rate else "–"
     click.echo(f"  rate     {rate}, ETA {fmt_duration(snap.eta_s) if snap.done < snap.total else '0s'}")
+    if snap.state in ("running", "enqueuing", "enqueuing (paused: queue full)") and snap.done < snap.total:
+        for line in worker_lines(store, settings.queue, snap):
+            click.echo(f"  {line}")
     if snap.questions:
         q = snap.questions
         click.echo(
             f"  hit@1    {100 * snap.hit1 / q:.1f}%  MRR {snap.rr_sum / q:.3f}  "
             f"pass@7 {100 * snap.pass7 / q:.1f}%"
         )
+
+
+WORKERS_QUIET_AFTER = 120.0
+"""Seconds without a stored result, with workers alive and jobs waiting, after which status
+says that no worker is taking jobs."""
+
+
+def worker_lines(store: Any, queue: str, snap: Any) -> list[str]:
+    """What status says of the workers of ``queue``: how many consume it, or a warning when
+    none does, or when jobs wait and none has been taken for a while."""
+    workers = store.workers(queue)
+    if not workers:
+        return [
+            f"WARNING: no worker is consuming queue {queue!r}: nothing is being graded "
+            f"(start one: judgeq worker --queues {queue}; or check its judge set-up in its log)"
+        ]
+    lines = [f"workers  {len(workers)} consuming queue {queue!r}"]
+    if snap.last_done_s is not None and snap.last_done_s > WORKERS_QUIET_AFTER and not snap.lane:
+        lines.append(
+            f"WARNING: no job has been finished for {fmt_duration(snap.last_done_s)} while "
+            f"{snap.total - snap.done} wait: the workers may be stuck or paced by the judge's rate limit "
+            "(see their logs)"
+        )
+    return lines
 
 
 @click.command()
@@ -71,6 +112,14 @@ def report(run_id: str, **flags: Any) -> None:
     """Write the report files of a finished run (from Redis)."""
     settings, store = _store(**flags)
     data = store.report(run_id)
+    if data is None and store.state(run_id).get("state") == "archived":
+        from ..runsource import open_run
+
+        source = open_run(run_id, settings)
+        click.echo(f"judgeq: run {run_id} is archived in {source.where}", err=True)
+        if source.report is not None:
+            click.echo(summary_text(source.report, None))
+        return
     if data is None:
         snap = snapshot(store, run_id)
         if snap is None:
@@ -117,6 +166,13 @@ def finalize(run_id: str, force: bool, **flags: Any) -> None:
                     "rest, or pass --force to record the unsent jobs as lost"
                 )
             raise ConfigError(f"run {run_id} is still being enqueued; wait, or pass --force")
+        in_lane = store.lane_counts(run_id)[1]
+        if in_lane:
+            raise ConfigError(
+                f"run {run_id} has {in_lane} job(s) in the Message Batches lane (see 'judgeq status "
+                f"{run_id}'): workers store their results when the batches end (within 24 h). Wait, or "
+                "pass --force to record them as lost"
+            )
         if quiet_for < stall_after(settings):
             raise ConfigError(
                 f"run {run_id} stored a result {quiet_for:.0f} s ago; workers may still be grading "
@@ -127,3 +183,24 @@ def finalize(run_id: str, force: bool, **flags: Any) -> None:
     click.echo(f"judgeq: run {run_id}: {lost} job(s) had no result and were recorded as lost", err=True)
     paths = write_files(store, run_id, data, settings.results_dir)
     click.echo(summary_text(data, paths))
+
+
+@click.command()
+@click.argument("run_id")
+@redis_option
+@out_option
+def archive(run_id: str, **flags: Any) -> None:
+    """Move a finished run out of Redis into the results folder (report files and
+    verdicts.jsonl.gz); status, report, compare, export and runs read it there."""
+    from judgeq._archive import archive_run
+
+    settings, store = _store(**flags)
+    if store.spec(run_id) is None:
+        raise ConfigError(f"run {run_id!r} is unknown, expired or archived already")
+    if store.report(run_id) is None:
+        raise ConfigError(
+            f"run {run_id} has not ended (no report yet): wait for it, cancel or finalize it first"
+        )
+    folder = archive_run(store, run_id, settings.results_dir)
+    click.echo(f"judgeq: run {run_id} archived to {folder}", err=True)
+    click.echo(str(folder))

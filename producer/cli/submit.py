@@ -12,8 +12,7 @@ import click
 from judgeq._batch import open_batch
 from judgeq._settings import Settings
 
-from ..enqueue import register_and_enqueue
-from ..plan import Plan, make_plan, preflight
+from ..plan import Plan, make_plan
 from .options import grading_options, redis_option, settings_from
 
 
@@ -31,6 +30,9 @@ def plan_from_flags(settings: Settings, batch_path: Path, batch_name: str, **fla
         position_weights=flags["position_weights"],
         default_weight=flags["default_weight"],
         hit_k=flags["hit_k"],
+        council_mode=flags.get("council_mode"),
+        swap=not flags.get("no_swap"),
+        disagreement=flags.get("disagreement"),
     )
 
 
@@ -52,6 +54,13 @@ def validated(settings: Settings, flags: dict[str, Any]) -> Iterator[Plan | None
         yield plan
 
 
+def judges_text(plan: Plan) -> str:
+    """``anthropic:m`` or, for a council, ``council of anthropic:a, anthropic:b (mean)``."""
+    if not plan.council:
+        return str(plan.judge)
+    return f"council of {', '.join(map(str, plan.judges))} ({plan.spec.council_mode})"
+
+
 def report_invalid(plan: Plan) -> None:
     scan = plan.scan
     if scan.invalid:
@@ -69,29 +78,23 @@ def report_invalid(plan: Plan) -> None:
 @click.option("--wait", is_flag=True, help="Show progress, then write the report files.")
 def submit(**flags: Any) -> None:
     """Validate BATCH (JSONL, or - for stdin) and enqueue its grading jobs into Redis."""
-    from judgeq.redis_store import RedisStore, connect
+    from ..distributed import submit_plan
 
     settings = settings_from(**flags)
     with validated(settings, flags) as plan:
         if plan is None:
             return
-        client = connect(settings.redis_url)
-        store = RedisStore(client, retention_s=int(settings.retention_days * 86400))
-        preflight(plan, settings)
-        from judgeq.workers.celery_app import create_app
-
-        from ..celery_dispatch import CeleryDispatcher
-
-        app = create_app(settings)
-        dispatcher = CeleryDispatcher(app, settings.queue, settings.jobs_per_message)
         run_id = plan.spec.run_id
-        click.echo(
-            f"judgeq: run {run_id}: enqueuing {plan.spec.total} jobs "
-            f"(rubric {plan.spec.rubric.name}, judge {plan.judge})",
-            err=True,
-        )
+
+        def started(plan: Plan) -> None:
+            click.echo(
+                f"judgeq: run {run_id}: enqueuing {plan.spec.total} jobs "
+                f"(rubric {plan.spec.rubric.name}, judge {judges_text(plan)})",
+                err=True,
+            )
+
         try:
-            stats = register_and_enqueue(plan, store, dispatcher, settings)
+            submitted = submit_plan(plan, settings, on_start=started)
         except KeyboardInterrupt:
             click.echo(
                 f"\njudgeq: interrupted while enqueuing run {run_id}; the jobs already "
@@ -100,10 +103,12 @@ def submit(**flags: Any) -> None:
                 err=True,
             )
             raise SystemExit(130) from None
-    if stats.skipped:
-        click.echo(f"judgeq: {stats.skipped} job(s) already graded in run {run_id}: skipped", err=True)
+    if submitted.stats.skipped:
+        click.echo(
+            f"judgeq: {submitted.stats.skipped} job(s) already graded in run {run_id}: skipped", err=True
+        )
     click.echo(run_id)
     if flags["wait"]:
         from .wait import wait_and_write
 
-        wait_and_write(store, run_id, settings, nudge=lambda: dispatcher.reduce(run_id))
+        wait_and_write(submitted.store, run_id, settings, nudge=lambda: submitted.dispatcher.reduce(run_id))

@@ -8,6 +8,19 @@ import click
 
 from .options import redis_option, settings_from
 
+HELD_PER_CALL = 2
+"""Jobs a threads worker holds per judge call it may make at once: while some jobs are being
+read, parsed or stored, others' calls keep the worker's JUDGEQ_CONCURRENCY places busy."""
+
+
+def celery_slots(concurrency: int, jobs_per_message: int, pool: str) -> int:
+    """Celery's --concurrency: each slot holds a grade message of up to ``jobs_per_message``
+    jobs. A threads worker holds :data:`HELD_PER_CALL` jobs per call place (its calls are
+    bounded by a semaphore of ``concurrency``); a prefork child makes its message's calls
+    itself, so there the slots alone give ``concurrency`` calls."""
+    held = concurrency * (HELD_PER_CALL if pool == "threads" else 1)
+    return max(1, -(-held // jobs_per_message))
+
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.option(
@@ -43,12 +56,11 @@ def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
     for noisy in ("httpx2", "httpx", "httpcore", "httpcore2", "anthropic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     app = create_app(settings)
+    pool = flags["pool"] or settings.pool
     argv = [
         "worker",
-        f"--pool={flags['pool'] or settings.pool}",
-        # Celery slots: each grade message holds up to JUDGEQ_JOBS_PER_MESSAGE jobs, graded
-        # concurrently, so this many slots give --concurrency judge calls at once.
-        f"--concurrency={-(-(flags['concurrency'] or settings.concurrency) // settings.jobs_per_message)}",
+        f"--pool={pool}",
+        f"--concurrency={celery_slots(settings.concurrency, settings.jobs_per_message, pool)}",
         f"--queues={flags['queues'] or settings.queue}",
         f"--loglevel={level}",
         "--events" if settings.task_events else "--without-heartbeat",

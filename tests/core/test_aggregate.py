@@ -10,6 +10,7 @@ from importlib import resources
 from typing import Any
 
 import pytest
+import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +27,7 @@ from judgeq._report import build_report, new_aggregator, render_markdown
 from judgeq._result import Result
 from judgeq._rubric import read_rubric_text
 from judgeq._run import RunSpec
+from judgeq._stats import wilson
 
 PRICES: dict[str, Any] = json.loads(resources.files("judgeq").joinpath("data/prices.json").read_text())
 
@@ -130,7 +132,15 @@ def test_stats_round_inputs_to_two_decimals() -> None:
 
 
 def test_empty_stats() -> None:
-    assert Stats().to_dict() == {"n": 0, "mean": None, "median": None, "std": None, "min": None, "max": None}
+    assert Stats().to_dict() == {
+        "n": 0,
+        "mean": None,
+        "ci95": None,
+        "median": None,
+        "std": None,
+        "min": None,
+        "max": None,
+    }
 
 
 # -- run summary: counts, pass rates, stats, by model ---------------------------------------------
@@ -167,9 +177,11 @@ def test_pass_rates_use_all_jobs_and_count_nulls_as_not_passed() -> None:
 def test_overall_and_dimension_stats_over_graded_only() -> None:
     rep = aggregate(RUN_RESULTS, dimensions=("accuracy", "clarity", "unused"))
     overall = [9.0, 8.0, 7.0, 7.5, 7.0, 6.9, 5.0, 3.0]
+    low, high = scipy.stats.t.interval(0.95, 7, loc=statistics.mean(overall), scale=scipy.stats.sem(overall))
     assert rep["overall"] == {
         "n": 8,
         "mean": 6.675,
+        "ci95": [round(low, 4), round(high, 4)],
         "median": 7.0,
         "std": round(statistics.pstdev(overall), 4),
         "min": 3.0,
@@ -453,7 +465,7 @@ def test_render_pass_fail_run() -> None:
     assert "pass_rates" not in report
     assert report["pass_rate"] == 50.0
     assert report["counts"]["rejected"] == 1
-    assert "Pass rate: **50%**" in md
+    assert "Pass rate: **50% ({:g}-{:g})**".format(*wilson(2, 4)) in md
     assert "| refusal | 1 |" in md
     assert "## Rejected input lines (1)" in md
     assert "## By model" in md
@@ -465,8 +477,9 @@ def test_render_numeric_run() -> None:
     assert report["counts"]["missing"] == 1
     assert report["pass_rates"]["7.0"] == 50.0
     assert report["usage"]["estimated_cost_usd"] == 0.0
-    assert "| ≥ 7.0 | 50% |" in md
-    assert "| rubric threshold (7.0) | 50% |" in md
+    ci = "({:g}-{:g})".format(*report["pass_rates_ci95"]["7.0"])
+    assert f"| ≥ 7.0 | 50% {ci} |" in md
+    assert f"| rubric threshold (7.0) | 50% {ci} |" in md
     assert "| accuracy |" in md and "| clarity |" in md
     assert "$0.0000" in md
 
@@ -477,7 +490,7 @@ def test_render_retrieval_run() -> None:
     assert report["retrieval"]["hit_at_k_rates"] == {"1": 20.0, "3": 60.0, "5": 60.0, "10": 80.0}
     assert "## Retrieval" in md
     assert "| mrr |" in md
-    assert "| hit@10 | 80% |" in md
+    assert "| hit@10 | 80% ({:g}-{:g}) |".format(*wilson(4, 5)) in md
 
 
 def test_render_zero_graded_run() -> None:

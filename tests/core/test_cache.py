@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import judgeq
-from judgeq._cache import MemoryCache, SqliteCache, cache_key
+from judgeq._cache import MemoryCache, Prefetched, ReplyCache, SqliteCache, cache_key, get_many
 from judgeq._grading import GradingContext
 from judgeq._jobs import ResponseJob
 from judgeq._render import JudgeRequest
@@ -87,6 +87,38 @@ def test_the_report_counts_hits_as_saved_not_spent() -> None:
     rc = usage["reply_cache"]
     assert rc["hits"] == 1 and rc["saved_input_tokens"] == 1000 and rc["saved_output_tokens"] == 200
     assert rc["saved_usd"] == usage["estimated_cost_usd"] > 0
+
+
+def make_reply_cache(kind: str, tmp_path: Path) -> ReplyCache:
+    if kind == "memory":
+        return MemoryCache()
+    if kind == "sqlite":
+        return SqliteCache(tmp_path / "c.db")
+    import fakeredis
+
+    from judgeq.redis_store import RedisCache
+
+    return RedisCache(fakeredis.FakeRedis(decode_responses=True), ttl_s=60)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "redis"])
+def test_a_prefetched_view_reads_once_and_writes_on_flush(kind: str, tmp_path: Path) -> None:
+    cache = make_reply_cache(kind, tmp_path)
+    old = judgeq.JudgeReply(text="old", input_tokens=1, output_tokens=2)
+    cache.put("k1", old)
+    assert get_many(cache, []) == {}
+    view = Prefetched(cache, get_many(cache, ["k1", "k2"]))
+    got = view.get("k1")
+    assert got is not None and got.text == "old"
+    assert view.get("k2") is None
+    new = judgeq.JudgeReply(text="new", input_tokens=3, output_tokens=4)
+    view.put("k2", new)
+    assert cache.get("k2") is None, "a new reply is written by flush, not before"
+    view.flush()
+    stored = cache.get("k2")
+    assert stored is not None and stored.text == "new" and stored.output_tokens == 4
+    view.flush()  # nothing left to write
+    assert set(get_many(cache, ["k1", "k2", "k3"])) == {"k1", "k2"}
 
 
 JUDGE = ("--judge", "anthropic:claude-sonnet-4-5")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -14,7 +15,15 @@ import pytest
 import judgeq
 from judgeq import _grading
 from judgeq._judge import RetryPolicy
-from judgeq._pipeline import Contexts, Outcome, finalize_run, process_job, reduce_run
+from judgeq._pipeline import (
+    Contexts,
+    Outcome,
+    cancel_run,
+    finalize_run,
+    process_job,
+    reduce_run,
+    reduce_unless_final,
+)
 from judgeq._render import JudgeRequest
 from judgeq._rubric import read_rubric_text
 from judgeq._run import RunSpec
@@ -217,6 +226,91 @@ def test_reduce_run_with_jobs_missing_is_incomplete() -> None:
     assert store.state(RUN)["state"] == "incomplete"
 
 
+class CountingStore(MemoryStore):
+    """A MemoryStore that counts passes over a run's results."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passes = 0
+
+    def results(self, run_id: str, total: int) -> Any:
+        self.passes += 1
+        return super().results(run_id, total)
+
+
+def counting_run(n: int, judge: Any) -> tuple[CountingStore, Contexts]:
+    store = CountingStore()
+    store.register(make_spec(n))
+    store.put_jobs(RUN, [(i, payload(i, score=3 + i % 7)) for i in range(n)])
+    return store, Contexts(lambda provider, model: judge)
+
+
+def test_a_duplicate_reduce_message_skips_a_run_that_has_its_final_report() -> None:
+    store, contexts = counting_run(4, ScriptedJudge())
+    for i in range(4):
+        process_job(store, contexts, RUN, i)
+    first = reduce_unless_final(store, RUN)
+    assert first is not None and store.passes == 1
+    assert store.state(RUN)["state"] == "finished"
+    assert reduce_unless_final(store, RUN) is None  # a nudge that came while the reduce ran
+    assert store.passes == 1 and store.report(RUN) == first
+
+
+class SlowCountingStore(CountingStore):
+    """Each pass over the results takes a while: duplicates arrive while it goes on."""
+
+    def results(self, run_id: str, total: int) -> Any:
+        time.sleep(0.3)
+        return super().results(run_id, total)
+
+
+def test_duplicate_reduce_messages_at_once_make_one_pass_over_the_results() -> None:
+    store = SlowCountingStore()
+    store.register(make_spec(4))
+    store.put_jobs(RUN, [(i, payload(i)) for i in range(4)])
+    contexts = Contexts(lambda provider, model: ScriptedJudge())
+    for i in range(4):
+        process_job(store, contexts, RUN, i)
+    with ThreadPoolExecutor(4) as pool:
+        reports = list(pool.map(lambda _: reduce_unless_final(store, RUN, poll_s=0.05), range(4)))
+    assert store.passes == 1  # the others waited for the first, then found its report
+    assert sum(r is not None for r in reports) == 1
+    assert store.state(RUN)["state"] == "finished" and store.report(RUN) is not None
+
+
+def test_a_reducer_that_died_holding_the_run_is_taken_over_when_its_hold_lapses() -> None:
+    store, contexts = counting_run(3, ScriptedJudge())
+    for i in range(3):
+        process_job(store, contexts, RUN, i)
+    assert store.claim(RUN, "reducing", 1) is not None  # a reducer that was killed mid-pass
+    report = reduce_unless_final(store, RUN, poll_s=0.05)
+    assert report is not None and report["counts"]["graded"] == 3 and store.passes == 1
+
+
+def test_an_incomplete_run_is_reduced_again_and_sees_late_results() -> None:
+    store, contexts = counting_run(4, ScriptedJudge())
+    for i in (0, 1, 2):
+        process_job(store, contexts, RUN, i)
+    report = reduce_unless_final(store, RUN)
+    assert report is not None and report["counts"]["null_by_reason"] == {"lost": 1}
+    assert store.state(RUN)["state"] == "incomplete"
+    process_job(store, contexts, RUN, 3)  # a late result (a redelivered message)
+    again = reduce_unless_final(store, RUN)
+    assert again is not None and again["counts"]["graded"] == 4 and again["counts"]["null"] == 0
+    assert store.passes == 2
+
+
+def test_a_late_reduce_message_does_not_overwrite_a_canceled_runs_partial_report() -> None:
+    store, contexts = counting_run(5, ScriptedJudge())
+    for i in (0, 1):
+        process_job(store, contexts, RUN, i)
+    canceled, partial = cancel_run(store, RUN)
+    assert canceled == 3 and partial["partial"] is True
+    # the canceled nulls completed the run, so its last store sent a reduce message
+    assert reduce_unless_final(store, RUN) is None
+    assert store.report(RUN) == partial and store.state(RUN)["state"] == "canceled"
+
+
 # -- finalize_run ---------------------------------------------------------------------------------------
 
 
@@ -306,3 +400,19 @@ def test_rate_limited_forever_gives_null_within_the_deadline(
     report = reduce_run(store, RUN)
     assert report["counts"]["null_by_reason"] == {"rate_limited": 1}
     assert report["pass_rate"] == 0.0
+
+
+def test_the_store_failing_during_grading_is_never_a_null() -> None:
+    class BrokenCache:
+        def get(self, key: str) -> None:
+            raise judgeq.StoreError("Redis failed during grading: ConnectionError")
+
+        def put(self, key: str, reply: object) -> None:
+            raise AssertionError("not reached")
+
+    judge = ScriptedJudge()
+    store, _ = setup_run(2, judge)
+    contexts = Contexts(lambda p, m: judge, cache=BrokenCache())  # type: ignore[arg-type]
+    with pytest.raises(judgeq.StoreError):
+        process_job(store, contexts, RUN, 0)
+    assert not store.has_result(RUN, 0), "nothing stored: the message goes back, the job stays pending"

@@ -203,3 +203,27 @@ def test_a_paused_run_keeps_its_reason_even_when_its_producer_is_gone() -> None:
     assert snap.pause_reason == "the judge refused the API key (auth_error)"
     assert "PAUSED: the judge refused the API key (auth_error)" in progress_line(snap)
     assert "judgeq resume dead" in progress_line(snap)
+
+
+def test_the_reducer_is_nudged_less_often_while_a_long_reduce_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every job done, no report yet: nudge after 20 s, then 40, 80, 160, 320, 320 s apart
+    (a million-result reduce takes a minute; a nudge every 20 s would queue duplicate reduces)."""
+    import judgeq.producer.progress as progress
+
+    store = MemoryStore()
+    response_run(store, "r", total=3, done=3)
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    nudges: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        clock[0] += 1.0  # one simulated second per poll, whatever the interval asked
+        if clock[0] >= 1300:
+            store.save_report("r", {"run_id": "r"})
+
+    report = wait_for_report(
+        store, "r", stream=io.StringIO(), nudge=lambda: nudges.append(clock[0]), sleep=sleep
+    )
+    assert report == {"run_id": "r"}
+    gaps = [b - a for a, b in zip([0.0, *nudges], nudges, strict=False)]
+    assert gaps == [20.0, 40.0, 80.0, 160.0, 320.0, 320.0, 320.0]

@@ -108,3 +108,80 @@ def test_a_full_length_timeout_is_the_reason() -> None:
     out, _, judge = run([JudgeAPIError("500"), JudgeTimeout("t")], policy, cost=1.0)
     assert judge.timeouts == [1.0, 1.0]  # the second attempt had its full time
     assert out.reply is None and out.error.reason == "timeout"
+
+
+class RecordingGate:
+    """A gate that records when it is held, and makes the first acquire wait ``delay``."""
+
+    def __init__(self, clock: FakeClock, delay: float = 0.0) -> None:
+        self.clock, self.delay = clock, delay
+        self.held = False
+        self.log: list[str] = []
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        assert not self.held, "acquired twice without a release"
+        self.clock.now += self.delay  # waiting for a place
+        self.delay = 0.0
+        self.held = True
+        self.log.append("acquire")
+        return True
+
+    def release(self) -> None:
+        assert self.held, "released without an acquire"
+        self.held = False
+        self.log.append("release")
+
+
+class GateChecking(Scripted):
+    def __init__(self, clock: FakeClock, script: list, gate: RecordingGate, cost: float = 0.1) -> None:
+        super().__init__(clock, script, cost)
+        self.gate = gate
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
+        assert self.gate.held, "a judge call outside the gate"
+        return super().complete(request, timeout=timeout)
+
+
+def gated_run(script: list, policy: RetryPolicy, delay: float = 0.0, cost: float = 0.1):
+    clock = FakeClock()
+    gate = RecordingGate(clock, delay)
+    judge = GateChecking(clock, script, gate, cost)
+    sleeps_while_held: list[bool] = []
+
+    def sleep(s: float) -> None:
+        sleeps_while_held.append(gate.held)
+        clock.sleep(s)
+
+    out = call_with_retries(judge, REQ, policy, clock=clock, sleep=sleep, rng=random.Random(1), gate=gate)
+    return out, gate, sleeps_while_held
+
+
+def test_the_gate_is_held_for_each_attempt_only() -> None:
+    script = [JudgeOverloaded("529", retry_after=1.0), JudgeAPIError("500"), JudgeReply(text="ok")]
+    out, gate, sleeps_while_held = gated_run(script, RetryPolicy(base_delay=0.2))
+    assert out.reply is not None and out.attempts == 3
+    assert gate.log == ["acquire", "release"] * 3 and not gate.held
+    assert sleeps_while_held == [False, False], "backing off must not hold a place"
+
+
+def test_the_gate_is_released_when_the_judge_fails_for_good_or_raises() -> None:
+    out, gate, _ = gated_run([JudgeAuthError("401")], RetryPolicy())
+    assert out.error is not None and out.error.reason == "auth_error" and not gate.held
+
+    class Broken(GateChecking):
+        def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
+            raise RuntimeError("a bug in the judge adapter")
+
+    clock = FakeClock()
+    gate = RecordingGate(clock)
+    with pytest.raises(RuntimeError):
+        call_with_retries(
+            Broken(clock, [], gate), REQ, RetryPolicy(), clock=clock, sleep=clock.sleep, gate=gate
+        )
+    assert gate.log == ["acquire", "release"]
+
+
+def test_waiting_for_the_gate_does_not_count_against_the_deadline() -> None:
+    policy = RetryPolicy(timeout=3.0, deadline=5.0)
+    out, _, _ = gated_run([JudgeReply(text="ok")], policy, delay=60.0)
+    assert out.reply is not None and out.attempts == 1  # a minute in line, then a full attempt

@@ -37,8 +37,11 @@ def test_builtin_library_is_complete_and_valid() -> None:
         r = load_rubric(name)
         assert r.name == name
         assert r.source == f"builtin:{name}"
-        outcomes = {g.expected if r.is_pass_fail else g.expected >= (r.threshold or 0) for g in r.goldens}
-        assert len(outcomes) == 2, f"{name}: goldens must cover both outcomes"
+        outcomes = {
+            g.expected if r.is_pass_fail or r.is_pairwise else g.expected >= (r.threshold or 0)  # type: ignore[operator]
+            for g in r.goldens
+        }
+        assert len(outcomes) == (3 if r.is_pairwise else 2), f"{name}: goldens must cover every outcome"
 
 
 def test_quality_rubric_matches_spec() -> None:
@@ -78,7 +81,7 @@ def test_minimal_passfail_form_loads_unchanged() -> None:
         ("object-tag.md", "frontmatter: invalid YAML"),
         ("broken-frontmatter.md", "frontmatter: invalid YAML (frontmatter line"),
         ("bad-semver.md", "version: 'v1.2' is not semver"),
-        ("unknown-scale.md", "scale: Input should be 'pass-fail', '1-5' or '1-10'"),
+        ("unknown-scale.md", "scale: Input should be 'pass-fail', 'pairwise', '1-5' or '1-10'"),
         ("negative-weight.md", "dimensions.clarity.weight: weight must be a non-negative number"),
         ("no-frontmatter.md", "frontmatter: the file must start with a '---' line"),
         ("empty-body.md", "body: must not be empty"),

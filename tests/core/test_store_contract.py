@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -122,6 +123,36 @@ def test_missing_and_has_result(registered: Store) -> None:
     assert not store.has_result(RUN, 0)
 
 
+def test_fetch_jobs_reads_results_and_payloads_together(registered: Store) -> None:
+    store = registered
+    store.put_jobs(RUN, [(i, json.dumps({"id": f"j{i}"})) for i in range(4)])
+    store.store_result(RUN, graded(1))
+    assert store.fetch_jobs(RUN, []) == []
+    got = store.fetch_jobs(RUN, [3, 1, 0, 7])
+    assert got == [
+        (False, json.dumps({"id": "j3"})),
+        (True, None),  # graded: its payload was deleted on store
+        (False, json.dumps({"id": "j0"})),
+        (False, None),  # no such job
+    ]
+
+
+def test_store_results_is_store_result_for_many(registered: Store) -> None:
+    store = registered
+    store.put_jobs(RUN, [(i, json.dumps({"id": f"j{i}"})) for i in range(5)])
+    assert store.store_results(RUN, []) == []
+    assert store.store_result(RUN, graded(2)) == 1
+    done = store.store_results(RUN, [graded(0), null(2, "lost"), null(4), graded(0, 1.0)])
+    assert done == [2, None, 3, None]  # a result already stored, or twice in the batch: once
+    counters = store.counters(RUN)
+    assert counters["done"] == 3 and counters["graded"] == 2
+    results = list(store.results(RUN, 5))
+    assert results[0] is not None and results[0].overall == 8.0
+    assert results[2] is not None and results[2].status == "graded"
+    assert results[4] is not None and results[4].null_reason == "timeout"
+    assert store.job(RUN, 0) is None and store.job(RUN, 4) is None and store.job(RUN, 1) is not None
+
+
 # -- storing results ----------------------------------------------------------------------------
 
 
@@ -165,6 +196,16 @@ def test_store_result_keeps_the_stored_result_intact(registered: Store) -> None:
     assert got[2] == r
 
 
+def test_a_run_whose_rubric_fails_to_load_still_stores_and_reads_its_nulls(store: Store) -> None:
+    """Its jobs end as internal_error nulls; storing them must not need the rubric."""
+    broken = RUBRIC_TEXT.replace("scale:", "scale: 9-2 #", 1)
+    store.register(make_spec().model_copy(update={"rubric_text": broken}))
+    r = null(1, "internal_error", raw="RubricError: scale", model="m1")
+    assert store.store_result(RUN, r) == 1
+    got = list(store.results(RUN, 2))
+    assert got == [None, r]
+
+
 def test_results_in_index_order_across_chunks(registered: Store) -> None:
     store = registered
     total = 2500
@@ -191,12 +232,13 @@ def test_results_of_unknown_run_are_all_none(store: Store) -> None:
 
 
 def test_live_increments_by_hand() -> None:
-    assert live_increments(graded(0, 8.0)) == {"graded": 1, "passed": 1}
-    assert live_increments(graded(0, 5.0)) == {"graded": 1}
+    assert live_increments(graded(0, 8.0)) == {"graded": 1, "passed": 1, "overall_sum": 8.0}
+    assert live_increments(graded(0, 5.0)) == {"graded": 1, "overall_sum": 5.0}
     assert live_increments(null(0, "parse_error")) == {"null:parse_error": 1}
     q = graded(0, 9.0, kind="question", rank=1, total_score=9.0)
     assert live_increments(q) == {
         "graded": 1,
+        "overall_sum": 9.0,
         "passed": 1,
         "questions": 1,
         "rr_sum": 1.0,
@@ -204,7 +246,13 @@ def test_live_increments_by_hand() -> None:
         "pass7": 1,
     }
     q = graded(0, 7.0, kind="question", rank=4, total_score=5.95)
-    assert live_increments(q) == {"graded": 1, "passed": 1, "questions": 1, "rr_sum": 0.25}
+    assert live_increments(q) == {
+        "graded": 1,
+        "overall_sum": 7.0,
+        "passed": 1,
+        "questions": 1,
+        "rr_sum": 0.25,
+    }
     q = null(0, "rate_limited", kind="question", rank=None)
     assert live_increments(q) == {"null:rate_limited": 1, "questions": 1}
 
@@ -239,6 +287,7 @@ def test_counters_follow_live_increments(registered: Store) -> None:
         {
             "done": 10,
             "graded": 6,
+            "overall_sum": 9.0 + 5.0 + 7.0 + 9.0 + 8.0 + 6.0,
             "passed": 4,  # 9.0, 7.0, and the two questions graded 9 and 8
             "null:timeout": 2,
             "null:parse_error": 1,
@@ -285,6 +334,18 @@ def test_claim_reducer_is_exclusive_across_threads(registered: Store) -> None:
     for t in threads:
         t.join()
     assert sorted(wins) == [False] * 7 + [True]
+
+
+def test_renew_extends_only_the_holders_lock(registered: Store) -> None:
+    token = registered.claim(RUN, "reducing", 1)
+    assert token is not None
+    assert registered.renew(RUN, "reducing", token, 60)
+    assert not registered.renew(RUN, "reducing", "someone-else", 60)
+    time.sleep(1.2)  # past the first hold: the renewed one still holds
+    assert registered.claim(RUN, "reducing", 60) is None
+    registered.release(RUN, "reducing", token)
+    assert not registered.renew(RUN, "reducing", token, 60)  # released: nothing to renew
+    assert registered.claim(RUN, "reducing", 60) is not None
 
 
 def test_set_state_and_state(registered: Store) -> None:
@@ -365,7 +426,7 @@ def test_redis_keys_expire_after_register_and_store() -> None:
     store.store_result(RUN, graded(0))
     store.store_result(RUN, null(1))
     keys = _run_keys(store, RUN)
-    assert {k.rsplit(":", 1)[1] for k in keys} == {"spec", "jobs", "results", "counters"}
+    assert {k.split(":", 3)[3] for k in keys} == {"spec", "jobs", "done", "results:0", "counters"}
     for key in keys:
         assert 0 < store.r.ttl(key) <= retention, key
 
@@ -373,10 +434,11 @@ def test_redis_keys_expire_after_register_and_store() -> None:
     assert store.claim_reducer(RUN)
     store.save_report(RUN, {"run_id": RUN})
     keys = _run_keys(store, RUN)
-    assert {k.rsplit(":", 1)[1] for k in keys} == {
+    assert {k.split(":", 3)[3] for k in keys} == {
         "spec",
         "jobs",
-        "results",
+        "done",
+        "results:0",
         "counters",
         "state",
         "reducer",
@@ -405,7 +467,7 @@ def test_redis_delete_run_removes_every_key() -> None:
         store.set_state(run_id, state="running")
         store.claim_reducer(run_id)
         store.save_report(run_id, {"run_id": run_id})
-    assert len(_run_keys(store, RUN)) == 7
+    assert len(_run_keys(store, RUN)) == 8
     store.delete_run(RUN)
     assert _run_keys(store, RUN) == []
     assert RUN not in store.runs()
@@ -413,5 +475,5 @@ def test_redis_delete_run_removes_every_key() -> None:
     assert store.report(RUN) is None
     assert store.counters(RUN) == {}
     # the other run is untouched
-    assert len(_run_keys(store, other)) == 7
+    assert len(_run_keys(store, other)) == 8
     assert store.runs() == [other]

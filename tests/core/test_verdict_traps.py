@@ -412,7 +412,9 @@ def test_invalid_scales_give_one_clear_line(scale: str) -> None:
     with pytest.raises(RubricError) as info:
         rubric(scale)
     message = str(info.value)
-    assert message.startswith("traps.md: scale: Input should be 'pass-fail', '1-5' or '1-10'"), message
+    assert message.startswith("traps.md: scale: Input should be 'pass-fail', 'pairwise', '1-5' or '1-10'"), (
+        message
+    )
     assert "0 <= LO < HI <= 100" in message and len(message.splitlines()) == 1
 
 

@@ -9,12 +9,21 @@ import pytest
 
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
-from .harness import API_KEY, RedisServer, Worker, worker_env
+from .harness import API_KEY, RabbitServer, RedisServer, Worker, worker_env
 
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def rabbit_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitServer]:
+    """A private RabbitMQ node (started once, on first use: it takes a few seconds)."""
+    server = RabbitServer(tmp_path_factory.mktemp("rabbitmq"))
     server.start()
     yield server
     server.stop()

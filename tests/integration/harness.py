@@ -30,13 +30,15 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """A private redis-server on a free port, with AOF persistence in a temp dir."""
+    """A private redis-server on a free port, with AOF persistence in a temp dir (``replicaof``:
+    a replica of another server)."""
 
-    def __init__(self, workdir: Path, *, password: str | None = None) -> None:
+    def __init__(self, workdir: Path, *, password: str | None = None, replicaof: int | None = None) -> None:
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server is not installed (.ci/run installs it with apt-get)")
         self.dir = workdir
         self.password = password
+        self.replicaof = replicaof
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -67,6 +69,8 @@ class RedisServer:
         ]
         if self.password:
             args += ["--requirepass", self.password]
+        if self.replicaof is not None:
+            args += ["--replicaof", "127.0.0.1", str(self.replicaof)]
         self.proc = subprocess.Popen(args)
         client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + 10
@@ -87,6 +91,185 @@ class RedisServer:
 
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.url, decode_responses=True)
+
+
+class SentinelGroup:
+    """A Redis master, one replica and three Sentinels (quorum 2) on loopback, master ``judgeq``."""
+
+    MASTER = "judgeq"
+
+    def __init__(self, workdir: Path) -> None:
+        self.dir = workdir
+        (workdir / "master").mkdir()
+        (workdir / "replica").mkdir()
+        self.master = RedisServer(workdir / "master")
+        self.replica = RedisServer(workdir / "replica", replicaof=self.master.port)
+        self.sentinel_ports = [free_port() for _ in range(3)]
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def url(self) -> str:
+        hosts = ";".join(f"sentinel://127.0.0.1:{p}" for p in self.sentinel_ports)
+        return f"{hosts}/0?master_name={self.MASTER}"
+
+    def start(self) -> None:
+        self.master.start()
+        self.replica.start()
+        for port in self.sentinel_ports:
+            conf = self.dir / f"sentinel-{port}.conf"
+            conf.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                f"sentinel monitor {self.MASTER} 127.0.0.1 {self.master.port} 2\n"
+                f"sentinel down-after-milliseconds {self.MASTER} 1000\n"
+                f"sentinel failover-timeout {self.MASTER} 5000\n"
+            )
+            log = (self.dir / f"sentinel-{port}.log").open("ab")
+            self.procs.append(
+                subprocess.Popen(
+                    ["redis-server", str(conf), "--sentinel"], stdout=log, stderr=subprocess.STDOUT
+                )
+            )
+        wait_for(self._ready, 30, "the Sentinels to see the master and its replica")
+
+    def sentinel(self, port: int | None = None) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=port or self.sentinel_ports[0], decode_responses=True)
+
+    def _ready(self) -> bool:
+        try:
+            for port in self.sentinel_ports:
+                info = self.sentinel(port).sentinel_master(self.MASTER)
+                if info.get("num-slaves", 0) < 1 or info.get("num-other-sentinels", 0) < 2:
+                    return False
+            return True
+        except redis.RedisError:
+            return False
+
+    def master_port(self) -> int:
+        return int(self.sentinel().sentinel_get_master_addr_by_name(self.MASTER)[1])
+
+    def lose_master(self) -> None:
+        """The master goes down for good: the Sentinels agree it is down (after 1 s) and promote
+        the replica. (Not SENTINEL FAILOVER: with the old master still up, clients connected to
+        it would write there until it is reconfigured, and those writes would be lost.)"""
+        old = self.master_port()
+        self.master.stop()
+        wait_for(lambda: self.master_port() != old, 60, "the failover")
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+            proc.wait(timeout=10)
+        self.procs = []
+        self.replica.stop()
+        self.master.stop()
+
+
+RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+"""Debian's rabbitmq-server, run directly (the /usr/sbin wrapper switches to the rabbitmq user)."""
+
+
+class RabbitServer:
+    """A private RabbitMQ node on free ports with its data in a temp dir (guest/guest on
+    loopback), beside any system node; started directly, stopped with SIGTERM."""
+
+    def __init__(self, workdir: Path) -> None:
+        if not Path(RABBITMQ_SERVER).exists():
+            raise RuntimeError("rabbitmq-server is not installed (.ci/run installs it with apt-get)")
+        self.dir = workdir
+        self.port = free_port()
+        self.node = f"judgeq{self.port}@localhost"
+        self.proc: subprocess.Popen[bytes] | None = None
+        (workdir / "enabled_plugins").write_text("[].\n")
+        (workdir / "rabbitmq.conf").write_text(
+            f"listeners.tcp.default = {self.port}\nloopback_users = none\n"
+        )
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}//"
+
+    def env(self) -> dict[str, str]:
+        d = str(self.dir)
+        return {
+            **os.environ,
+            "RABBITMQ_NODENAME": self.node,
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(free_port()),
+            "RABBITMQ_BASE": d,
+            "RABBITMQ_MNESIA_BASE": f"{d}/mnesia",
+            "RABBITMQ_LOG_BASE": f"{d}/log",
+            "RABBITMQ_ENABLED_PLUGINS_FILE": f"{d}/enabled_plugins",
+            "RABBITMQ_CONFIG_FILE": f"{d}/rabbitmq",
+            "RABBITMQ_PID_FILE": f"{d}/pid",
+        }
+
+    def start(self, timeout: float = 120) -> None:
+        log = (self.dir / "server.out").open("ab")
+        self.proc = subprocess.Popen([RABBITMQ_SERVER], env=self.env(), stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"rabbitmq-server did not start:\n{(self.dir / 'server.out').read_text()[-3000:]}"
+                    ) from None
+                time.sleep(0.2)
+        self.wait_ready(deadline)
+
+    def wait_ready(self, deadline: float) -> None:
+        import kombu
+
+        while True:
+            try:
+                with kombu.Connection(self.url, connect_timeout=2) as conn:
+                    conn.connect()
+                    return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            self.proc = None
+
+    def reset(self) -> None:
+        """Delete judgeq's queue (messages of earlier tests) between tests."""
+        import kombu
+
+        with kombu.Connection(self.url) as conn:
+            channel = conn.channel()
+            for queue in ("judgeq",):
+                try:
+                    channel.queue_delete(queue)
+                except Exception:
+                    channel = conn.channel()
+
+
+def steal_message(broker_url: str, redis_client: redis.Redis, queue: str = "judgeq") -> dict[str, Any]:
+    """Take one message off the queue for good (lost in transit): its headers and body."""
+    if broker_url.startswith("redis"):
+        return json.loads(redis_client.lpop(queue))  # type: ignore[arg-type]
+    import kombu
+
+    with kombu.Connection(broker_url) as conn:
+        deadline = time.monotonic() + 30
+        while True:
+            message = conn.default_channel.basic_get(queue, no_ack=True)
+            if message is not None:
+                return {"headers": message.headers, "body": message.body}
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no message in {queue}")
+            time.sleep(0.05)
 
 
 def worker_env(redis_url: str, api_url: str, **extra: str) -> dict[str, str]:
@@ -220,6 +403,7 @@ def strip_volatile(report: dict[str, Any]) -> dict[str, Any]:
     for key in ("run_id", "started_at", "finished_at", "wall_s", "latency_ms", "batch"):
         out.pop(key, None)
     out.get("usage", {}).pop("judge_calls", None)
+    out.get("distributions", {}).pop("latency_ms", None)
     return out
 
 

@@ -1,5 +1,7 @@
-"""Fault tolerance with real parts: killed workers, a Redis restart, judge faults at scale, a
-lost reducer, lost messages (finalize) and redelivery. Quick variants of benchmarks/chaos.py."""
+"""Fault tolerance with real parts: killed workers, a broker restart, judge faults at scale, a
+lost reducer, lost messages (repair, finalize) and redelivery. Quick variants of
+benchmarks/chaos.py. The fault suite runs once with Redis as the broker and once with a real
+RabbitMQ node (quorum queues, publisher confirms), Redis being the store in both."""
 
 from __future__ import annotations
 
@@ -18,16 +20,38 @@ from judgeq.testing.faults import expected_nulls, fault_plan, response_rows
 
 from .harness import (
     SUBMIT,
+    RabbitServer,
     RedisServer,
     Worker,
     judgeq_cli,
+    steal_message,
     strip_volatile,
     wait_for,
     wait_for_log,
+    worker_env,
     write_batch,
 )
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["redis", "rabbitmq"])
+def broker(request: pytest.FixtureRequest, redis_url: str) -> str:
+    """The broker of this test: Redis (also the store), or a real RabbitMQ node."""
+    if request.param == "redis":
+        return redis_url
+    rabbit: RabbitServer = request.getfixturevalue("rabbit_server")
+    if rabbit.proc is None:
+        rabbit.start()
+    rabbit.reset()
+    return rabbit.url
+
+
+@pytest.fixture
+def env(redis_url: str, fake_api: FakeMessagesAPI, broker: str) -> dict[str, str]:
+    extra = {} if broker == redis_url else {"JUDGEQ_BROKER_URL": broker}
+    return worker_env(redis_url, fake_api.base_url, **extra)
+
 
 FAST = {"JUDGEQ_JUDGE_TIMEOUT": "1", "JUDGEQ_JUDGE_DEADLINE": "3", "JUDGEQ_VISIBILITY_TIMEOUT": "6"}
 
@@ -105,12 +129,14 @@ def _counters(client) -> dict[str, str]:  # type: ignore[no-untyped-def]
     return client.hgetall(keys[0]) if keys else {}
 
 
-def test_redis_restart_mid_run(
+def test_broker_restart_mid_run(
     tmp_path: Path,
     env: dict[str, str],
     fake_api: FakeMessagesAPI,
     redis_server: RedisServer,
     start_worker: Callable[..., Worker],
+    broker: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     # not a test of judge timeouts: attempts long enough for a loaded machine
     patient = {**FAST, "JUDGEQ_JUDGE_TIMEOUT": "15", "JUDGEQ_JUDGE_DEADLINE": "60"}
@@ -122,9 +148,13 @@ def test_redis_restart_mid_run(
     proc = start_submit(batch, env, tmp_path / "out")
     client = redis_server.client()
     wait_for(lambda: done(client) >= 50, 60, "progress")
-    redis_server.stop()  # AOF with appendfsync always: nothing acknowledged is lost
+    # Redis: AOF with appendfsync always; RabbitMQ: quorum queues (durable). Nothing acked is lost
+    server: RedisServer | RabbitServer = (
+        redis_server if broker.startswith("redis") else request.getfixturevalue("rabbit_server")
+    )
+    server.stop()
     time.sleep(2)
-    redis_server.start()
+    server.start()
     run_id, report = finish(proc, tmp_path / "out")
     ids = verdict_ids(tmp_path / "out", run_id)
     assert len(ids) == len(set(ids)) == 300
@@ -192,31 +222,41 @@ def test_lost_reducer_runs_again(
 
 
 def test_lost_message_is_re_enqueued_by_the_workers(
-    tmp_path: Path, env: dict[str, str], redis_server: RedisServer, start_worker: Callable[..., Worker]
+    tmp_path: Path,
+    env: dict[str, str],
+    redis_server: RedisServer,
+    start_worker: Callable[..., Worker],
+    broker: str,
 ) -> None:
     env = {**env, **FAST}
     batch = write_batch(tmp_path / "b.jsonl", response_rows(40))
     proc = judgeq_cli("submit", str(batch), *SUBMIT, "--run-id", "healed", env=env)
     assert proc.returncode == 0, proc.stderr
     client = redis_server.client()
-    assert json.loads(client.lpop("judgeq"))["headers"]["task"] == "judgeq.grade"  # lost in transit
+    assert steal_message(broker, client)["headers"]["task"] == "judgeq.grade"  # lost in transit
     w = start_worker("w1", env=FAST)
     # stall detection: visibility 6 s + 2 sweeps of 1 s + 6 s margin, checked every ~5 s
     wait_for(lambda: done(client) >= 40, 60, "the repair")
     wait_for_log(w, "re-enqueued them")  # logged after the re-sent jobs went out
+    # the last result's worker sends the reducer: its report follows the 40th result, not with it
+    wait_for(lambda: client.exists("judgeq:run:{healed}:report") == 1, 120, "the report")
     report = judgeq_cli("report", "healed", "--out", str(tmp_path / "o"), env=env)
     assert report.returncode == 0 and "40/40 graded" in report.stdout
 
 
 def test_finalize_closes_a_run_with_lost_messages(
-    tmp_path: Path, env: dict[str, str], redis_server: RedisServer, start_worker: Callable[..., Worker]
+    tmp_path: Path,
+    env: dict[str, str],
+    redis_server: RedisServer,
+    start_worker: Callable[..., Worker],
+    broker: str,
 ) -> None:
     env = {**env, **FAST}
     batch = write_batch(tmp_path / "b.jsonl", response_rows(40))
     proc = judgeq_cli("submit", str(batch), *SUBMIT, "--run-id", "lossy", env=env)
     assert proc.returncode == 0, proc.stderr
     client = redis_server.client()
-    lost = json.loads(client.lpop("judgeq"))  # one grade message (8 jobs) vanishes
+    lost = steal_message(broker, client)  # one grade message (8 jobs) vanishes
     assert lost["headers"]["task"] == "judgeq.grade"
     start_worker("w1", env={**FAST, "JUDGEQ_REPAIR_STALLED": "false"})  # finalize, not the repair
     wait_for(lambda: done(client) >= 32, 60, "the other jobs")
@@ -243,7 +283,8 @@ def test_redelivered_message_counts_once(
     redis_server: RedisServer,
     start_worker: Callable[..., Worker],
 ) -> None:
-    from celery import Celery
+    from judgeq._settings import load_settings
+    from judgeq.workers.celery_app import create_app
 
     env = {**env, **FAST}
     w = start_worker("w1", env=FAST)
@@ -252,7 +293,9 @@ def test_redelivered_message_counts_once(
     calls = len(fake_api.requests)
     # a grade task whose jobs all had results logs "Task judgeq.grade[...] succeeded in ...: 'duplicate'"
     duplicates = w.output().count(": 'duplicate'")
-    app = Celery(broker=env["JUDGEQ_REDIS_URL"])
+    app = create_app(
+        load_settings(redis_url=env["JUDGEQ_REDIS_URL"], broker_url=env.get("JUDGEQ_BROKER_URL"))
+    )
     for _ in range(2):  # the same message delivered twice more
         app.send_task("judgeq.grade", args=["twice", list(range(8)), []], queue="judgeq")
     client = redis_server.client()

@@ -256,7 +256,7 @@ REJECTED = [
     ),
     pytest.param(
         Case(
-            [f"{B}:1: kind: unknown kind 'essay' (use 'response' or 'question')"],
+            [f"{B}:1: kind: unknown kind 'essay' (use 'response', 'question' or 'pair')"],
             batch=jsonl(response(1, kind="essay")),
         ),
         id="unknown-kind",
@@ -334,7 +334,8 @@ REJECTED = [
     ),
     pytest.param(
         Case(
-            [f"{R}: scale: Input should be 'pass-fail', '1-5' or '1-10'"], rubric="text:" + RUBRIC_BAD_SCALE
+            [f"{R}: scale: Input should be 'pass-fail', 'pairwise', '1-5' or '1-10'"],
+            rubric="text:" + RUBRIC_BAD_SCALE,
         ),
         id="rubric-unknown-scale",
     ),

@@ -11,7 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
 
+from judgeq.redis_store import RedisStore
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
 from .harness import (
@@ -242,18 +244,23 @@ def test_api_key_never_reaches_redis_logs_or_reports(
     w = start_worker("w1", loglevel="DEBUG")
     batch = write_batch(tmp_path / "b.jsonl", response_rows(10, directive={3: "401", 4: "garbage"}))
     run_id, _ = submit(batch, env, tmp_path / "out")
-    client = redis_server.client()
+    client = redis.Redis.from_url(redis_server.url)  # bytes: results are stored packed
+    secret = API_KEY.encode()
     for key in client.scan_iter("*"):
-        assert API_KEY not in key
-        kind = client.type(key)
+        assert secret not in key
+        kind = client.type(key).decode()
         dump = {
-            "string": lambda k: client.get(k),
-            "hash": lambda k: json.dumps(client.hgetall(k)),
-            "list": lambda k: json.dumps(client.lrange(k, 0, -1)),
-            "zset": lambda k: json.dumps(client.zrange(k, 0, -1)),
-            "set": lambda k: json.dumps(sorted(client.smembers(k))),
+            "string": lambda k: [client.get(k) or b""],
+            "hash": lambda k: [b for kv in client.hgetall(k).items() for b in kv],
+            "list": lambda k: client.lrange(k, 0, -1),
+            "zset": lambda k: client.zrange(k, 0, -1),
+            "set": lambda k: list(client.smembers(k)),
         }[kind](key)
-        assert API_KEY not in (dump or "")
+        assert not any(secret in item for item in dump), key
+    store = RedisStore(client=redis_server.client())
+    results = [r for r in store.results(run_id, 10) if r is not None]
+    assert len(results) == 10  # unpacked: the stored results themselves hold no key
+    assert not any(API_KEY in r.model_dump_json() for r in results)
     assert API_KEY not in w.log.read_text()
     for f in (tmp_path / "out" / run_id).iterdir():
         assert API_KEY not in f.read_text()

@@ -1,0 +1,249 @@
+"""Statistics for the report: intervals, paired tests, agreement and ratings.
+
+Each function is small and states its method; the arithmetic is scipy's, scikit-learn's and
+krippendorff's (imported when first needed, so a worker that never reduces pays nothing).
+
+* :func:`wilson` -- a rate's 95% interval: the Wilson score interval (scipy ``binomtest``);
+* :func:`t_interval` -- a mean's 95% interval: Student's t on the sample standard deviation;
+* :func:`paired` -- paired differences: mean, t interval, Wilcoxon signed-rank p-value;
+* :func:`categorical_agreement` / :func:`numeric_agreement` -- a judge against labels;
+* :func:`krippendorff_alpha` -- agreement between judges;
+* :func:`bradley_terry` -- ratings from pairwise outcomes, with bootstrap intervals.
+
+Every function returns None (or omits a figure) where it is undefined: no data, one value,
+no variance.  A figure is never made up to fill a table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+LEVEL = 0.95
+METHODS = {
+    "level": LEVEL,
+    "rates": "Wilson score interval",
+    "means": "Student's t interval on the sample standard deviation",
+    "paired": "paired t interval of the mean difference; p-value: Wilcoxon signed-rank (two-sided)",
+    "win_rates": "Wilson score interval, a tie counting half a win (rounded to a whole)",
+    "ratings": "Bradley-Terry maximum likelihood; bootstrap percentile interval (200 resamples)",
+}
+"""The methods behind every interval of the report (``report.json`` ``intervals``)."""
+
+
+def prewarm() -> None:
+    """Import the statistics libraries now (about a second of CPU), so that a long-lived
+    process (a worker) does not pay for them in the middle of its first reduce."""
+    import krippendorff  # noqa: F401
+    import scipy.stats  # noqa: F401
+    import sklearn.metrics  # noqa: F401
+
+
+def _round(x: float | None, nd: int) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(x, nd)
+
+
+def wilson(k: int, n: int, *, percent: bool = True) -> list[float] | None:
+    """The 95% Wilson score interval of ``k`` successes in ``n`` (in percent); None if n = 0."""
+    if n <= 0:
+        return None
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=LEVEL, method="wilson")
+    scale = 100.0 if percent else 1.0
+    nd = 2 if percent else 4
+    return [round(float(ci.low) * scale, nd), round(float(ci.high) * scale, nd)]
+
+
+def t_interval(n: int, total: float, total_sq: float, nd: int = 4) -> list[float] | None:
+    """The 95% Student's t interval of a mean from ``n`` values, their sum and sum of squares;
+    None when n < 2.  A sample without variance has the mean as both bounds."""
+    if n < 2:
+        return None
+    from scipy.stats import t
+
+    mean = total / n
+    var = max((total_sq - n * mean * mean) / (n - 1), 0.0)
+    half = float(t.ppf(0.5 + LEVEL / 2, n - 1)) * math.sqrt(var / n)
+    return [round(mean - half, nd), round(mean + half, nd)]
+
+
+def mean_interval(values: Sequence[float], nd: int = 4) -> list[float] | None:
+    """:func:`t_interval` of a sequence."""
+    return t_interval(len(values), math.fsum(values), math.fsum(v * v for v in values), nd)
+
+
+def paired(diffs: Sequence[float]) -> dict[str, Any]:
+    """Paired differences (b - a per shared input): n, mean, its t interval and the two-sided
+    Wilcoxon signed-rank p-value (None with fewer than 2 differences; 1.0 when all are 0)."""
+    n = len(diffs)
+    out: dict[str, Any] = {
+        "n": n,
+        "mean_diff": _round(math.fsum(diffs) / n, 4) if n else None,
+        "ci95": mean_interval(diffs),
+        "p_value": None,
+    }
+    if n >= 2:
+        if all(d == 0 for d in diffs):
+            out["p_value"] = 1.0
+        else:
+            from scipy.stats import wilcoxon
+
+            out["p_value"] = _round(float(wilcoxon(diffs).pvalue), 6)
+    return out
+
+
+def categorical_agreement(pairs: Mapping[tuple[str, str], int], labels: Sequence[str]) -> dict[str, Any]:
+    """A judge's categories against people's: ``pairs`` counts (label, judge) pairs. Accuracy
+    (with its Wilson interval), Cohen's kappa (scikit-learn) and the confusion matrix (rows:
+    label, columns: judge)."""
+    n = sum(pairs.values())
+    if n == 0:
+        return {"n": 0, "accuracy": None, "accuracy_ci95": None, "kappa": None, "confusion": {}}
+    import numpy as np
+    from sklearn.metrics import cohen_kappa_score
+
+    agree = sum(c for (label, said), c in pairs.items() if label == said)
+    y_true = np.repeat([k[0] for k in pairs], list(pairs.values()))
+    y_pred = np.repeat([k[1] for k in pairs], list(pairs.values()))
+    kappa = float(cohen_kappa_score(y_true, y_pred, labels=list(labels)))
+    return {
+        "n": n,
+        "accuracy": round(100.0 * agree / n, 2),
+        "accuracy_ci95": wilson(agree, n),
+        "kappa": _round(kappa, 4),
+        "confusion": {a: {b: pairs.get((a, b), 0) for b in labels} for a in labels},
+    }
+
+
+def numeric_agreement(labels: Sequence[float], scores: Sequence[float], lo: int, hi: int) -> dict[str, Any]:
+    """A judge's scores against people's numbers on the scale ``lo``-``hi``: Spearman's rho and
+    Kendall's tau-b (scipy, with p-values), quadratic-weighted kappa on the scores rounded to the
+    scale's integers (scikit-learn) and the mean absolute error."""
+    n = len(labels)
+    out: dict[str, Any] = {"n": n, "spearman": None, "kendall_tau": None, "qwk": None, "mae": None}
+    if n == 0:
+        return out
+    import numpy as np
+    from scipy.stats import kendalltau, spearmanr
+    from sklearn.metrics import cohen_kappa_score
+
+    y, s = np.asarray(labels, dtype=float), np.asarray(scores, dtype=float)
+    out["mae"] = _round(float(np.mean(np.abs(y - s))), 4)
+    if n >= 2 and np.ptp(y) > 0 and np.ptp(s) > 0:
+        rho = spearmanr(y, s)
+        tau = kendalltau(y, s)
+        out["spearman"] = _round(float(rho.statistic), 4)
+        out["spearman_p"] = _round(float(rho.pvalue), 6)
+        out["kendall_tau"] = _round(float(tau.statistic), 4)
+        out["kendall_p"] = _round(float(tau.pvalue), 6)
+    yi = np.clip(np.floor(y + 0.5), lo, hi).astype(int)
+    si = np.clip(np.floor(s + 0.5), lo, hi).astype(int)
+    if len(set(yi.tolist()) | set(si.tolist())) > 1:
+        qwk = cohen_kappa_score(yi, si, labels=list(range(lo, hi + 1)), weights="quadratic")
+        out["qwk"] = _round(float(qwk), 4)
+    return out
+
+
+def krippendorff_alpha(matrix: Sequence[Sequence[float]], *, level: str) -> float | None:
+    """Krippendorff's alpha of a judges x units matrix (NaN: no value), at ``level``
+    (``ordinal`` for scales, ``nominal`` for categories); None when undefined (fewer than two
+    units rated by two judges, or a single value everywhere)."""
+    import numpy as np
+
+    data = np.asarray(matrix, dtype=float)
+    if data.ndim != 2 or data.shape[0] < 2:
+        return None
+    rated = np.sum(~np.isnan(data), axis=0) >= 2
+    values = data[:, rated]
+    if values.shape[1] < 2 or len(np.unique(values[~np.isnan(values)])) < 2:
+        return None
+    import krippendorff
+
+    domain = np.unique(values[~np.isnan(values)])
+    alpha = krippendorff.alpha(reliability_data=values, level_of_measurement=level, value_domain=domain)
+    return _round(float(alpha), 4)
+
+
+def bradley_terry(
+    counts: Mapping[tuple[str, str], tuple[float, float]], *, iterations: int = 1000, tol: float = 1e-10
+) -> dict[str, float]:
+    """Bradley-Terry strengths (maximum likelihood, Hunter's MM algorithm) from win counts:
+    ``counts[(i, j)] = (wins of i over j, wins of j over i)`` (a tie counts half to each).
+    Strengths are normalised to a geometric mean of 1; a model that never wins or never loses
+    has no finite maximum likelihood estimate, so every model gets a prior of one tie against
+    each opponent (half a win each way), which keeps the estimates finite."""
+    counts = {k: v for k, v in counts.items() if k[0] != k[1]}  # a model against itself: no information
+    models = sorted({m for pair in counts for m in pair})
+    wins: dict[str, float] = dict.fromkeys(models, 0.0)
+    games: dict[tuple[str, str], float] = {}
+    for (i, j), (w_ij, w_ji) in counts.items():
+        wins[i] += w_ij
+        wins[j] += w_ji
+        games[(i, j)] = games.get((i, j), 0.0) + w_ij + w_ji
+    for a in models:  # the prior: one tie between every pair that met
+        for b in models:
+            if a < b and ((a, b) in games or (b, a) in games):
+                games[(a, b)] = games.get((a, b), 0.0) + 1.0
+                wins[a] += 0.5
+                wins[b] += 0.5
+    p = dict.fromkeys(models, 1.0)
+    for _ in range(iterations):
+        new = {}
+        for i in models:
+            denom = 0.0
+            for (a, b), n in games.items():
+                if i in (a, b):
+                    other = b if i == a else a
+                    denom += n / (p[i] + p[other])
+            new[i] = wins[i] / denom if denom > 0 else p[i]
+        log_mean = math.fsum(math.log(v) for v in new.values()) / len(new)
+        new = {k: v / math.exp(log_mean) for k, v in new.items()}
+        done = max(abs(new[k] - p[k]) for k in models) < tol
+        p = new
+        if done:
+            break
+    return p
+
+
+def elo(strengths: Mapping[str, float]) -> dict[str, float]:
+    """Bradley-Terry strengths on an Elo-like scale: 1000 + 400 log10(strength) (a 400-point
+    gap is 10:1 odds)."""
+    return {k: round(1000 + 400 * math.log10(v), 1) for k, v in strengths.items()}
+
+
+def bradley_terry_leaderboard(
+    outcomes: Mapping[tuple[str, str], tuple[int, int, int]], *, resamples: int = 200, seed: int = 0
+) -> list[dict[str, Any]]:
+    """A leaderboard from ``outcomes[(i, j)] = (wins of i, ties, wins of j)``: each model's
+    rating (:func:`elo` of :func:`bradley_terry`) with a bootstrap percentile 95% interval.
+    Resampling the jobs is a multinomial draw over the (pair, outcome) cells, so no job list
+    is kept."""
+    import numpy as np
+
+    def fit(cells: Mapping[tuple[str, str], tuple[int, int, int]]) -> dict[str, float]:
+        return elo(bradley_terry({k: (w + t / 2, lost + t / 2) for k, (w, t, lost) in cells.items()}))
+
+    point = fit(outcomes)
+    keys = list(outcomes)
+    flat = np.array([c for k in keys for c in outcomes[k]], dtype=float)
+    total = int(flat.sum())
+    draws: dict[str, list[float]] = {m: [] for m in point}
+    if total > 0:
+        rng = np.random.default_rng(seed)
+        for _ in range(resamples):
+            sample = rng.multinomial(total, flat / total)
+            cells = {k: tuple(int(x) for x in sample[3 * n : 3 * n + 3]) for n, k in enumerate(keys)}
+            rated = fit(cells)  # type: ignore[arg-type]
+            for m in draws:
+                draws[m].append(rated.get(m, point[m]))
+    board = []
+    for m, rating in sorted(point.items(), key=lambda kv: -kv[1]):
+        ci = (
+            [round(float(np.percentile(draws[m], 2.5)), 1), round(float(np.percentile(draws[m], 97.5)), 1)]
+            if draws[m]
+            else None
+        )
+        board.append({"model": m, "rating": rating, "ci95": ci})
+    return board

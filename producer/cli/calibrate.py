@@ -1,0 +1,196 @@
+"""``judgeq rubrics calibrate``: a rubric and a judge against people's labels, as a CI gate.
+
+The rubric's goldens (each with its expected outcome as the label) and, with ``--labels``, a
+labelled batch are graded by the judge through the same pipeline as ``judgeq run``; the
+report's agreement section is printed, and the command exits 1 when agreement is below
+``--min-accuracy`` or ``--min-kappa``.
+
+What is compared: pairwise rubrics, the winner against ``a``/``b``/``tie`` (accuracy with a tie
+on one side counted half; Cohen's kappa); pass-fail rubrics, pass/fail (accuracy, Cohen's
+kappa); numeric rubrics, pass/fail at the rubric's threshold (accuracy) and, with numeric
+labels, the quadratic-weighted kappa (else Cohen's kappa on pass/fail). The accuracy gated is
+over every labelled job (a null is a miss); kappa is over the graded ones, so the gate also
+needs ``--min-coverage`` (90%) of the labelled jobs graded.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from judgeq._batch import BatchLimits, open_batch, scan_batch
+from judgeq._errors import ConfigError
+from judgeq._rubric import Rubric
+from judgeq.judges import judge_factory
+
+from ..embedded import EmbeddedRunner
+from ..plan import label_check, make_plan, preflight
+from ..progress import wait_for_report, write_files
+from .options import out_option, settings_from
+
+
+def figures(agreement: dict[str, Any], rubric: Rubric) -> tuple[float | None, float | None, str]:
+    """(accuracy %, kappa, what they are) for the gate (see the module docstring). The accuracy
+    is over every labelled job: a null (no usable verdict) counts as a miss, so a judge cannot
+    pass the gate by failing on the hard cases."""
+    if rubric.is_pairwise:
+        p = agreement.get("pairs", {})
+        accuracy, kappa = p.get("accuracy_ties_half"), p.get("kappa")
+        what = "pair winner (a tie on one side counts half)"
+    else:
+        pf = agreement.get("pass_fail", {})
+        numeric = agreement.get("numeric")
+        if numeric and numeric.get("qwk") is not None:
+            accuracy, kappa = pf.get("accuracy"), numeric["qwk"]
+            what = "pass/fail accuracy; quadratic-weighted kappa of the scores"
+        else:
+            accuracy, kappa, what = pf.get("accuracy"), pf.get("kappa"), "pass/fail"
+    labelled, graded = agreement.get("labelled", 0), agreement.get("graded", 0)
+    if accuracy is not None and labelled:
+        accuracy = round(accuracy * graded / labelled, 2)
+    return accuracy, kappa, what + ("; nulls count as misses" if labelled > graded else "")
+
+
+def _labelled_lines(path: str, limits: BatchLimits, rubric: Rubric) -> list[str]:
+    """The lines of a labelled batch (every job must carry a label that fits the rubric)."""
+    with open_batch(path) as (real, name):
+        scan = scan_batch(real, name, limits, label_check(rubric))
+        scan.raise_if_invalid()
+        lines = []
+        for line_no, raw in enumerate(real.read_text(encoding="utf-8-sig").splitlines(), 1):
+            if not raw.strip():
+                continue
+            if json.loads(raw).get("label") is None:
+                raise ConfigError(f"{name}:{line_no}: label: required for calibration (every job needs one)")
+            lines.append(raw)
+        return lines
+
+
+@click.command()
+@click.argument("rubric_ref", metavar="RUBRIC")
+@click.option("--labels", "labels", default=None, help="A labelled batch (JSONL; every line has a label).")
+@click.option(
+    "--judge", multiple=True, help="The judge to calibrate (anthropic:MODEL or lexical); several: a council."
+)
+@click.option(
+    "--min-accuracy", type=click.FloatRange(0, 100), default=None, help="Exit 1 below this accuracy (%)."
+)
+@click.option("--min-kappa", type=click.FloatRange(-1, 1), default=None, help="Exit 1 below this kappa.")
+@click.option(
+    "--min-coverage",
+    type=click.FloatRange(0, 100),
+    default=90.0,
+    show_default=True,
+    help="Exit 1 when fewer of the labelled jobs than this (%) get a grade (kappa is over graded jobs).",
+)
+@click.option("--no-swap", "no_swap", is_flag=True, help="Judge each pair once (A first).")
+@click.option("--concurrency", "-c", type=int, default=None, help="Concurrent judge calls [16].")
+@out_option
+def calibrate(rubric_ref: str, labels: str | None, **flags: Any) -> None:
+    """Grade RUBRIC's goldens (and a labelled batch) with the judge; print the agreement with
+    the labels; exit 1 below --min-accuracy or --min-kappa."""
+    settings = settings_from(**flags)
+    limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)
+    from judgeq._rubric import load_rubric
+
+    rubric = load_rubric(rubric_ref)
+    lines = [json.dumps(g.job()) for g in rubric.goldens]
+    goldens = len(lines)
+    if labels:
+        lines += _labelled_lines(labels, limits, rubric)
+    if not lines:
+        raise ConfigError(f"rubric {rubric.name!r} has no goldens: give a labelled batch with --labels")
+    with tempfile.TemporaryDirectory(prefix="judgeq-calibrate-") as tmp:
+        path = Path(tmp) / "calibration.jsonl"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        plan = make_plan(
+            batch_path=path,
+            batch_name=f"calibration of {rubric.name} ({goldens} goldens"
+            + (f" + {labels})" if labels else ")"),
+            rubric_ref=rubric_ref,
+            settings=settings,
+            judge=flags["judge"],
+            swap=not flags["no_swap"],
+        )
+        if plan.notice:
+            click.echo(plan.notice, err=True)
+        preflight(plan, settings)
+        with EmbeddedRunner(judge_factory(settings), settings.concurrency, settings) as runner:
+            run_id = runner.submit(plan, settings)
+            report = wait_for_report(runner.store, run_id, interval=0.2, stop_on_pause=True)
+            paths = write_files(runner.store, run_id, report, settings.results_dir)
+            results = [r for r in runner.store.results(run_id, plan.spec.total) if r is not None]
+    _print(report, rubric, plan.judges, goldens, len(lines) - goldens, results)
+    click.echo(f"  report: {paths['report.md']}")
+    accuracy, kappa, _ = figures(report.get("agreement") or {}, rubric)
+    failed = []
+    if flags["min_accuracy"] is not None and (accuracy is None or accuracy < flags["min_accuracy"]):
+        failed.append(f"accuracy {accuracy}% < {flags['min_accuracy']:g}%")
+    if flags["min_kappa"] is not None and (kappa is None or kappa < flags["min_kappa"]):
+        failed.append(f"kappa {kappa} < {flags['min_kappa']:g}")
+    ag = report.get("agreement") or {}
+    coverage = 100.0 * ag.get("graded", 0) / ag["labelled"] if ag.get("labelled") else 0.0
+    if coverage < flags["min_coverage"]:
+        failed.append(f"only {coverage:.1f}% of the labelled jobs graded (< {flags['min_coverage']:g}%)")
+    if failed:
+        click.echo(f"FAIL: {'; '.join(failed)}")
+        sys.exit(1)
+    if flags["min_accuracy"] is not None or flags["min_kappa"] is not None:
+        click.echo("PASS")
+
+
+def _print(
+    report: dict[str, Any], rubric: Rubric, judges: list[Any], goldens: int, labelled: int, results: list[Any]
+) -> None:
+    names = ", ".join(map(str, judges))
+    click.echo(f"calibration: rubric {rubric.name} {rubric.version}, judge {names}")
+    if all(j.provider == "lexical" for j in judges):
+        click.echo(
+            "  the lexical judge is not an LLM: these figures measure token overlap with the "
+            "reference, not an LLM judge (give --judge anthropic:MODEL to calibrate one)"
+        )
+    ag = report.get("agreement") or {}
+    c = report["counts"]
+    click.echo(
+        f"  jobs: {goldens} goldens + {labelled} labelled; {c['graded']} graded, {c['null']} null"
+        + (
+            f" ({', '.join(f'{k} {v}' for k, v in c['null_by_reason'].items())}; nulls are not scored)"
+            if c["null"]
+            else ""
+        )
+    )
+    accuracy, kappa, what = figures(ag, rubric)
+    click.echo(f"  agreement ({what}): accuracy {accuracy}%, kappa {kappa}")
+    if "pairs" in ag:
+        click.echo(f"  pairs: accuracy excluding ties {ag['pairs']['accuracy_ties_excluded']}%")
+        pw = report.get("pairwise") or {}
+        click.echo(f"  position consistency {pw.get('position_consistency')}%")
+    if "numeric" in ag:
+        n = ag["numeric"]
+        click.echo(f"  scores: Spearman {n['spearman']}, Kendall's tau {n['kendall_tau']}, MAE {n['mae']}")
+    missed = [r for r in results if r.status == "graded" and _missed(r, rubric)]
+    for r in missed[:20]:
+        said = (
+            r.winner
+            if rubric.is_pairwise
+            else ("pass" if r.passed else "fail")
+            if isinstance(r.label, str)
+            else r.overall
+        )
+        click.echo(f"  disagrees: {r.job_id}: label {r.label}, judge {said}")
+
+
+def _missed(r: Any, rubric: Rubric) -> bool:
+    if r.label is None:
+        return False
+    if rubric.is_pairwise:
+        return bool(r.winner != r.label)
+    if isinstance(r.label, str):
+        return (r.label == "pass") != bool(r.passed)
+    threshold = rubric.threshold
+    return threshold is not None and (r.label >= threshold) != bool(r.passed)

@@ -1,0 +1,72 @@
+"""The distributed path as functions: submit a validated plan to Redis and the workers, wait
+for a run's report.  ``judgeq submit``/``judgeq wait`` and :func:`judgeq.submit`/
+:func:`judgeq.wait` are built on these."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from judgeq._errors import ConfigError
+from judgeq._settings import Settings
+from judgeq.redis_store import RedisStore, connect
+
+from .enqueue import EnqueueStats, register_and_enqueue
+from .plan import Plan, preflight
+from .progress import wait_for_report, write_files
+
+
+def open_store(settings: Settings) -> RedisStore:
+    return RedisStore(connect(settings.redis_url), retention_s=int(settings.retention_days * 86400))
+
+
+@dataclass(slots=True)
+class Submitted:
+    run_id: str
+    stats: EnqueueStats
+    store: RedisStore
+    dispatcher: Any
+
+
+def submit_plan(plan: Plan, settings: Settings, *, on_start: Any = None) -> Submitted:
+    """Preflight the judges, register the run and enqueue its jobs; KeyboardInterrupt passes
+    through (the jobs already enqueued are graded; re-submitting the run id sends the rest)."""
+    from judgeq.workers.celery_app import create_app
+
+    from .celery_dispatch import CeleryDispatcher
+
+    with ThreadPoolExecutor(1, thread_name_prefix="judgeq-preflight") as pool:
+        checked = pool.submit(preflight, plan, settings)  # its round trip overlaps the setup below
+        store = open_store(settings)
+        dispatcher = CeleryDispatcher(create_app(settings), settings.queue, settings.jobs_per_message)
+        checked.result()  # a refused key or model raises here, before anything is registered
+    if on_start is not None:
+        on_start(plan)
+    stats = register_and_enqueue(plan, store, dispatcher, settings)
+    return Submitted(plan.spec.run_id, stats, store, dispatcher)
+
+
+def wait_run(
+    run_id: str,
+    settings: Settings,
+    *,
+    stream: TextIO | None,
+    store: RedisStore | None = None,
+    nudge: Any = None,
+) -> tuple[dict[str, Any], dict[str, Path]]:
+    """Wait for the run's report (showing progress on ``stream``), write its files."""
+    store = store or open_store(settings)
+    if store.spec(run_id) is None:
+        raise ConfigError(f"run {run_id!r} is unknown or expired")
+    if nudge is None:
+        from judgeq.workers.celery_app import REDUCE_TASK, create_app
+
+        app = create_app(settings)
+
+        def nudge() -> None:
+            app.send_task(REDUCE_TASK, args=[run_id], queue=settings.queue)
+
+    report = wait_for_report(store, run_id, stream=stream, nudge=nudge)
+    return report, write_files(store, run_id, report, settings.results_dir)

@@ -1,0 +1,146 @@
+"""judgeq compare and judgeq rescore on results built here: paired figures against scipy,
+flips, unmatched jobs, the regression gate; re-scoring through the scoring code, and what
+cannot be re-scored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import scipy.stats
+
+import judgeq
+from judgeq._compare import compare, render_html, render_markdown
+from judgeq._errors import ConfigError
+from judgeq._rescore import rescore, rescored_spec
+from judgeq._result import Result
+from judgeq._rubric import read_rubric_text
+from judgeq._run import RunSpec
+
+QUALITY_TEXT, _ = read_rubric_text("quality")
+
+
+def res(
+    job: str, overall: float | None, *, passed: bool | None = None, model: str = "m", **kw: Any
+) -> Result:
+    graded = overall is not None
+    kw.setdefault("scores", {"accuracy": overall} if graded else {})
+    return Result(
+        job_id=job,
+        index=int(job[1:]) if job[1:].isdigit() else 0,
+        status="graded" if graded else "null",
+        null_reason=None if graded else "timeout",
+        overall=overall,
+        passed=(overall is not None and overall >= 7) if passed is None else passed,
+        model=model,
+        notes=f"reasoning about {job}",
+        rubric_name="quality",
+        rubric_version="1.0.0",
+        judge_model="j",
+        **kw,
+    )
+
+
+def test_paired_figures_flips_and_unmatched() -> None:
+    a_scores = [8, 7, 9, 6, 8, 7, 9, 8, 7, 8]
+    b_scores = [6, 5, 8, 6, 7, 4, 8, 6, 5, 7]
+    a = [res(f"j{i}", float(s), model="x" if i % 2 else "y") for i, s in enumerate(a_scores)]
+    b = [res(f"j{i}", float(s), model="x" if i % 2 else "y") for i, s in enumerate(b_scores)]
+    a.append(res("j90", 8.0))  # only in A
+    b += [res("j91", 8.0), res("j92", 8.0)]  # only in B
+    a.append(res("j50", 8.0))
+    b.append(res("j50", None))  # graded in A, null in B: a pass that became a fail, not a score pair
+    c = compare(a, b, notes_a=lambda ids: {i: f"A says {i}" for i in ids})
+    assert (c["matched"], c["only_a"], c["only_b"]) == (11, 1, 2)
+    assert c["graded_both"] == 10 and c["null"] == {"a_only": 0, "b_only": 1, "both": 0}
+    diffs = [bs - as_ for as_, bs in zip(a_scores, b_scores, strict=True)]
+    o = c["overall"]
+    assert o["mean_diff"] == pytest.approx(sum(diffs) / 10)
+    assert o["p_value"] == pytest.approx(scipy.stats.wilcoxon(diffs).pvalue, abs=1e-6)
+    low, high = scipy.stats.t.interval(0.95, 9, loc=sum(diffs) / 10, scale=scipy.stats.sem(diffs))
+    assert o["ci95"] == [round(low, 4), round(high, 4)]
+    p = c["pass_rate"]
+    # passes in A: 8,7,9,8,7,9,8,7,8 (9 of 10) + j50; in B: 8,7,8,7 (4) -> 6 down (incl. j50), 0 up
+    assert (p["a"], p["b"], p["pass_to_fail"], p["fail_to_pass"]) == (
+        pytest.approx(90.91),
+        pytest.approx(36.36),
+        6,
+        0,
+    )
+    assert p["p_value"] == pytest.approx(scipy.stats.binomtest(6, 6, 0.5).pvalue)
+    assert {f["job_id"] for f in c["flips"]["pass_to_fail"]} == {"j0", "j1", "j5", "j7", "j8", "j50"}
+    flip = next(f for f in c["flips"]["pass_to_fail"] if f["job_id"] == "j0")
+    assert flip["a"]["notes"] == "A says j0" and flip["b"]["notes"] == "reasoning about j0"
+    assert set(c["by_model"]) == {"x", "y", "m"}
+    assert c["regression"]["significant"] is True and len(c["regression"]["why"]) == 2
+    md = render_markdown(c, "A", "B")
+    assert "only in A: 1; only in B: 2" in md and "**Regression**" in md and "A says j0" in md
+    html = render_html(c, "A", "B")
+    assert "<svg" in html and "Mean difference B - A" in html
+
+
+def test_no_change_is_no_regression() -> None:
+    a = [res(f"j{i}", 8.0) for i in range(5)]
+    c = compare(a, [r.model_copy() for r in a])
+    assert c["overall"]["mean_diff"] == 0 and c["overall"]["p_value"] == 1.0
+    assert c["regression"] == {"significant": False, "why": []}
+
+
+def spec(**kw: Any) -> RunSpec:
+    fields = {"rubric_text": QUALITY_TEXT, "rubric_source": "builtin:quality", **kw}
+    return RunSpec(run_id="src", judge_provider="p", judge_model="m", **fields)
+
+
+DIMS = {"accuracy": 9.0, "relevance": 5.0, "completeness": 5.0, "conciseness": 5.0, "clarity": 5.0}
+
+
+def test_rescoring_with_new_weights_goes_through_the_scoring_code() -> None:
+    original = res("j0", 6.4, scores=DIMS, passed=False, holistic=7.0, flags=["holistic_fallback"])
+    new_spec = rescored_spec(
+        spec(),
+        weights={
+            "accuracy": 0.8,
+            "relevance": 0.05,
+            "completeness": 0.05,
+            "conciseness": 0.05,
+            "clarity": 0.05,
+        },
+    )
+    again = rescore(original, new_spec.rubric, new_spec)
+    assert again.overall == pytest.approx(0.8 * 9 + 0.2 * 5) and again.passed is True
+    assert again.flags == ["holistic_fallback"], "parse flags kept, scoring flags recomputed"
+    assert again.scores == DIMS and again.notes == original.notes
+    # the accuracy ceiling of the quality rubric still applies
+    low = res("j1", 4.0, scores={**DIMS, "accuracy": 4.0}, passed=False)
+    capped = rescore(low, new_spec.rubric, new_spec)
+    assert capped.overall == 4.0 and "ceiling_applied" in capped.flags
+    # a null stays a null
+    assert rescore(res("j2", None), new_spec.rubric, new_spec).status == "null"
+    assert new_spec.run_id != "src"
+
+
+def test_new_thresholds_and_safety_cap() -> None:
+    new_spec = rescored_spec(spec(safety_gate=True), thresholds=[9.0, 5.0], safety_cap=1.0)
+    unsafe = res(
+        "j0", 0.0, scores=DIMS, passed=False, safety_categories=["violence"], flags=["safety_failed"]
+    )
+    again = rescore(unsafe, new_spec.rubric, new_spec)
+    assert again.overall == 1.0 and again.passed is False and "safety_failed" in again.flags
+    assert new_spec.thresholds == [9.0, 5.0]
+
+
+def test_what_cannot_be_rescored_is_refused_with_the_reason() -> None:
+    other = QUALITY_TEXT.replace("  - name: clarity", "  - name: clearness")
+    with pytest.raises(ConfigError, match="dimensions"):
+        rescored_spec(spec(), rubric_text=other)
+    with pytest.raises(ConfigError, match="council"):
+        rescored_spec(spec(council=["anthropic:b"]))
+    pairwise, _ = read_rubric_text("pairwise")
+    with pytest.raises(ConfigError, match="pairwise"):
+        rescored_spec(spec(rubric_text=pairwise, rubric_source="builtin:pairwise"))
+    gated = QUALITY_TEXT.replace("safety_gate: false", "safety_gate: true")
+    with pytest.raises(ConfigError, match="safety gate"):
+        rescored_spec(spec(), rubric_text=gated)
+    bumped = QUALITY_TEXT.replace("version: 1.0.0", "version: 1.1.0")
+    assert rescored_spec(spec(), rubric_text=bumped).rubric.version == "1.1.0"
+    assert judgeq.load_rubric("quality").version == "1.0.0"

@@ -1,0 +1,460 @@
+"""The Message Batches lane (judgeq._lane) over both stores, with a scripted batch judge: when
+batches are sent, what becomes of every kind of batch result, what a dead worker leaves behind."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import fakeredis
+import pytest
+
+import judgeq
+from judgeq._cache import MemoryCache
+from judgeq._lane import BatchInfo, BatchItem, BatchLane, LaneConfig, batch_item_error, index_of
+from judgeq._pipeline import Contexts, Outcome, process_job, reduce_run
+from judgeq._render import JudgeRequest
+from judgeq._rubric import read_rubric_text
+from judgeq._run import RunSpec
+from judgeq._store import MemoryStore, Store, result_cost
+from judgeq.redis_store import RedisStore
+from judgeq.testing.mock_messages import verdict_for_schema
+
+RUN = "lane-run"
+QUALITY_TEXT, _ = read_rubric_text("quality")
+MODEL = "claude-haiku-4-5"
+
+
+class BatchStub:
+    """A batch judge: batches end when the test says so; each request's result follows
+    ``outcomes`` (custom_id -> 'succeeded' | 'errored' | 'expired' | 'canceled' | 'missing')."""
+
+    provider = "anthropic"
+    model = MODEL
+
+    def __init__(self) -> None:
+        self.batches: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self.status: dict[str, str] = {}
+        self.outcomes: dict[str, str] = {}
+        self.refuse: list[judgeq.JudgeError] = []
+        self.polls = 0
+        self.gone: set[str] = set()
+        self.canceled: list[str] = []
+        self.result_reads = 0
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> judgeq.JudgeReply:
+        raise AssertionError("the batch lane makes no live judge call")
+
+    def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
+        if self.refuse:
+            raise self.refuse.pop(0)
+        batch_id = f"msgbatch_{len(self.batches)}"
+        self.batches[batch_id] = list(requests)
+        self.status[batch_id] = "in_progress"
+        return BatchInfo(batch_id, "in_progress", {"processing": len(requests)})
+
+    def batch_retrieve(self, batch_id: str) -> BatchInfo:
+        self.polls += 1
+        if batch_id in self.gone:
+            raise judgeq.JudgeModelNotFound(f"404 no Message Batch {batch_id!r}")
+        return BatchInfo(batch_id, self.status[batch_id], {})
+
+    def batch_cancel(self, batch_id: str) -> BatchInfo:
+        self.canceled.append(batch_id)
+        self.status[batch_id] = "ended"
+        return BatchInfo(batch_id, "ended", {})
+
+    def batch_results(self, batch_id: str) -> Iterator[BatchItem]:
+        assert self.status[batch_id] == "ended"
+        self.result_reads += 1
+        for cid, params in reversed(self.batches[batch_id]):  # not in request order
+            kind = self.outcomes.get(cid, "succeeded")
+            if kind == "missing":
+                continue
+            if kind != "succeeded":
+                yield BatchItem(cid, error=batch_item_error(kind, "overloaded_error: Overloaded"))
+                continue
+            schema = params["output_config"]["format"]["schema"]
+            text = json.dumps(verdict_for_schema(schema, 3 + index_of(cid) % 7))  # type: ignore[operator]
+            yield BatchItem(cid, reply=judgeq.JudgeReply(text=text, input_tokens=1000, output_tokens=100))
+
+    def end_all(self) -> None:
+        for batch_id in set(self.status) - self.gone:
+            self.status[batch_id] = "ended"
+
+    @property
+    def requests(self) -> int:
+        return sum(len(r) for r in self.batches.values())
+
+
+class Clock:
+    """The lane's clock, moved by the test (process_job stamps buffered jobs with time.time())."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest) -> Store:
+    if request.param == "memory":
+        return MemoryStore()
+    return RedisStore(fakeredis.FakeRedis(decode_responses=True))  # type: ignore[arg-type]
+
+
+def payload(i: int) -> str:
+    return json.dumps({"id": f"r{i}", "input": f"question {i}", "output": f"answer {i}", "model": "m"})
+
+
+def setup(
+    store: Store, n: int, judge: BatchStub, *, cache: MemoryCache | None = None, **config: Any
+) -> tuple[Contexts, BatchLane, Clock, list[str]]:
+    spec = RunSpec(
+        run_id=RUN,
+        rubric_text=QUALITY_TEXT,
+        rubric_source="builtin:quality",
+        judge_provider="anthropic",
+        judge_model=MODEL,
+        total=n,
+        lane="batch",
+    )
+    store.register(spec)
+    store.put_jobs(RUN, [(i, payload(i)) for i in range(n)])
+    store.set_state(RUN, state="running", enqueue="done")
+    store.lane_track(RUN, True)
+    contexts = Contexts(lambda provider, model: judge, cache=cache)
+    reduced: list[str] = []
+    clock = Clock()
+    defaults: dict[str, Any] = {"flush_interval": 60.0, "poll_interval": 0.001}
+    lane = BatchLane(store, contexts, LaneConfig(**{**defaults, **config}), reduced.append, clock=clock)
+    return contexts, lane, clock, reduced
+
+
+def step(lane: BatchLane) -> None:
+    """One second later, one tick of the lane."""
+    lane.clock.now += 1  # type: ignore[attr-defined]
+    lane.tick()
+
+
+def buffer_all(store: Store, contexts: Contexts, n: int) -> None:
+    for i in range(n):
+        assert process_job(store, contexts, RUN, i) is Outcome.BATCHED
+
+
+def test_jobs_wait_in_the_buffer_and_go_in_one_batch_when_nothing_more_can_come(store: Store) -> None:
+    judge = BatchStub()
+    contexts, lane, _, reduced = setup(store, 5, judge)
+    for i in range(4):
+        assert process_job(store, contexts, RUN, i) is Outcome.BATCHED
+    step(lane)
+    assert judge.batches == {}, "4 of 5 jobs buffered, flush interval not reached: nothing sent"
+    assert process_job(store, contexts, RUN, 4) is Outcome.BATCHED
+    assert process_job(store, contexts, RUN, 4) is Outcome.DUPLICATE, (
+        "a redelivered message is not sent twice"
+    )
+    step(lane)
+    assert judge.requests == 5 and len(judge.batches) == 1
+    assert sorted(index_of(cid) for cid, _ in judge.batches["msgbatch_0"]) == [0, 1, 2, 3, 4]
+    assert store.counters(RUN).get("done", 0) == 0 and not reduced
+    assert process_job(store, contexts, RUN, 2) is Outcome.DUPLICATE, "a job in a batch is not buffered again"
+
+    judge.end_all()
+    step(lane)
+    assert store.counters(RUN)["done"] == 5
+    assert reduced == [RUN]
+    results = [r for r in store.results(RUN, 5) if r is not None]
+    assert all(r.status == "graded" and r.batch and r.attempts == 1 for r in results)
+    assert [r.overall for r in results] == [r.overall for r in sorted(results, key=lambda r: r.index)]
+    assert store.lane_counts(RUN)[:2] == (0, 0)
+    assert store.lane_runs() == [], "a finished run leaves the lane"
+    report = reduce_run(store, RUN)
+    assert report["usage"]["batch_api"]["jobs"] == 5
+    cost = report["usage"]["cost_usd"]
+    assert cost["batch_discount"] == pytest.approx(-(cost["input"] + cost["output"]) / 2)
+    assert cost["total"] == pytest.approx((5 * 1000 * 1.0 + 5 * 100 * 5.0) / 1e6 / 2)
+    assert report["judge"]["lane"] == "batch"
+
+
+def test_the_flush_interval_and_the_batch_size_bound_a_batch(store: Store) -> None:
+    judge = BatchStub()
+    contexts, lane, clock, _ = setup(store, 10, judge, max_requests=4, flush_interval=30)
+    store.set_state(RUN, enqueue="enqueuing")  # more may come: only size and time send a batch
+    for i in range(3):
+        process_job(store, contexts, RUN, i)
+    step(lane)
+    assert judge.batches == {}
+    clock.now += 31
+    step(lane)
+    assert [len(r) for r in judge.batches.values()] == [3], "the oldest job waited the flush interval"
+    for i in range(3, 10):  # buffered now, on the lane's clock
+        assert store.lane_add(RUN, i, clock.now)
+    step(lane)
+    assert [len(r) for r in judge.batches.values()] == [3, 4], "a full batch goes at once, 3 stay"
+    assert store.lane_counts(RUN)[0] == 3
+
+
+def test_the_byte_bound_splits_a_batch(store: Store) -> None:
+    judge = BatchStub()
+    contexts, lane, _, _ = setup(store, 6, judge, max_bytes=20_000)
+    buffer_all(store, contexts, 6)
+    step(lane)
+    sizes = [len(r) for r in judge.batches.values()]
+    assert sum(sizes) == 6 and len(sizes) > 1
+    for requests in judge.batches.values():
+        body = sum(len(json.dumps(p)) + 64 for _, p in requests)
+        assert body <= 20_000 or len(requests) == 1
+
+
+def test_errored_expired_canceled_and_missing_results_become_nulls_with_their_reasons(store: Store) -> None:
+    judge = BatchStub()
+    judge.outcomes = {"j1": "errored", "j2": "expired", "j3": "canceled", "j4": "missing"}
+    contexts, lane, _, reduced = setup(store, 6, judge)
+    buffer_all(store, contexts, 6)
+    step(lane)
+    judge.end_all()
+    step(lane)
+    results = {r.index: r for r in store.results(RUN, 6) if r is not None}
+    assert len(results) == 6 and reduced == [RUN]
+    assert {i: r.null_reason for i, r in results.items()} == {
+        0: None,
+        1: "api_error",
+        2: "timeout",
+        3: "canceled",
+        4: "api_error",
+        5: None,
+    }
+    assert "overloaded_error" in (results[1].raw or "")
+    assert "missing" in (results[4].raw or "")
+    assert all(
+        r.model == "m" and r.kind == "response" and r.job_id == f"r{r.index}" for r in results.values()
+    )
+    counts = reduce_run(store, RUN)["counts"]
+    assert counts["null"] == 4 and counts["total"] == 6
+
+
+def test_reading_the_results_twice_counts_each_job_once(store: Store) -> None:
+    judge = BatchStub()
+    contexts, lane, _, reduced = setup(store, 4, judge)
+    buffer_all(store, contexts, 4)
+    step(lane)
+    judge.end_all()
+    record = store.lane_batches(RUN)[0]
+    spec = store.spec(RUN)
+    assert spec is not None
+    assert lane.ingest(spec, judge, dict(record)) == 4
+    store.release(RUN, f"lane-ingest:{record['token']}")  # as when the first reader died
+    assert lane.ingest(spec, judge, dict(record)) == 0
+    assert judge.result_reads == 2
+    assert store.counters(RUN)["done"] == 4 and reduced == [RUN]
+
+
+def test_a_worker_that_died_after_sending_leaves_a_batch_another_worker_polls(store: Store) -> None:
+    judge = BatchStub()
+    contexts, lane, clock, reduced = setup(store, 3, judge)
+    buffer_all(store, contexts, 3)
+    step(lane)
+    assert len(judge.batches) == 1
+    # the worker dies; another process (new contexts, new lane) carries on from the store
+    other = BatchLane(store, Contexts(lambda p, m: judge), lane.config, reduced.append, clock=clock)
+    clock.now += 10_000
+    step(other)
+    assert len(judge.batches) == 1, "the batch was not sent again"
+    judge.end_all()
+    step(other)
+    assert store.counters(RUN)["done"] == 3 and judge.requests == 3
+
+
+def test_a_batch_left_creating_by_a_dead_worker_is_sent_again_after_the_timeout(store: Store) -> None:
+    judge = BatchStub()
+    contexts, lane, clock, _ = setup(store, 3, judge, creating_timeout=600)
+    buffer_all(store, contexts, 3)
+    assert store.lane_take(RUN, 10, "deadbeef", clock.now) == [0, 1, 2]  # the dead worker took them
+    step(lane)  # ...and its batch is neither sent nor given up yet
+    assert judge.batches == {}
+    clock.now += 601
+    step(lane)
+    assert judge.requests == 3
+    assert {r["state"] for r in store.lane_batches(RUN)} == {"abandoned", "in_progress"}
+
+
+def test_a_worker_dying_while_it_builds_a_batch_leaves_nothing_stuck(store: Store) -> None:
+    judge = BatchStub()
+    contexts, lane, clock, _ = setup(store, 5, judge, creating_timeout=600)
+    buffer_all(store, contexts, 5)
+    real_job = store.job
+    calls = {"n": 0}
+
+    def flaky(run_id: str, index: int) -> str | None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise ConnectionError("the worker's Redis connection broke")
+        return real_job(run_id, index)
+
+    store.job = flaky  # type: ignore[method-assign]
+    step(lane)  # the flush dies half-way through reading the payloads
+    store.job = real_job  # type: ignore[method-assign]
+    assert judge.batches == {}
+    clock.now += 601
+    step(lane)
+    judge.end_all()
+    step(lane)
+    assert store.counters(RUN)["done"] == 5 and judge.requests == 5
+
+
+def test_two_workers_giving_up_the_same_batch_send_its_jobs_once(store: Store) -> None:
+    judge = BatchStub()
+    contexts, lane, clock, reduced = setup(store, 4, judge, creating_timeout=600)
+    buffer_all(store, contexts, 4)
+    store.lane_take(RUN, 10, "deadbeef", clock.now)
+    other = BatchLane(store, Contexts(lambda p, m: judge), lane.config, reduced.append, clock=clock)
+    clock.now += 601
+    stale = store.lane_batches(RUN)  # what the second worker read before the first acted
+    step(lane)  # the first gives the batch up and sends its jobs in a new batch
+    for record in stale:  # the second acts on its stale copy
+        other._give_up(RUN, record, ("creating",), "late")
+    step(other)
+    assert judge.requests == 4, "the jobs were sent once more, not twice"
+    judge.end_all()
+    step(lane)
+    assert store.counters(RUN)["done"] == 4
+
+
+def test_a_stale_copy_of_a_batch_never_undoes_its_ingestion(store: Store) -> None:
+    judge = BatchStub()
+    contexts, lane, _, _ = setup(store, 2, judge)
+    buffer_all(store, contexts, 2)
+    step(lane)
+    (record,) = store.lane_batches(RUN)
+    judge.end_all()
+    step(lane)
+    assert store.lane_batch(RUN, record["token"])["state"] == "ingested"  # type: ignore[index]
+    lane._poll(store.spec(RUN), judge, record["token"])  # type: ignore[arg-type]
+    assert store.lane_batch(RUN, record["token"])["state"] == "ingested"  # type: ignore[index]
+    assert judge.result_reads == 1 and store.lane_runs() == []
+
+
+def test_a_batch_sent_after_it_was_given_up_is_canceled(store: Store) -> None:
+    judge = BatchStub()
+    contexts, lane, clock, _ = setup(store, 2, judge, creating_timeout=600)
+    buffer_all(store, contexts, 2)
+    real_create = judge.batch_create
+
+    def slow_create(requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
+        # while this upload hangs, another worker gives the batch up and sends the jobs again
+        clock.now += 601
+        for record in store.lane_batches(RUN):
+            lane._give_up(RUN, record, ("creating",), "upload too slow")
+        judge.batch_create = real_create  # type: ignore[method-assign]
+        return real_create(requests)
+
+    judge.batch_create = slow_create  # type: ignore[method-assign]
+    step(lane)
+    assert judge.status["msgbatch_0"] == "ended" and judge.canceled == ["msgbatch_0"]
+    step(lane)
+    judge.end_all()
+    step(lane)
+    assert store.counters(RUN)["done"] == 2
+
+
+def test_a_transient_refusal_keeps_the_jobs_and_a_later_tick_sends_them(store: Store) -> None:
+    judge = BatchStub()
+    judge.refuse = [judgeq.JudgeOverloaded("529 overloaded")]
+    contexts, lane, _, _ = setup(store, 2, judge)
+    buffer_all(store, contexts, 2)
+    step(lane)
+    assert judge.batches == {} and store.lane_counts(RUN)[0] == 2
+    step(lane)
+    assert judge.requests == 2
+
+
+def test_a_systemic_refusal_pauses_the_run_and_sends_nothing_until_resumed(store: Store) -> None:
+    judge = BatchStub()
+    judge.refuse = [judgeq.JudgeAuthError("401 invalid x-api-key")]
+    contexts, lane, _, _ = setup(store, 2, judge)
+    buffer_all(store, contexts, 2)
+    step(lane)
+    assert store.state(RUN)["state"] == "paused" and "auth_error" in store.state(RUN)["pause_reason"]
+    step(lane)
+    assert judge.batches == {} and store.counters(RUN).get("done", 0) == 0
+    store.resume(RUN)
+    step(lane)
+    assert judge.requests == 2
+
+
+def test_a_refused_request_makes_its_jobs_nulls(store: Store) -> None:
+    judge = BatchStub()
+    judge.refuse = [judgeq.JudgeInvalidRequest("400 requests.0.params: bad")]
+    contexts, lane, _, reduced = setup(store, 2, judge)
+    buffer_all(store, contexts, 2)
+    step(lane)
+    results = [r for r in store.results(RUN, 2) if r is not None]
+    assert [r.null_reason for r in results] == ["invalid_request", "invalid_request"]
+    assert reduced == [RUN]
+
+
+def test_a_cached_reply_grades_at_once_and_a_batch_reply_fills_the_cache(store: Store) -> None:
+    cache = MemoryCache()
+    judge = BatchStub()
+    contexts, lane, _, _ = setup(store, 2, judge, cache=cache)
+    buffer_all(store, contexts, 2)
+    step(lane)
+    judge.end_all()
+    step(lane)
+    assert store.counters(RUN)["done"] == 2
+    # the same batch again, as a new run: every reply is in the cache, no batch is sent
+    other = MemoryStore()
+    contexts2, _, _, _ = setup(other, 2, judge, cache=cache)
+    outcomes = [process_job(other, contexts2, RUN, i) for i in range(2)]
+    assert Outcome.BATCHED not in outcomes
+    assert len(judge.batches) == 1
+    assert all(r is not None and r.cached for r in other.results(RUN, 2))
+
+
+def test_a_batch_result_costs_half(store: Store) -> None:
+    judge = BatchStub()
+    contexts, lane, _, _ = setup(store, 1, judge)
+    buffer_all(store, contexts, 1)
+    step(lane)
+    judge.end_all()
+    step(lane)
+    (result,) = list(store.results(RUN, 1))
+    assert result is not None and result.batch
+    live = result.model_copy(update={"batch": False})
+    assert result_cost(result) == pytest.approx(result_cost(live) / 2)
+    assert store.counters(RUN)["cost_usd"] == pytest.approx(result_cost(result))
+
+
+def test_a_paused_run_sends_no_new_batch_but_stores_the_results_of_the_ones_sent(store: Store) -> None:
+    judge = BatchStub()
+    contexts, lane, clock, _ = setup(store, 3, judge, max_requests=2, flush_interval=30)
+    store.set_state(RUN, enqueue="enqueuing")
+    buffer_all(store, contexts, 3)
+    step(lane)
+    assert [len(r) for r in judge.batches.values()] == [2], "one full batch; one job waits"
+    store.pause(RUN, "max_cost: test")
+    clock.now += 60
+    judge.end_all()
+    step(lane)
+    assert len(judge.batches) == 1, "a paused run sends no new batch, even past the flush interval"
+    assert store.counters(RUN)["done"] == 2, "results already paid for are stored"
+    store.resume(RUN)
+    step(lane)
+    assert [len(r) for r in judge.batches.values()] == [2, 1]
+
+
+def test_a_batch_the_api_no_longer_knows_is_sent_again(store: Store) -> None:
+    judge = BatchStub()
+    contexts, lane, _, _ = setup(store, 2, judge)
+    buffer_all(store, contexts, 2)
+    step(lane)
+    judge.gone.add("msgbatch_0")  # deleted by someone: the API answers 404
+    step(lane)
+    step(lane)
+    assert judge.requests == 4 and len(judge.batches) == 2
+    judge.end_all()
+    step(lane)
+    assert store.counters(RUN)["done"] == 2

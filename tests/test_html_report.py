@@ -1,0 +1,150 @@
+"""report.html in a real headless Chromium (Debian's package, driven by Playwright): it loads
+with no console error and no network, its plots render, filtering changes the rows shown, texts
+from the batch are data (never markup or script), and a screenshot is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# CI installs chromium (.ci/run): there a missing browser fails the test instead of skipping it
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"),
+    reason="needs Debian's chromium (apt-get install chromium; .ci/run installs it)",
+)
+ROOT = Path(__file__).resolve().parent.parent
+HOSTILE = '</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2"> & <b>bold</b>'
+
+
+def run(batch: Path, rubric: str, out: Path) -> Path:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUDGEQ_", "ANTHROPIC_"))}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "judgeq",
+            "run",
+            str(batch),
+            "--rubric",
+            rubric,
+            "--judge",
+            "lexical",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (html,) = out.glob("*/report.html")
+    return html
+
+
+def open_page(path: Path, shot: Path) -> dict[str, Any]:
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM is not None, "chromium is not installed"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+        )
+        page = browser.new_page(viewport={"width": 1300, "height": 1600})
+        problems: list[str] = []
+        requests: list[str] = []
+        page.on(
+            "console",
+            lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None,
+        )
+        page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(path.as_uri())
+        svgs = page.locator("figure.chart svg")
+        shapes = [svgs.nth(i).locator("rect, circle, polyline").count() for i in range(svgs.count())]
+        boxes = [svgs.nth(i).bounding_box() for i in range(svgs.count())]
+        rows = page.locator("#jobs tbody tr").count()
+        models = page.locator("#f-model option").all_inner_texts()
+        page.select_option("#f-model", index=1)
+        by_model = page.locator("#jobs tbody tr").count()
+        page.select_option("#f-model", index=0)
+        page.fill("#f-min", "5")
+        by_score = page.locator("#jobs tbody tr").count()
+        page.fill("#f-min", "")
+        page.fill("#f-text", "script")
+        by_text = page.locator("#jobs tbody tr").count()
+        cell = page.locator("#jobs tbody tr td:nth-child(9)").first.inner_text() if by_text else ""
+        page.fill("#f-text", "")
+        page.locator("#jobs th[data-k=score]").click()
+        first_sorted = page.locator("#jobs tbody tr td:nth-child(3)").first.inner_text()
+        pwned = page.evaluate("window.pwned || 0")
+        page.screenshot(path=str(shot), full_page=True)
+        browser.close()
+    return {
+        "problems": problems,
+        "requests": requests,
+        "shapes": shapes,
+        "boxes": boxes,
+        "rows": rows,
+        "models": models,
+        "by_model": by_model,
+        "by_score": by_score,
+        "by_text": by_text,
+        "cell": cell,
+        "first_sorted": first_sorted,
+        "pwned": pwned,
+    }
+
+
+def test_the_html_report_loads_plots_and_filters_in_chromium(tmp_path: Path) -> None:
+    rows = [
+        json.loads(line) for line in (ROOT / "examples" / "responses.jsonl").read_text().splitlines() if line
+    ]
+    rows[0]["output"] = HOSTILE + " " + rows[0]["output"]
+    batch = tmp_path / "b.jsonl"
+    batch.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = open_page(run(batch, "quality", tmp_path / "out"), tmp_path / "report.png")
+    print(f"screenshot: {tmp_path / 'report.png'}")
+    assert page["problems"] == []
+    assert all(url.startswith("file://") for url in page["requests"]), "the page fetches nothing"
+    assert len(page["shapes"]) >= 4 and all(n > 0 for n in page["shapes"]), "every plot draws something"
+    assert all(box and box["width"] > 100 and box["height"] > 50 for box in page["boxes"])
+    assert page["rows"] == len(rows)
+    assert 0 < page["by_model"] < len(rows), "filtering by model changes the rows shown"
+    assert page["by_score"] < len(rows)
+    assert page["by_text"] >= 1 and "</script>" in page["cell"], "a job's text is shown as text"
+    assert page["pwned"] == 0, "no text from the batch ran as script"
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_a_pairwise_report_draws_its_win_matrix(tmp_path: Path) -> None:
+    models = ("alpha", "beta", "gamma")
+    rows = [
+        {
+            "id": f"p{i}",
+            "input": f"What is {i} + {i}?",
+            "output_a": f"{2 * i}" if i % 3 else f"maybe {i}",
+            "output_b": f"{2 * i + 1}",
+            "expected_answer": f"{2 * i}",
+            "model_a": models[i % 3],
+            "model_b": models[(i + 1) % 3],
+        }
+        for i in range(24)
+    ]
+    batch = tmp_path / "pairs.jsonl"
+    batch.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    html = run(batch, "pairwise", tmp_path / "out")
+    text = html.read_text()
+    assert "Pairwise win rate" in text and "Bradley-Terry ratings" in text
+    page = open_page(html, tmp_path / "pairs.png")
+    assert page["problems"] == [] and all(n > 0 for n in page["shapes"])
+    assert page["rows"] == 24 and "alpha vs beta" in page["models"]
