@@ -23,7 +23,7 @@ import hashlib
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ._budget import NO_LIMITS, Budget, Limits
 from ._cache import ReplyCache, cache_key
@@ -89,6 +89,10 @@ class GradingContext:
     disagreement: float | None = None
     gate: Gate | None = None
     """This process's bound on judge calls in flight (a worker's ``JUDGEQ_CONCURRENCY``)."""
+    run_id: str | None = None
+    """The run graded; a cached reply this run's own job paid for (its earlier delivery was
+    killed after the reply was cached, before its result was stored) is that job's spend,
+    not a cache hit."""
 
     def __post_init__(self) -> None:
         self.system = render_system(self.rubric)
@@ -108,6 +112,10 @@ class GradingContext:
         if self.cache is None:
             return None
         return cache_key((judge or self.judge).model, request, self.rubric)
+
+    def paid_by(self, index: int) -> str | None:
+        """The mark a reply to job ``index`` of this run carries in the reply cache."""
+        return None if self.run_id is None else f"{self.run_id}:{index}"
 
     def cached_replies(self, job: Job) -> bool:
         """Whether the cache holds a reply to every call of ``job`` (it then needs no judge)."""
@@ -176,7 +184,9 @@ def grade_job(
                 limits=ctx.limits,
                 gate=ctx.gate,
             )
-        results.append(CallResult(call, outcome, key, hit is not None))
+        # a reply this very job paid for (a redelivery) is its own spend, not a saving
+        own = hit is not None and hit.paid_by is not None and hit.paid_by == ctx.paid_by(index)
+        results.append(CallResult(call, outcome, key, hit is not None and not own))
         if outcome.reply is None:
             break  # the job is null: the other calls would be paid for nothing
     return combine(ctx, job, index, results)
@@ -283,9 +293,10 @@ def combine(
     else:
         result = _scored_result(ctx, job, results, verdicts, base, notes)
     if ctx.cache is not None and result.status == "graded":
+        paid_by = ctx.paid_by(index)
         for r in results:  # only graded replies are kept: a failure is asked again
             if r.key is not None and not r.cached and r.outcome.reply is not None:
-                ctx.cache.put(r.key, r.outcome.reply)
+                ctx.cache.put(r.key, replace(r.outcome.reply, paid_by=paid_by))
     return result
 
 

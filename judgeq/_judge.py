@@ -33,6 +33,8 @@ class JudgeReply:
     model: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     """The answer's rate-limit headers (``anthropic-ratelimit-*``)."""
+    paid_by: str | None = None
+    """For a reply from the reply cache: the ``run:job index`` whose judge call paid for it."""
 
 
 @runtime_checkable

@@ -103,6 +103,7 @@ class RunSpec(BaseModel):
         """The grading context; ``cache`` is used when the run allows it (not ``--no-cache``)
         and the judge is an LLM (the offline lexical judge is not worth caching)."""
         return GradingContext(
+            run_id=self.run_id,
             gate=gate,
             council=council,
             swap=self.swap,

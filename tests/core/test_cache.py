@@ -89,6 +89,28 @@ def test_the_report_counts_hits_as_saved_not_spent() -> None:
     assert rc["saved_usd"] == usage["estimated_cost_usd"] > 0
 
 
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "redis"])
+def test_a_redelivered_job_whose_reply_was_cached_spends_it_not_saves_it(
+    kind: str, tmp_path: Path
+) -> None:
+    # a worker killed after it cached a reply but before it stored the result: the redelivered
+    # job finds its own reply. That call was paid for by this run, so it is spent, not a saving
+    # (the report must equal that of an undisturbed run); another run or job still hits.
+    cache = make_reply_cache(kind, tmp_path)
+    judge = CountingJudge()
+    ctx = GradingContext(rubric=QUALITY, judge=judge, cache=cache, run_id="r1")
+    first = judgeq.grade_job(ctx, JOB, 0)
+    redelivered = judgeq.grade_job(ctx, JOB, 0)
+    assert judge.calls == 1
+    assert not first.cached and not redelivered.cached
+    assert redelivered.input_tokens == first.input_tokens == 1000
+    assert redelivered.output_tokens == 200 and redelivered.overall == first.overall
+    assert judgeq.grade_job(ctx, JOB, 1).cached  # the same request for another job of the run
+    other = GradingContext(rubric=QUALITY, judge=judge, cache=cache, run_id="r2")
+    assert judgeq.grade_job(other, JOB, 0).cached
+    assert judge.calls == 1
+
+
 def make_reply_cache(kind: str, tmp_path: Path) -> ReplyCache:
     if kind == "memory":
         return MemoryCache()

@@ -111,10 +111,16 @@ def payload(i: int) -> str:
 
 
 def setup(
-    store: Store, n: int, judge: BatchStub, *, cache: MemoryCache | None = None, **config: Any
+    store: Store,
+    n: int,
+    judge: BatchStub,
+    *,
+    cache: MemoryCache | None = None,
+    run_id: str = RUN,
+    **config: Any,
 ) -> tuple[Contexts, BatchLane, Clock, list[str]]:
     spec = RunSpec(
-        run_id=RUN,
+        run_id=run_id,
         rubric_text=QUALITY_TEXT,
         rubric_source="builtin:quality",
         judge_provider="anthropic",
@@ -123,9 +129,9 @@ def setup(
         lane="batch",
     )
     store.register(spec)
-    store.put_jobs(RUN, [(i, payload(i)) for i in range(n)])
-    store.set_state(RUN, state="running", enqueue="done")
-    store.lane_track(RUN, True)
+    store.put_jobs(run_id, [(i, payload(i)) for i in range(n)])
+    store.set_state(run_id, state="running", enqueue="done")
+    store.lane_track(run_id, True)
     contexts = Contexts(lambda provider, model: judge, cache=cache)
     reduced: list[str] = []
     clock = Clock()
@@ -407,11 +413,11 @@ def test_a_cached_reply_grades_at_once_and_a_batch_reply_fills_the_cache(store: 
     assert store.counters(RUN)["done"] == 2
     # the same batch again, as a new run: every reply is in the cache, no batch is sent
     other = MemoryStore()
-    contexts2, _, _, _ = setup(other, 2, judge, cache=cache)
-    outcomes = [process_job(other, contexts2, RUN, i) for i in range(2)]
+    contexts2, _, _, _ = setup(other, 2, judge, cache=cache, run_id="lane-run-2")
+    outcomes = [process_job(other, contexts2, "lane-run-2", i) for i in range(2)]
     assert Outcome.BATCHED not in outcomes
     assert len(judge.batches) == 1
-    assert all(r is not None and r.cached for r in other.results(RUN, 2))
+    assert all(r is not None and r.cached for r in other.results("lane-run-2", 2))
 
 
 def test_a_batch_result_costs_half(store: Store) -> None:
