@@ -90,9 +90,7 @@ def test_the_report_counts_hits_as_saved_not_spent() -> None:
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "redis"])
-def test_a_redelivered_job_whose_reply_was_cached_spends_it_not_saves_it(
-    kind: str, tmp_path: Path
-) -> None:
+def test_a_redelivered_job_whose_reply_was_cached_spends_it_not_saves_it(kind: str, tmp_path: Path) -> None:
     # a worker killed after it cached a reply but before it stored the result: the redelivered
     # job finds its own reply. That call was paid for by this run, so it is spent, not a saving
     # (the report must equal that of an undisturbed run); another run or job still hits.
