@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _stats
+from ._report import _fmt
 from ._result import Result
 
 SHOWN_FLIPS = 50
@@ -185,14 +186,6 @@ def regression(c: Mapping[str, Any], alpha: float) -> dict[str, Any]:
     if p["change"] is not None and p["change"] < 0 and p["p_value"] is not None and p["p_value"] < alpha:
         why.append(f"pass rate fell by {-p['change']:g} points (McNemar p = {p['p_value']:g} < {alpha:g})")
     return {"significant": bool(why), "why": why}
-
-
-def _fmt(x: Any, suffix: str = "") -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return f"{x:g}{suffix}"
-    return f"{x}{suffix}"
 
 
 def _ci(ci: list[float] | None) -> str:
