@@ -3,10 +3,16 @@
 Accepted, in order of preference:
 
 1. a tool call's input (a dict), for older models and other providers;
-2. JSON in the text: fenced blocks first, then bare objects anywhere in prose; with several
-   objects, the last one that carries a score or verdict wins (judges put the final verdict
-   last);
-3. explicit statements in free text (below).
+2. JSON verdicts in the text, fenced or bare, and explicit statements in free text (below),
+   read together: each JSON verdict is one more statement, at its place in the reply.
+
+A JSON object is a verdict when it is the whole reply (bare or alone in a fenced block), has a
+reasoning key (``reasoning``, ``explanation``, ``strengths``, ...), or has only keys a verdict
+has (``score``, ``verdict``, the rubric's dimensions, ...).  Other JSON is data the judge
+quotes (the candidate's ``{"total": 0, "items": []}``), and so is JSON in inline code or in a
+code block tagged with another language; a format example whose reasoning is a placeholder
+(``{"reasoning": "<why>", "score": 5}``) is not a statement either.  A JSON verdict's own
+strings are never read as free text.
 
 **The parser never invents a score.**  A null is counted and visible; a wrong number is
 neither.  The free-text fallback therefore reads *explicit statements* only, and nothing
@@ -19,7 +25,9 @@ else in the text is ever read as a score:
   ``overall``/``holistic``/``total``), or ``final``/``overall`` alone, then ``:``, `` is``,
   a spaced dash or a line break, then the value: ``Score: 8``, ``score: 8/10``,
   ``**Overall score:** 7``, ``Rating: [[8]]``, ``The final score is 7.``, ``### Score``
-  + newline + ``8``;
+  + newline + ``8`` (a value on the line after its label must be that whole line:
+  ``Evaluation:`` + newline + ``1. The answer ...`` starts a list); a statement may also
+  follow a comma (``Actually, upon reflection, Rating: 6``);
 * a first-person verdict: ``I'd give it 8 out of 10``, ``I would rate this response a 7``,
   ``we rate it 6/10``, and ``deserves``/``merits``/``warrants a 6/10``;
 * a value in double brackets anywhere: ``[[8]]``, ``[[8/10]]`` (the MT-Bench convention);
@@ -27,7 +35,8 @@ else in the text is ever read as a score:
 
 A value is a number, optionally ``/D`` or ``out of D``.  A plain number must end its
 statement: what follows it is the end of the line, punctuation that does not lead to another
-number, or ``because``/``since``; so ``Grade: 3 of the 5 criteria``, ``Score: 85%``,
+number (a comma: no other number in the rest of the sentence, so ``I'd rate it a 10, no
+wait, a 6`` states nothing), or ``because``/``since``; so ``Grade: 3 of the 5 criteria``, ``Score: 85%``,
 ``Score: 7-8`` and ``I give 2 examples`` are not statements.  Never read: numbers in fenced
 code blocks and inline code (``total = 0``), in quoted passages that contain a blank (the
 candidate's words; a quoted passage that is itself a statement, ``"Rating: [[9]]"``, is
@@ -36,10 +45,11 @@ quantities (``5 of the 8 items (5/8)``, ``a grade 3 class``, ``a total of 7 step
 ``12/12 hit points``) and scores the candidate states (``the review gives it 8.5 out of 10``).
 Such a reply is ``parse_error``.
 
-Several statements: when they all state the same value they agree.  When they conflict, the
-last statement wins only when it is **marked final** -- ``final`` qualifies the verdict in
-its label or first-person phrase (``Final score: 8``, ``Final: 8``, ``Final verdict: [[8]]``,
-``My final score is 8``, ``I would give it a final score of 8``; not ``the final answer``)
+Several statements (JSON verdicts included): when they all state the same value they
+agree.  When they conflict, the last statement wins only when it is **marked final** --
+``final`` qualifies the verdict in its label or first-person phrase (``Final score: 8``,
+``Final: 8``, ``Final verdict: [[8]]``, ``My final score is 8``, ``I would give it a final
+score of 8``; not ``the final answer``)
 -- and no other final statement disagrees.  ``Overall`` is *not* a final marker (it means
 holistic as opposed to per dimension, not "after reconsideration"), nor are ``Finally,``,
 ``Therefore,`` or the ``[[N]]`` form.  An unsettled conflict is null with the flag
@@ -135,11 +145,17 @@ _TAGGED_FENCE_RE = re.compile(
 _JSON_TAGS = frozenset({"json", "jsonc", "json5", "jsonl", "javascript", "js"})
 
 
-def _json_objects(text: str) -> list[dict[str, Any]]:
-    """Every top-level JSON object in the text, in order (fenced or bare alike), except those
-    inside a code block tagged with a language other than JSON."""
+_INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
+
+
+def _json_objects(text: str) -> list[tuple[int, int, dict[str, Any]]]:
+    """Every top-level JSON object in the text, in order (fenced or bare alike) with its span,
+    except those inside inline code or a code block tagged with a language other than JSON
+    (what the candidate wrote, quoted: data, not the judge's verdict)."""
     code = [m.span() for m in _TAGGED_FENCE_RE.finditer(text) if m.group(2).lower() not in _JSON_TAGS]
-    found: list[dict[str, Any]] = []
+    code += [m.span() for m in _INLINE_CODE_RE.finditer(text) if "{" in m.group(0)]
+    code.sort()
+    found: list[tuple[int, int, dict[str, Any]]] = []
     k = 0  # code spans are in order and ``i`` only grows
     i = text.find("{")
     while i != -1:
@@ -154,7 +170,7 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
             i = text.find("{", i + 1)
             continue
         if isinstance(obj, dict):
-            found.append(obj)
+            found.append((i, end, obj))
             i = text.find("{", end)
         else:
             i = text.find("{", i + 1)
@@ -307,7 +323,7 @@ _S1 = r"[ \t]{1,4}"
 # optional connective ("Therefore, ", "In conclusion, ").
 _START = (
     r"(?:^(?:[ \t]{0,12}(?:[-*+•]|[0-9]{1,2}[.)])" + _S1 + r"|[ \t]{0,3})(?:[#>]{1,6}" + _S + ")?"
-    r"|(?<=[.!?])" + _S1 + r"|(?<=[.!?]\*\*)" + _S1 + r"|(?<=[.!?][\"”')])" + _S1 + ")"
+    r"|(?<=[.!?,])" + _S1 + r"|(?<=[.!?]\*\*)" + _S1 + r"|(?<=[.!?][\"”')])" + _S1 + ")"
     r"[*_]{0,3}"
     r"(?:(?:therefore|thus|hence|so|accordingly|overall|finally|in[ \t](?:conclusion|summary|short)"
     r"|all[ \t]in[ \t]all),?" + _S1 + ")?"
@@ -428,7 +444,12 @@ _FINAL_RE = re.compile(
 # What may follow a plain number or word (no ``/D``, no ``[[ ]]``, no closing bold): the end
 # of the line, punctuation that does not lead to another number ("7-8", "8, 9"), or a reason
 # ("PASS because ...").
-_WEAK_END_RE = re.compile(r"[ \t]*+(?:\n|\Z|[.,;!?)(\]—–-](?![ \t]*+[0-9])|(?:because|since)\b)", re.I)
+_WEAK_END_RE = re.compile(
+    r"[ \t]*+(?:\n|\Z|[.;!?)(\]—–-](?![ \t]*+[0-9])|,(?![^\n.!?]*[0-9])|(?:because|since)\b)", re.I
+)
+# A value given on the line after its label ("### Score" + newline + "8") is the whole line:
+# "Evaluation:" + newline + "1. The answer ..." starts a list, it states nothing.
+_LINE_END_RE = re.compile(r"[ \t]*+[.!]?[ \t]*+(?:\n|\Z)")
 # What never follows a value: more digits, a fraction bar, a percent sign, an equals sign.
 _BAD_TAIL_RE = re.compile(r"[ \t]*+[=≈]|[0-9/%]")
 # A value right after "out of" or "/" is a denominator ("rated a [[9]] out of 10", bracket lost).
@@ -445,11 +466,38 @@ class _Statement:
     flags: tuple[str, ...] = ()
 
 
-def _prose(text: str) -> str:
-    """The text statements are read from: code and quoted passages blanked out."""
-    text = text.replace("\r\n", "\n")
-    text = _CODE_RE.sub(lambda m: "\n" if m.group(1) else " ", text)  # a block keeps a line break
-    return _QUOTE_RE.sub(_blank_quote, text)
+def _prose(text: str, blank: list[tuple[int, int]] = ()) -> tuple[str, list[int]]:  # type: ignore[assignment]
+    """The text statements are read from: the spans ``blank`` (the JSON verdicts, read on
+    their own), code and quoted passages blanked out; with, for each of its characters, its
+    position in ``text`` (so statements of both kinds can be put in order)."""
+    at = list(range(len(text) + 1))
+    for start, end in sorted(blank, reverse=True):
+        cut = "\n" if "\n" in text[start:end] else " "
+        text = text[:start] + cut + text[end:]
+        at[start:end] = [start]
+    # a code block keeps a line break
+    text, at = _sub_mapped(_CODE_RE, lambda m: "\n" if m.group(1) else " ", text, at)
+    text, at = _sub_mapped(_QUOTE_RE, _blank_quote, text, at)
+    return text.replace("\r\n", " \n"), at
+
+
+def _sub_mapped(
+    pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str], text: str, at: list[int]
+) -> tuple[str, list[int]]:
+    """``pattern.sub(repl, text)``, carrying the original position of every character."""
+    parts: list[str] = []
+    where: list[int] = []
+    last = 0
+    for m in pattern.finditer(text):
+        parts.append(text[last : m.start()])
+        where.extend(at[last : m.start()])
+        new = repl(m)
+        parts.append(new)
+        where.extend([at[m.start()]] * len(new))
+        last = m.end()
+    parts.append(text[last:])
+    where.extend(at[last:])
+    return "".join(parts), where
 
 
 def _blank_quote(m: re.Match[str]) -> str:
@@ -474,6 +522,8 @@ def _value_ok(m: re.Match[str], text: str, *, word: bool = False) -> bool:
     tail = text[m.end() :]
     if _BAD_TAIL_RE.match(tail):
         return False
+    if "label" in m.re.groupindex and "\n" in text[m.end("label") : value_at]:
+        return _LINE_END_RE.match(tail) is not None
     strong = close in ("]]", "**", "__", '"') or (not word and m.group("den") is not None)
     return strong or _WEAK_END_RE.match(tail) is not None
 
@@ -579,6 +629,9 @@ def _pair_statements(text: str) -> list[_Statement]:
     for pattern in _PAIR_STATEMENT_RES:
         for m in pattern.finditer(text):
             label = m.groupdict().get("label") or ""
+            next_line = label and "\n" in text[m.end("label") : m.start("word")]
+            if next_line and not _LINE_END_RE.match(text, m.end()):
+                continue  # "Verdict:" + newline + "A. The first ..." starts a list
             found[m.start("word")] = _Statement(
                 m.start("word"), _pair_word(m.group("word")), bool(_FINAL_RE.search(label))
             )
@@ -587,35 +640,60 @@ def _pair_statements(text: str) -> list[_Statement]:
     return [found[k] for k in sorted(found)]
 
 
-def _from_text(text: str, rubric: Rubric, pv: ParsedVerdict) -> bool:
-    """Explicit statements only: per-dimension lines (``Accuracy: 8/10``) and a holistic score,
-    or, pass-fail, a verdict word, or, pairwise, a verdict A, B or tie; see the module
-    docstring."""
-    prose = _prose(text)
+Stated = dict[str, list[_Statement]]
+"""Statements by subject: ``"score"`` (holistic), a dimension's name, or ``"verdict"``."""
+
+
+def _text_statements(text: str, rubric: Rubric, blank: list[tuple[int, int]]) -> Stated:
+    """The free text's explicit statements (``blank``: spans not to read, the JSON verdicts),
+    at their positions in ``text``; see the module docstring."""
+    prose, at = _prose(text, blank)
+    stated: Stated = {}
     if rubric.is_pairwise:
-        chosen = _settle(_pair_statements(prose), pv, "verdict")
-        if chosen is None or not isinstance(chosen.value, str):
-            return False
-        pv.verdict = chosen.value
-        return True
-    if rubric.is_pass_fail:
-        chosen = _settle(_verdict_statements(prose), pv, "verdict")
-        if chosen is None or not isinstance(chosen.value, str):
-            return False
-        pv.verdict = chosen.value
-        return True
-    for d in rubric.dimensions:
-        stated = []
-        for m in _dimension_re(d.name).finditer(prose):
-            if _value_ok(m, prose):
-                value, flags = _text_score(m.group("num"), m.group("den"), rubric)
-                stated.append(_Statement(m.start("num"), value, False, flags))
-        chosen = _settle(stated, pv, d.name)
-        if chosen is not None and isinstance(chosen.value, float):
-            pv.scores[d.name] = chosen.value
-    chosen = _settle(_score_statements(prose, rubric), pv, "score")
-    if chosen is not None and isinstance(chosen.value, float):
-        pv.holistic = chosen.value
+        stated["verdict"] = _pair_statements(prose)
+    elif rubric.is_pass_fail:
+        stated["verdict"] = _verdict_statements(prose)
+    else:
+        for d in rubric.dimensions:
+            dim: list[_Statement] = []
+            for m in _dimension_re(d.name).finditer(prose):
+                if _value_ok(m, prose):
+                    value, flags = _text_score(m.group("num"), m.group("den"), rubric)
+                    dim.append(_Statement(m.start("num"), value, False, flags))
+            stated[d.name] = dim
+        stated["score"] = _score_statements(prose, rubric)
+    for statements in stated.values():
+        for st in statements:
+            st.pos = at[st.pos]
+    return stated
+
+
+def _json_statements(pos: int, obj: ParsedVerdict, rubric: Rubric) -> Stated:
+    """What one JSON verdict states, as statements at its position (never marked final)."""
+    flags = tuple(obj.flags)
+    if rubric.is_pairwise or rubric.is_pass_fail:
+        return {"verdict": [_Statement(pos, obj.verdict, False, flags)]} if obj.verdict else {}
+    stated: Stated = {name: [_Statement(pos, v, False, flags)] for name, v in obj.scores.items()}
+    if obj.holistic is not None:
+        stated["score"] = [_Statement(pos, obj.holistic, False, flags)]
+    return stated
+
+
+def _decide(stated: Stated, rubric: Rubric, pv: ParsedVerdict) -> bool:
+    """Settle every subject's statements (JSON and text together, in order) into ``pv``;
+    True when a usable score or verdict is left."""
+    for subject, statements in stated.items():
+        chosen = _settle(sorted(statements, key=lambda st: st.pos), pv, subject)
+        if chosen is None or chosen.value is None:
+            continue
+        if subject == "verdict":
+            pv.verdict = str(chosen.value)
+        elif subject == "score":
+            pv.holistic = float(chosen.value)
+        else:
+            pv.scores[subject] = float(chosen.value)
+    if rubric.is_pairwise or rubric.is_pass_fail:
+        return pv.verdict is not None
     return pv.holistic is not None or bool(pv.scores)
 
 
@@ -636,7 +714,37 @@ def _complete(pv: ParsedVerdict, rubric: Rubric, text: str) -> ParsedVerdict:
     return pv
 
 
-_VERDICTISH = frozenset(_HOLISTIC_KEYS + _VERDICT_KEYS + _SCORES_KEYS)
+_VERDICTISH = frozenset(_HOLISTIC_KEYS + _VERDICT_KEYS + _SCORES_KEYS + _PAIR_KEYS)
+_NOTES_KEYS_SET = frozenset(
+    (*_NOTES_KEYS, "strengths", "weaknesses", "feedback", "comments", "summary", "analysis")
+)
+_KNOWN_KEYS = _VERDICTISH | _NOTES_KEYS_SET | {"key_facts_present", "key_facts_missing", "confidence"}
+_FENCED_RE = re.compile(r"(```|~~~)[^\n]*\n(?P<body>[\s\S]*?)\n?[ \t]*\1")
+
+
+# The reasoning of a format example the judge shows before its verdict ("for example:
+# {"reasoning": "<why>", "score": 5}"): a template, not a statement.
+_PLACEHOLDER_RE = re.compile(
+    r"[\s.…]*|<[^<>\n]{0,80}>|\[[^\[\]\n]{0,80}\]|\{[^{}\n]{0,80}\}"
+    r"|(?:an?[ \t]+|your[ \t]+)?(?:example|string|text|explanation|reasoning|rationale|notes?)"
+    r"(?:[ \t]+here)?[.…]*",
+    re.I,
+)
+
+
+def _is_template(obj: Mapping[str, Any]) -> bool:
+    """Whether a JSON object is a format example: its reasoning is a placeholder."""
+    keys = _lower_keys(obj)
+    notes = [keys[k] for k in _NOTES_KEYS if isinstance(keys.get(k), str)]
+    return bool(notes) and all(_PLACEHOLDER_RE.fullmatch(n.strip()) for n in notes)
+
+
+def _is_whole_reply(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` (a JSON object) is the whole reply, bare or fenced."""
+    body = text.strip()
+    if (m := _FENCED_RE.fullmatch(body)) is not None:
+        body = m.group("body").strip()
+    return body == text[start:end]
 
 
 def parse_verdict(
@@ -655,23 +763,40 @@ def parse_verdict(
         source = json.dumps(tool_input) if tool_input is not None else text
         if tool_input is not None and _from_object(tool_input, rubric, pv):
             return _complete(pv, rubric, source)
-        saw_verdict_object = False
-        dim_keys = {d.name for d in rubric.dimensions}
-        for obj in reversed(_json_objects(text)):
+        # JSON verdicts and the free text's explicit statements, settled together: agreeing
+        # statements are fine, a conflict is null unless the last statement is marked final
+        stated: Stated = {}
+        spans: list[tuple[int, int]] = []
+        unusable_verdict = json_verdict = False
+        known = _KNOWN_KEYS | {d.name for d in rubric.dimensions}
+        objects = _json_objects(text)
+        whole = len(objects) == 1 and _is_whole_reply(text, *objects[0][:2])
+        for start, end, obj in objects:
+            keys = set(_lower_keys(obj))
+            # a verdict: the whole reply, an object with reasoning, or one made only of verdict
+            # keys; other JSON ({"total": 0, "items": []}) is data the judge quotes
+            if not (whole or keys & _NOTES_KEYS_SET or keys <= known) or _is_template(obj):
+                continue
+            spans.append((start, end))
             trial = ParsedVerdict()
             if _from_object(obj, rubric, trial):
-                return _complete(trial, rubric, text)
-            pv.notes = pv.notes or trial.notes
-            keys = set(_lower_keys(obj))
-            # a verdict-shaped object (reasoning plus a score key), not JSON the judge quotes
-            # from the candidate (e.g. {"label": "negative"})
-            saw_verdict_object = saw_verdict_object or (
-                bool(keys & set(_NOTES_KEYS)) and bool(keys & (_VERDICTISH | dim_keys))
-            )
-        # A JSON verdict whose score is unusable (null, "high") is not rescued by reading
-        # numbers out of its own reasoning text.
-        if not saw_verdict_object and _from_text(text, rubric, pv):
-            if pv.notes is None and text.strip():
+                json_verdict = True
+                for subject, statements in _json_statements(start, trial, rubric).items():
+                    stated.setdefault(subject, []).extend(statements)
+                pv.notes = trial.notes or pv.notes
+                pv.extra.update(trial.extra)
+            else:
+                pv.notes = pv.notes or trial.notes
+                # reasoning plus a score key whose value is unusable (null, "high")
+                unusable_verdict = unusable_verdict or bool(
+                    keys & _NOTES_KEYS_SET and keys & (_VERDICTISH | known - _KNOWN_KEYS)
+                )
+        # a JSON verdict whose score is unusable is not rescued by the text around it
+        if not (unusable_verdict and not stated):
+            for subject, statements in _text_statements(text, rubric, spans).items():
+                stated.setdefault(subject, []).extend(statements)
+        if _decide(stated, rubric, pv):
+            if pv.notes is None and not json_verdict and text.strip():
                 pv.notes = _truncate(text.strip())
             return _complete(pv, rubric, text)
         pv.null_reason = "refusal" if _REFUSAL_RE.search(text) else "parse_error"

@@ -178,6 +178,86 @@ def test_prose_made_of_quantities_is_never_a_score(parts: list[tuple[str, int, i
     assert_null(parse(PF, text))
 
 
+# A label on a line of its own, then a list or a sentence: the label heads the reasoning, the
+# number starts a list item or a quantity. A value on the line after its label must be the
+# whole line ("### Score" + newline + "8").
+LABEL_THEN_LIST = [
+    pytest.param("### Evaluation\n1. Accuracy: the facts are right.\n2. Clarity: good.", id="heading-list"),
+    pytest.param("**Assessment:**\n\n1. The response answers the question.\n2. It is short.", id="bold-list"),
+    pytest.param("Verdict:\n1. It is correct.", id="verdict-list"),
+    pytest.param("Evaluation:\n\n10/10 unit tests pass, but edge cases are not.", id="fraction-sentence"),
+    pytest.param("Rating:\n3 bugs remain in the parser.", id="quantity-sentence"),
+    pytest.param("Overall:\n3. The third point is weak.", id="overall-list"),
+]
+
+
+@pytest.mark.parametrize("text", LABEL_THEN_LIST)
+def test_a_label_line_followed_by_a_list_or_a_sentence_is_not_a_score(text: str) -> None:
+    # old parser: 1, 1, 1, 10, 3, 3
+    assert_null(parse(TEN, text))
+    assert parse(TEN, "### Score\n8\n\nClear and correct.").holistic == 8.0
+    assert parse(TEN, "Final rating:\n\n**7/10**").holistic == 7.0
+
+
+def test_json_the_judge_quotes_is_data_not_a_verdict() -> None:
+    # old parser: 1 (total clamped), 3, 2 -- the candidate's JSON, read as the verdict
+    text = '{"total": 0, "items": []} is what the function returns on empty input. Score: 8'
+    assert parse(TEN, text).holistic == 8.0
+    text = 'The candidate returns `{"score": 3}` as the spec says. Rating: [[8]]'
+    assert parse(TEN, text).holistic == 8.0
+    text = 'The candidate returned:\n```\n{"score": 3, "id": 1}\n```\nas required. Rating: [[8]]'
+    assert parse(TEN, text).holistic == 8.0
+    # with nothing else stated, such JSON gives no score at all
+    assert_null(parse(TEN, 'The function returns {"total": 0, "items": []} on empty input.'))
+    # a verdict-shaped object in prose is a statement: against another statement, a conflict
+    pv = parse(TEN, 'The candidate wrote {"score": 3} in its output. I rate it 9.')
+    assert_null(pv)
+    assert "conflicting_scores" in pv.flags
+
+
+@pytest.mark.parametrize(
+    ("r", "text"),
+    [
+        pytest.param(TEN, '{"score": 9}\nOn reflection the code is wrong.\n{"score": 4}', id="two-json"),
+        pytest.param(TEN, '{"reasoning": "Good.", "score": 9}\n\nScore: 4', id="json-then-text"),
+        pytest.param(TEN, 'Score: 4\n\n```json\n{"reasoning": "Fine.", "score": 9}\n```', id="text-json"),
+        pytest.param(
+            PF, '{"verdict": "pass", "reasoning": "ok"} {"verdict": "fail", "reasoning": "no"}', id="pf"
+        ),
+    ],
+)
+def test_json_verdicts_follow_the_conflict_rule(r: Rubric, text: str) -> None:
+    # old parser: 4, 9, 9, fail -- the last (or only the) JSON object won, unmarked
+    pv = parse(r, text)
+    assert_null(pv)
+    assert "conflicting_scores" in pv.flags
+
+
+def test_json_and_text_that_agree_or_a_final_statement_settle() -> None:
+    text = '```json\n{"reasoning": "Clear.", "score": 8}\n```\n\nScore: 8/10'
+    assert (parse(TEN, text).holistic, parse(TEN, text).notes) == (8.0, "Clear.")
+    assert parse(TEN, '{"reasoning": "ok", "score": 9}\n\nFinal score: 4').holistic == 4.0
+    # a format example (placeholder reasoning) before the verdict is not a statement
+    text = (
+        'Format:\n```json\n{"reasoning": "<why>", "score": 5}\n```\nMine: {"reasoning": "Good.", "score": 9}'
+    )
+    assert parse(TEN, text).holistic == 9.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("Rating: 9. Actually, upon reflection, Rating: 6.", id="after-a-comma"),
+        pytest.param("I'd rate this a 10, no wait, a 6.", id="comma-then-another-number"),
+        pytest.param("Score: 8, or 6 if the typo matters.", id="score-comma-alternative"),
+    ],
+)
+def test_a_second_value_after_a_comma_is_not_missed(text: str) -> None:
+    # old parser: 9, 10, 8 -- the first value, as if nothing had contradicted it
+    assert_null(parse(TEN, text))
+    assert parse(TEN, "Score: 8, because every step is right.").holistic == 8.0
+
+
 # -- conflicting statements ------------------------------------------------------------------
 
 
