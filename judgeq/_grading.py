@@ -24,6 +24,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from ._budget import NO_LIMITS, Budget, Limits
 from ._cache import ReplyCache, cache_key
@@ -236,11 +237,9 @@ def combine(
         "rubric_name": rubric.name,
         "rubric_version": rubric.version,
         "judge_model": ctx.judge.model,
-        "model": job.model_a if isinstance(job, PairJob) else job.model,
         "cached": all_cached,
         "batch": batch,
-        "label": job.label,
-        "input_key": input_key(job),
+        **job_fields(job, ctx.retrieval),
     }
     replies = [r.outcome.reply for r in spent if r.outcome.reply is not None]
     base.update(
@@ -265,10 +264,6 @@ def combine(
                 ):
                     row[i] += n
         base["judge_usage"] = usage
-    if isinstance(job, PairJob):
-        base.update(model_b=job.model_b, len_a=len(job.output_a), len_b=len(job.output_b))
-    if isinstance(job, QuestionJob):
-        base.update(_question_fields(job, ctx.retrieval or RetrievalConfig()))
     for r in results:
         if r.outcome.reply is None:
             error = r.outcome.error or JudgeError("no reply")
@@ -443,6 +438,7 @@ def null_result(
     job: Job | None = None,
     job_id: str | None = None,
     retrieval: RetrievalConfig | None = None,
+    kind: Literal["response", "question", "pair"] | None = None,
 ) -> Result:
     """The one way a null result is made, whatever the path (judge failure, unparseable
     verdict, internal error, lost, finalized, canceled).
@@ -450,23 +446,42 @@ def null_result(
     A null keeps its job's kind, id and model, so it counts in the denominators of its own
     section (``retrieval.questions``, ``by_model``): with ``job``, a question's retrieval
     fields (rank, hits: they need no judge) are filled in too; without it (the payload is
-    gone) the null is a response-kind job named ``job_id`` with no model.
+    gone: a job never sent, or damaged) the null is a job of ``kind`` (the kind the run's
+    rubric grades: a run holds one kind) named ``job_id``, with no model and, for a question,
+    no rank (it counts as not found in every rate over questions).
     """
+    ident = job.id if job is not None else (job_id or f"#{index}")
     base: dict[str, object] = {
-        "job_id": job.id if job is not None else (job_id or f"#{index}"),
+        "job_id": ident,
         "index": index,
         "rubric_name": rubric_name,
         "rubric_version": rubric_version,
         "judge_model": judge_model,
     }
+    if job is None and kind is not None:
+        base["kind"] = kind
+        if kind == "question":
+            base["question_id"] = ident
     if job is not None:
-        model = job.model_a if isinstance(job, PairJob) else job.model
-        base.update(kind=job.kind, model=model, label=job.label, input_key=input_key(job))
-        if isinstance(job, PairJob):
-            base.update(model_b=job.model_b, len_a=len(job.output_a), len_b=len(job.output_b))
-        if isinstance(job, QuestionJob):
-            base.update(_question_fields(job, retrieval or RetrievalConfig()))
+        base.update(job_fields(job, retrieval))
     return _null(reason, why[:RAW_NULL_LIMIT] if why else why, base)
+
+
+def job_fields(job: Job, retrieval: RetrievalConfig | None) -> dict[str, object]:
+    """What every result of ``job`` carries, graded or null: its kind, model (a pair's output
+    A's, and ``model_b``), label and input key; a pair's output lengths; a question's
+    retrieval fields (rank, hits: they need no judge)."""
+    fields: dict[str, object] = {
+        "kind": job.kind,
+        "model": job.model_a if isinstance(job, PairJob) else job.model,
+        "label": job.label,
+        "input_key": input_key(job),
+    }
+    if isinstance(job, PairJob):
+        fields.update(model_b=job.model_b, len_a=len(job.output_a), len_b=len(job.output_b))
+    if isinstance(job, QuestionJob):
+        fields.update(_question_fields(job, retrieval or RetrievalConfig()))
+    return fields
 
 
 def _null(reason: str, raw: str | None, base: dict[str, object], **extra: object) -> Result:

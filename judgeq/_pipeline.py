@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from ._budget import Budget
 from ._cache import Prefetched, ReplyCache, get_many
@@ -254,10 +254,11 @@ def _job_id(raw: str | None, index: int) -> str:
 def null_for(spec: RunSpec, index: int, reason: str, why: str, raw: str | None) -> Result:
     """A null for job ``index`` of ``spec``'s run, keeping the kind, id and model of its
     stored payload ``raw`` (when there is one)."""
+    kind: Literal["response", "question", "pair"] | None
     try:
-        rubric_name, rubric_version = spec.rubric.name, spec.rubric.version
+        rubric_name, rubric_version, kind = spec.rubric.name, spec.rubric.version, spec.rubric.job_kind
     except Exception:  # the rubric itself fails to load: the null still names the run's rubric
-        rubric_name, rubric_version = spec.rubric_source, "unknown"
+        rubric_name, rubric_version, kind = spec.rubric_source, "unknown", None
     return null_result(
         index=index,
         reason=reason,
@@ -268,6 +269,7 @@ def null_for(spec: RunSpec, index: int, reason: str, why: str, raw: str | None) 
         job=parse_job(raw),
         job_id=_job_id(raw, index),
         retrieval=spec.retrieval,
+        kind=kind,
     )
 
 

@@ -201,13 +201,8 @@ for it."""
 
 
 def rubric_kinds(rubric: Rubric) -> frozenset[str]:
-    """The job kinds a rubric grades: a rubric with a ``retrieval`` section grades question
-    jobs (it asks about retrieved chunks and the expected answer's key facts), a pairwise
-    rubric pair jobs (it compares two outputs), any other rubric response jobs (it asks about
-    a candidate output)."""
-    if rubric.is_pairwise:
-        return frozenset({"pair"})
-    return frozenset({"question"} if rubric.retrieval is not None else {"response"})
+    """The job kinds a rubric grades (:attr:`judgeq._rubric.Rubric.job_kind`)."""
+    return frozenset({rubric.job_kind})
 
 
 def _jobs(n: int, kind: str) -> str:

@@ -156,6 +156,28 @@ def test_a_result_that_vanished_before_the_reduce_stays_a_question() -> None:
     assert sum(m["counts"]["total"] for m in report["by_model"].values()) == 3
 
 
+def test_jobs_never_sent_are_questions_of_a_retrieval_run_when_finalized() -> None:
+    # the producer died after sending 2 of 4 jobs: the other 2 have no payload at all, and
+    # `finalize --force` records them as lost. They are questions (the run's rubric grades
+    # questions only), so accuracy is over 4, not over the 2 survivors (old: 100% of 2)
+    rows = retrieval_rows(4)
+    store, contexts = setup(rows[:2], "retrieval-relevance", Judge())
+    store.set_state(RUN, state="running", enqueue="enqueuing")
+    store._specs[RUN] = store._specs[RUN].replace('"total":2', '"total":4')
+    assert all(process_job(store, contexts, RUN, i) is Outcome.STORED for i in range(2))
+    lost, report = finalize_run(store, RUN)
+    assert lost == 2
+    rt = report["retrieval"]
+    assert report["counts"]["total"] == rt["questions"] == 4
+    found = sum(r is not None and r.rank is not None for r in store.results(RUN, 4))
+    assert found == 2 and rt["accuracy"] == 50.0
+    nulls = [r for r in store.results(RUN, 4) if r is not None and r.status == "null"]
+    assert [(r.kind, r.job_id, r.question_id, r.model) for r in nulls] == [
+        ("question", "#2", "#2", None),
+        ("question", "#3", "#3", None),
+    ]
+
+
 # -- point 3: a grading context that cannot be built holds the jobs -----------------------------------
 
 
