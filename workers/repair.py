@@ -4,15 +4,17 @@ kombu's Redis transport takes a message off the queue (BRPOP) before recording i
 unacknowledged; a worker killed with SIGKILL in between loses that message (seen in
 ``benchmarks/chaos.py``: 2 messages in 20 kills). Every job keeps its payload in Redis until
 its result is stored, so no job is ever unknowable. Each worker checks every
-:func:`~judgeq._timing.check_interval` seconds, while the queue is empty:
+:func:`~judgeq._timing.check_interval` seconds:
 
 * a running run that has made no progress for :func:`~judgeq._timing.stall_after` seconds
   (visibility timeout + two sweeps + a margin: 350 s with the defaults), with enqueuing
-  finished, gets its pending jobs sent again;
+  finished, gets its pending jobs sent again while the queue is empty (a waiting message may
+  be one of them);
 * a run whose every job is stored but which has no report that long after its last result
-  (its reduce message was lost, or the worker reducing it died) gets its reducer sent again:
-  every run gets its report within stall_after + check_interval (380 s by default)
-  of its last result, with no process waiting on it.
+  (its reduce message was lost, or the worker reducing it died) gets its reducer sent again,
+  whatever waits in the queue (the reducer is idempotent and one holds a run at a time): every
+  run gets its report within stall_after + check_interval (380 s by default) of its last
+  result, with no process waiting on it, however busy the workers are with other runs.
 
 Results are written once and the reducer is idempotent, so a job or a reducer sent twice is
 still counted once. A per-run lock in Redis lets one worker repair a run per stall period.
@@ -54,8 +56,7 @@ def repair_stalled_runs(
 
     ``depth`` counts the messages waiting on the broker (which may not be the store)."""
     now = time.time() if now is None else now
-    if depth():
-        return {}  # messages are still waiting: nothing can be declared lost yet
+    waiting: int | None = None  # messages on the broker, asked once, when a run needs to know
     limit = stall_after(settings)
     repaired: dict[str, int] = {}
     for run_id in store.runs(limit=200):
@@ -82,6 +83,10 @@ def repair_stalled_runs(
             continue
         if spec.lane == "batch" and store.lane_counts(run_id)[1]:
             continue  # jobs wait in the Message Batches lane (hours, at worst): not stalled
+        if waiting is None:
+            waiting = depth()
+        if waiting:
+            continue  # messages are still waiting: no job can be declared lost yet
         if not store.claim(run_id, "repair", limit):
             continue
         indices = store.pending_indices(run_id)

@@ -125,6 +125,16 @@ def test_a_complete_run_without_a_report_gets_its_reducer_once_per_stall_period(
     assert len(sent) == 1
 
 
+def test_a_lost_reducer_is_sent_again_while_other_runs_fill_the_queue(store: RedisStore) -> None:
+    setup_run(store, total=4, done=4)  # its reduce message was lost; other runs' jobs wait
+    store.r.rpush(SETTINGS.queue, *["another run's job"] * 50)
+    sent: list[tuple[str, list]] = []
+    later = time.time() + stall_after(SETTINGS) + 1
+    busy = lambda: store.r.llen(SETTINGS.queue)  # noqa: E731
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), busy, now=later) == {"r1": 0}
+    assert sent == [(REDUCE_TASK, ["r1"])]
+
+
 def test_a_paused_run_is_left_alone(store: RedisStore) -> None:
     setup_run(store)
     assert store.pause("r1", "auth_error: refused")
