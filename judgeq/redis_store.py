@@ -280,6 +280,7 @@ def connect(url: str) -> redis.Redis:
                 **options,
             )
         else:
+            check_redis_url(url)
             client = redis.Redis.from_url(url, **options)
         client.ping()
         client.set_retry(Retry(ExponentialBackoff(cap=2.0, base=0.1), RECONNECT_RETRIES))
@@ -294,6 +295,30 @@ def connect(url: str) -> redis.Redis:
     except ValueError:
         raise ConfigError(f"invalid Redis URL {mask_url(url)} (e.g. redis://:PASSWORD@host:6379/0)") from None
     return client
+
+
+def check_redis_url(url: str) -> None:
+    """ConfigError for what redis-py would read wrongly rather than refuse: a database that is
+    not one number (``/abc`` would be database 0, ``/1/2`` database 12), and a password with a
+    character that ends the address part (``/``, ``?``, ``#``: the rest would be read as the
+    host and shown in errors), which must be percent-encoded."""
+    from urllib.parse import parse_qs, urlsplit
+
+    scheme, _, rest = url.partition("://")
+    if scheme not in ("redis", "rediss"):
+        return  # unix:// and others: redis-py's own checks
+    userinfo = rest.rpartition("@")[0]
+    if any(c in userinfo for c in "/?#"):
+        raise ConfigError(
+            f"invalid Redis URL {mask_url(url)}: a password containing '/', '?' or '#' must be "
+            "percent-encoded (%2F, %3F, %23)"
+        )
+    parts = urlsplit(url)
+    path = parts.path.strip("/")
+    dbs = parse_qs(parts.query).get("db", [])
+    for db in ([path] if path else []) + dbs:
+        if not db.isdigit():
+            raise ConfigError(f"Redis URL {mask_url(url)}: the database {db!r} is not a number (e.g. /0)")
 
 
 def _scrub(text: str, url: str) -> str:

@@ -103,8 +103,17 @@ def test_status_piped_into_head_exits_quietly(env: dict[str, str], many_runs: Re
         ("redis://127.0.0.1:{port}/99", "judgeq: error: Redis URL redis://127.0.0.1:{port}/99: "),
         ("redis://host:notaport/0", "judgeq: error: invalid Redis URL redis://host:notaport/0 "),
         ("http://x", "judgeq: error: invalid Redis URL http://x "),
+        (
+            "redis://127.0.0.1:{port}/abc",
+            "judgeq: error: Redis URL redis://127.0.0.1:{port}/abc: the database",
+        ),
+        (
+            "redis://127.0.0.1:{port}/1/2",
+            "judgeq: error: Redis URL redis://127.0.0.1:{port}/1/2: the database",
+        ),
+        ("redis://:p@ss/word@127.0.0.1:{port}/0", "judgeq: error: invalid Redis URL redis://:***@127.0.0.1"),
     ],
-    ids=["db-index-99", "port-not-a-number", "not-redis"],
+    ids=["db-index-99", "port-not-a-number", "not-redis", "db-not-a-number", "db-path", "password-slash"],
 )
 def test_a_bad_redis_url_is_one_line_and_exit_2(
     env: dict[str, str], redis_server: RedisServer, url: str, expected: str
@@ -117,7 +126,7 @@ def test_a_bad_redis_url_is_one_line_and_exit_2(
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stderr.startswith(expected), (args, proc.stderr)
         assert len(proc.stderr.splitlines()) == 1, (args, proc.stderr)
-        assert "Traceback" not in proc.stderr
+        assert "Traceback" not in proc.stderr and "s3cr3t" not in proc.stderr
     assert redis_server.client().dbsize() == 0  # nothing was registered or enqueued
 
 
