@@ -29,6 +29,7 @@ from importlib import resources
 from typing import Any
 
 from ._result import Result
+from ._settings import default_thresholds
 from ._stats import t_interval, wilson
 from ._validity import AgreementStats, CouncilStats, InputPairing, PairwiseStats
 
@@ -361,7 +362,7 @@ class Aggregator:
         self,
         *,
         dimensions: Iterable[str] = (),
-        thresholds: Iterable[float] = (8.0, 7.0, 6.5),
+        thresholds: Iterable[float] = default_thresholds(),
         pass_fail: bool = False,
         hit_k: Iterable[int] = (1, 3, 5, 10),
         scale: str = "1-10",

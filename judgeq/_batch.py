@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from ._errors import BatchError
 from ._jobs import JOB_MODELS, Job, infer_kind
+from ._settings import default
 
 MAX_ERRORS_SHOWN = 20
 MAX_REJECTED_KEPT = 10_000
@@ -41,8 +42,8 @@ MAX_REJECTED_KEPT = 10_000
 class BatchLimits:
     """Size limits (``JUDGEQ_MAX_LINE_BYTES``, ``JUDGEQ_MAX_FIELD_CHARS``)."""
 
-    max_line_bytes: int = 8 * 1024 * 1024
-    max_field_chars: int = 1_000_000
+    max_line_bytes: int = default("max_line_bytes")
+    max_field_chars: int = default("max_field_chars")
 
 
 @dataclass(slots=True)

@@ -29,6 +29,7 @@ from typing import Protocol
 from ._judge import JudgeReply
 from ._render import JudgeRequest
 from ._rubric import Rubric
+from ._settings import default
 
 KEY_VERSION = 1
 """Bumped when the key's recipe changes, so old entries are never misread."""
@@ -112,7 +113,7 @@ def get_many(cache: ReplyCache, keys: list[str]) -> dict[str, JudgeReply]:
 class MemoryCache:
     """A cache in this process (tests)."""
 
-    def __init__(self, ttl_s: float = 7 * 86400, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, ttl_s: float = default("cache_ttl"), clock: Callable[[], float] = time.time) -> None:
         self.ttl_s, self._clock = ttl_s, clock
         self._data: dict[str, tuple[float, str]] = {}
         self._lock = threading.Lock()
@@ -133,7 +134,7 @@ class SqliteCache:
     """A cache in one SQLite file (``judgeq run``), safe for the runner's threads; the file is
     made on first use."""
 
-    def __init__(self, path: Path, ttl_s: float = 7 * 86400) -> None:
+    def __init__(self, path: Path, ttl_s: float = default("cache_ttl")) -> None:
         self.path, self.ttl_s = path, ttl_s
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None

@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from ._budget import NO_LIMITS, Budget, Limits, Usage, estimate_input_tokens, wait_for_budget
 from ._errors import JudgeError, JudgeRateLimited, JudgeTimeout
 from ._render import JudgeRequest
+from ._settings import default
 
 
 @dataclass(slots=True)
@@ -60,8 +61,8 @@ class RetryPolicy:
     and timing out does not replace an earlier error.
     """
 
-    timeout: float = 30.0
-    deadline: float = 120.0
+    timeout: float = default("judge_timeout")
+    deadline: float = default("judge_deadline")
     base_delay: float = 0.5
     max_delay: float = 30.0
     max_attempts: int = 10

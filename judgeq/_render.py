@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._rubric import Chunk, Rubric
+from ._settings import default
 
-DEFAULT_MAX_TOKENS = 1024
+DEFAULT_MAX_TOKENS: int = default("judge_max_tokens")
 PAIR_VERDICTS = ("A", "B", "tie")
 
 

@@ -19,6 +19,7 @@ from ._cache import ReplyCache
 from ._grading import GradingContext
 from ._judge import Gate, Judge, RetryPolicy
 from ._rubric import RetrievalConfig, Rubric, parse_rubric
+from ._settings import default, default_thresholds
 
 
 def new_run_id() -> str:
@@ -48,14 +49,14 @@ class RunSpec(BaseModel):
     weights: dict[str, float] = Field(default_factory=dict)
     judge_provider: str
     judge_model: str
-    thresholds: list[float] = Field(default_factory=lambda: [8.0, 7.0, 6.5])
+    thresholds: list[float] = Field(default_factory=lambda: list(default_thresholds()))
     total: int = 0
     batch: str = ""
     batch_fingerprint: str = ""
     created_at: str = Field(default_factory=utcnow)
-    judge_timeout: float = 30.0
-    judge_deadline: float = 120.0
-    max_tokens: int = 1024
+    judge_timeout: float = default("judge_timeout")
+    judge_deadline: float = default("judge_deadline")
+    max_tokens: int = default("judge_max_tokens")
     safety_gate: bool | None = None
     safety_cap: float = 0.0
     retrieval: RetrievalConfig | None = None

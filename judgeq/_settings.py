@@ -106,6 +106,22 @@ class Settings(BaseSettings):
         return self.broker_url or self.redis_url
 
 
+def default(name: str) -> Any:
+    """The default of setting ``name``: the one place a default lives, which the core's own
+    dataclasses (:class:`~judgeq._run.RunSpec`, :class:`~judgeq._judge.RetryPolicy`, the stores,
+    the aggregator) take theirs from."""
+    return Settings.model_fields[name].get_default(call_default_factory=True)
+
+
+def default_thresholds() -> tuple[float, ...]:
+    """The default ``pass_rates`` thresholds (``JUDGEQ_THRESHOLDS``'s default), as numbers."""
+    return tuple(float(x) for x in default("thresholds").split(","))
+
+
+RETENTION_S = int(default("retention_days") * 86400)
+"""The default retention of runs in Redis, in seconds."""
+
+
 def known_variables() -> list[str]:
     """Every ``JUDGEQ_…`` variable name the settings read (weights aside)."""
     fields = (

@@ -51,7 +51,7 @@ from judgeq._errors import ConfigError, RubricError, StoreError
 from judgeq._judge import JudgeReply
 from judgeq._result import Result, pack_result, packing_dictionary, unpack_result
 from judgeq._run import RunSpec
-from judgeq._settings import mask_url
+from judgeq._settings import RETENTION_S, Settings, mask_url
 from judgeq._store import live_increments
 
 _STORE_RESULT = """
@@ -384,7 +384,14 @@ class RedisCache:
 class RedisStore:
     """:class:`judgeq.Store` on Redis."""
 
-    def __init__(self, client: redis.Redis, *, retention_s: int = 7 * 86400) -> None:
+    @classmethod
+    def open(cls, settings: Settings, client: redis.Redis | None = None) -> RedisStore:
+        """The store at ``settings.redis_url`` (or on ``client``), keeping runs for
+        ``JUDGEQ_RETENTION_DAYS``."""
+        client = connect(settings.redis_url) if client is None else client
+        return cls(client, retention_s=int(settings.retention_days * 86400))
+
+    def __init__(self, client: redis.Redis, *, retention_s: int = RETENTION_S) -> None:
         self.r = client
         self.retention_s = int(retention_s)
         self._store = client.register_script(_STORE_RESULT)

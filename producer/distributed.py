@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from judgeq._errors import ConfigError
 from judgeq._settings import Settings
-from judgeq.redis_store import RedisStore, connect
+from judgeq.redis_store import RedisStore
 
 from .enqueue import EnqueueStats, register_and_enqueue
 from .plan import Plan, preflight
@@ -19,7 +19,7 @@ from .progress import wait_for_report, write_files
 
 
 def open_store(settings: Settings) -> RedisStore:
-    return RedisStore(connect(settings.redis_url), retention_s=int(settings.retention_days * 86400))
+    return RedisStore.open(settings)
 
 
 @dataclass(slots=True)

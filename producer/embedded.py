@@ -25,7 +25,7 @@ from judgeq._lane import BatchLane, LaneConfig
 from judgeq._pipeline import Contexts, Held, Outcome, cancel_run, process_job, reduce_run, settle_held
 from judgeq._run import utcnow
 from judgeq._runfolder import iter_results, read_spec, verdicts_path
-from judgeq._settings import Settings, load_settings
+from judgeq._settings import Settings, default, load_settings
 from judgeq._store import MemoryStore
 from judgeq.judges import budget_factory
 
@@ -57,7 +57,7 @@ class EmbeddedRunner:
     def __init__(
         self,
         judge_factory: Callable[[str, str], Judge],
-        concurrency: int = 16,
+        concurrency: int = default("concurrency"),
         settings: Settings | None = None,
     ) -> None:
         self.settings = settings or load_settings()

@@ -61,7 +61,7 @@ def runtime(app: Celery) -> tuple[RedisStore, Contexts]:
             budgets = budget_factory(s, lambda name: RedisBudget(client, name))
             _state.update(
                 pid=os.getpid(),
-                store=RedisStore(client, retention_s=int(s.retention_days * 86400)),
+                store=RedisStore.open(s, client),
                 contexts=Contexts(
                     judge_factory(s),  # type: ignore[arg-type]
                     budgets,

@@ -28,13 +28,13 @@ def resume(run_id: str, max_cost: float | None, **flags: Any) -> None:
     Its pending jobs are enqueued again; jobs already graded are skipped, so nothing is
     graded or counted twice.
     """
-    from judgeq.redis_store import RedisStore, connect
+    from judgeq.redis_store import RedisStore
     from judgeq.workers.celery_app import create_app
 
     from ..celery_dispatch import CeleryDispatcher
 
     settings = settings_from(**flags)
-    store = RedisStore(connect(settings.redis_url), retention_s=int(settings.retention_days * 86400))
+    store = RedisStore.open(settings)
     if store.spec(run_id) is None:
         raise ConfigError(f"run {run_id!r} is unknown or expired")
     state = store.state(run_id)

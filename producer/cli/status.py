@@ -14,10 +14,10 @@ from .options import out_option, redis_option, settings_from
 
 
 def _store(**flags: Any) -> Any:
-    from judgeq.redis_store import RedisStore, connect
+    from judgeq.redis_store import RedisStore
 
     settings = settings_from(**flags)
-    return settings, RedisStore(connect(settings.redis_url), retention_s=int(settings.retention_days * 86400))
+    return settings, RedisStore.open(settings)
 
 
 @click.command()

@@ -31,6 +31,35 @@ def test_defaults_live_in_the_settings_object() -> None:
     assert s.systemic_failures == 20 and s.judge_deadline == 120.0 and s.debug is False
 
 
+def test_the_cores_own_defaults_are_the_settings_defaults() -> None:
+    # RunSpec, RetryPolicy, the stores, caches and the aggregator are usable without settings;
+    # their defaults are read from the settings object, never written twice
+    import fakeredis
+
+    from judgeq._aggregate import Aggregator
+    from judgeq._batch import BatchLimits
+    from judgeq._cache import MemoryCache
+    from judgeq._judge import RetryPolicy
+    from judgeq._render import DEFAULT_MAX_TOKENS
+    from judgeq._run import RunSpec
+    from judgeq.redis_store import RedisStore
+
+    s = load_settings()
+    spec = RunSpec(run_id="r", rubric_text="", rubric_source="x", judge_provider="p", judge_model="m")
+    assert (spec.judge_timeout, spec.judge_deadline, spec.max_tokens) == (
+        s.judge_timeout,
+        s.judge_deadline,
+        s.judge_max_tokens,
+    )
+    assert spec.thresholds == [float(x) for x in s.thresholds.split(",")]
+    assert (RetryPolicy().timeout, RetryPolicy().deadline) == (s.judge_timeout, s.judge_deadline)
+    assert s.judge_max_tokens == DEFAULT_MAX_TOKENS
+    assert MemoryCache().ttl_s == s.cache_ttl
+    assert RedisStore(fakeredis.FakeRedis()).retention_s == s.retention_days * 86400
+    assert BatchLimits() == BatchLimits(s.max_line_bytes, s.max_field_chars)
+    assert Aggregator().run.thresholds == tuple(float(x) for x in s.thresholds.split(","))
+
+
 @pytest.mark.parametrize(
     ("typo", "closest"),
     [
