@@ -174,7 +174,12 @@ class Store(Protocol):
         ...
 
     def lane_batch(self, run_id: str, token: str) -> dict[str, Any] | None: ...
-    def lane_batch_indices(self, run_id: str, token: str) -> list[int]: ...
+    def lane_batch_indices(self, run_id: str, token: str) -> list[int]:
+        """The jobs still in batch ``token``: taken into it and neither given back to the
+        buffer (a batch split for size returns what did not fit), taken into another batch,
+        nor done with (:meth:`lane_done`)."""
+        ...
+
     def lane_runs(self) -> list[str]:
         """Runs of the batch lane that may have buffered jobs or batches in flight."""
         ...
@@ -402,7 +407,8 @@ class MemoryStore:
 
     def lane_batch_indices(self, run_id: str, token: str) -> list[int]:
         with self._lock:
-            return list(self._batch_indices.get((run_id, token), []))
+            lane = self._lane.get(run_id, {})
+            return [i for i in self._batch_indices.get((run_id, token), []) if lane.get(i) == token]
 
     def lane_runs(self) -> list[str]:
         with self._lock:

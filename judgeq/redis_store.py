@@ -608,7 +608,13 @@ class RedisStore:
         return record
 
     def lane_batch_indices(self, run_id: str, token: str) -> list[int]:
-        return [int(i) for i in self.r.lrange(_k(run_id, f"batch:{token}"), 0, -1)]
+        taken = self.r.lrange(_k(run_id, f"batch:{token}"), 0, -1)
+        still: list[int] = []
+        for start in range(0, len(taken), 10 * CHUNK):
+            part = taken[start : start + 10 * CHUNK]
+            owners = self.r.hmget(_k(run_id, "lane"), part)
+            still += [int(i) for i, owner in zip(part, owners, strict=True) if owner == token]
+        return still
 
     def lane_runs(self) -> list[str]:
         return sorted(self.r.smembers(LANE_RUNS))

@@ -213,6 +213,15 @@ def test_the_byte_bound_splits_a_batch(store: Store) -> None:
     for requests in judge.batches.values():
         body = sum(len(json.dumps(p)) + 64 for _, p in requests)
         assert body <= 20_000 or len(requests) == 1
+    # the first batch ends alone: only its own jobs are ingested; the jobs that did not fit
+    # into it are graded by their own batches, never nulls 'missing from the results'
+    judge.status[next(iter(judge.batches))] = "ended"
+    step(lane)
+    first = {r.index: r.null_reason for r in store.results(RUN, 6) if r is not None}
+    assert len(first) == sizes[0] and set(first.values()) == {None}
+    judge.end_all()
+    step(lane)
+    assert [r.null_reason if r else "missing" for r in store.results(RUN, 6)] == [None] * 6
 
 
 def test_errored_expired_canceled_and_missing_results_become_nulls_with_their_reasons(store: Store) -> None:
