@@ -82,14 +82,17 @@ for i = 1, 3 do
 end
 redis.call('HSET', KEYS[1], unpack(upd))
 redis.call('EXPIRE', KEYS[1], ARGV[7])
-if wait > 0 then return tostring(wait) end
+-- '?': the server's limits are not (or no longer: the budget expired) known here
+local unknown = ''
+if h[6] == false then unknown = '?' end
+if wait > 0 then return tostring(wait) .. unknown end
 if (tonumber(ARGV[4]) or 0) <= 0 and (tonumber(h[6]) or 0) <= 0 then
   local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
   redis.call('ZADD', KEYS[2], now, tostring(seq))
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - 60)
   redis.call('EXPIRE', KEYS[2], 120)
 end
-return '0'
+return '0' .. unknown
 """
 
 _SETTLE = """
@@ -105,7 +108,8 @@ return 1
 """
 
 _LEARN = """
-for i = 1, #ARGV, 3 do
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+for i = 2, #ARGV, 3 do
   redis.call('HSET', KEYS[1], 'srv_' .. ARGV[i], ARGV[i + 1])
   if ARGV[i + 2] ~= '' then
     local lvl = tonumber(redis.call('HGET', KEYS[1], 'lvl_' .. ARGV[i]))
@@ -158,10 +162,13 @@ class RedisBudget:
         back_in, back_out, grow = self._take_pending()
         args = [1, input_tokens, output_tokens, *limits.as_tuple(), TTL, back_in, back_out, grow]
         try:
-            return float(self._acquire(keys=self.keys, args=args))
+            answer = str(self._acquire(keys=self.keys, args=args))
         except BaseException:
             self._add_pending(back_in, back_out, grow)  # not applied: keep them for the next call
             raise
+        if answer.endswith("?") and self._learned:
+            self._learned = {}  # the budget lost the server's limits (expired): teach them again
+        return float(answer.rstrip("?"))
 
     @store_errors
     def settle(self, reserved: Usage, used: Usage) -> None:
@@ -197,7 +204,7 @@ class RedisBudget:
         learned = server_limits(headers)
         if learned and learned != self._learned:  # written when they change, not on every call
             remaining = server_limits(headers, "remaining")
-            args: list[object] = []
+            args: list[object] = [TTL]
             for dim, limit in learned.items():
                 args += [dim, limit, remaining.get(dim, "")]
             self._learn(keys=self.keys, args=args)

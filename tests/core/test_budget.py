@@ -58,6 +58,22 @@ def test_the_server_limit_is_learned_and_the_lower_limit_wins(budget: Budget) ->
     assert grants(budget, 3, Limits(rpm=10)) == [True, True, False]
 
 
+def test_the_server_limit_is_learned_again_after_the_shared_budget_expired() -> None:
+    # a long-running worker learned the limit once; the budget in Redis then expired (an idle
+    # hour, or Redis lost it). The next answer's headers must teach it again (old: the worker
+    # thought it knew them, wrote nothing, and every call was granted: 50 of 50 against 5)
+    r = fakeredis.FakeRedis(decode_responses=True)
+    budget = RedisBudget(r, "anthropic:m:abc")
+    headers = {"anthropic-ratelimit-requests-limit": "5", "anthropic-ratelimit-requests-remaining": "5"}
+    budget.acquire(1, 1, NONE)
+    budget.observe(headers)
+    assert r.ttl(budget.keys[0]) > 0
+    r.delete(*budget.keys)  # expired
+    budget.acquire(1, 1, NONE)
+    budget.observe(headers)
+    assert sum(grants(budget, 50, NONE, (1, 1))) == 5
+
+
 def test_new_limits_take_the_servers_remaining_as_the_level(budget: Budget) -> None:
     assert all(grants(budget, 5, NONE))  # calls made before any limit was known
     budget.observe(
