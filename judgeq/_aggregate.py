@@ -372,6 +372,7 @@ class Aggregator:
         judges: Sequence[str] = (),
         council_mode: str = "mean",
         swap: bool = True,
+        lane: str = "live",
     ) -> None:
         self._args = (
             tuple(dimensions),
@@ -388,6 +389,10 @@ class Aggregator:
         self.attempts = 0
         self.cache_hits = 0
         self.saved: list[int] = [0, 0, 0, 0]  # tokens a cached reply spared: in, out, cache read, write
+        self.saved_by: dict[str, list[int]] = {}
+        """The same per judge model (a council's judges price differently; "": the run's judge)."""
+        self.lane = lane
+        """The run's lane: a cached reply spared a call priced at that lane's rate."""
         self.lo, self.hi = lo, hi
         mode = "pairwise" if scale == "pairwise" else "pass-fail" if pass_fail else "numeric"
         self.agreement = AgreementStats(mode, lo, hi, threshold)
@@ -430,6 +435,10 @@ class Aggregator:
         if r.cached:  # spent by an earlier run: counted as saved, not as spent
             self.cache_hits += 1
             self.saved = [a + b for a, b in zip(self.saved, tokens, strict=True)]
+            for model, used in (r.judge_usage or {"": list(tokens)}).items():  # "": the run's judge
+                row = self.saved_by.setdefault(model, [0, 0, 0, 0])
+                for i, n in enumerate(used[:4]):
+                    row[i] += n
             return
         if r.batch:
             self.batch_jobs += 1
@@ -450,6 +459,17 @@ class Aggregator:
             for k, v in part.items():
                 total[k] = round(total.get(k, 0.0) + v, 6)
         return total
+
+    def _saved_usd(self, judge_model: str) -> float | None:
+        """What the reply cache's hits would have cost in the run's lane (None: a model has
+        no price)."""
+        total = 0.0
+        for model, row in self.saved_by.items():
+            parts = cost_breakdown(model or judge_model, *row, batch=self.lane == "batch")
+            if parts is None:
+                return None
+            total += parts["total"]
+        return round(total, 6)
 
     def report(self, *, judge_model: str) -> dict[str, Any]:
         """The aggregate part of ``report.json``."""
@@ -489,7 +509,7 @@ class Aggregator:
                     "hits": self.cache_hits,
                     "saved_input_tokens": self.saved[0],
                     "saved_output_tokens": self.saved[1],
-                    "saved_usd": estimate_cost(judge_model, *self.saved) if self.cache_hits else 0.0,
+                    "saved_usd": self._saved_usd(judge_model),
                 },
             },
         }

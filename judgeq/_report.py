@@ -73,6 +73,7 @@ def new_aggregator(spec: RunSpec) -> Aggregator:
         judges=[model for _, model in spec.judges],
         council_mode=spec.council_mode,
         swap=spec.swap,
+        lane=spec.lane,
     )
 
 

@@ -303,6 +303,22 @@ def test_price_prefix_matching() -> None:
     assert estimate_cost("lexical-overlap-v1", 10**6, 10**6) == 0.0
 
 
+def test_reply_cache_savings_are_priced_at_the_runs_lane_and_each_judges_model() -> None:
+    sonnet, haiku = "claude-sonnet-4-5", "claude-haiku-4-5"
+    hit = {"cached": True, "input_tokens": 1_000_000, "output_tokens": 0}
+    live = aggregate([res(0, 8.0, **hit)], lane="live", judge_model=sonnet)["usage"]["reply_cache"]
+    batch = aggregate([res(0, 8.0, **hit)], lane="batch", judge_model=sonnet)["usage"]["reply_cache"]
+    assert live["saved_usd"] == pytest.approx(PRICES[sonnet]["input"])  # $3 a million
+    off = PRICES[sonnet]["batch_discount"]
+    assert batch["saved_usd"] == pytest.approx(PRICES[sonnet]["input"] * (1 - off))
+    # a council's cached job: each judge's tokens at its own price (old: all at the first's)
+    usage = {sonnet: [1_000_000, 0, 0, 0], haiku: [1_000_000, 0, 0, 0]}
+    council = {**hit, "input_tokens": 2_000_000, "judge_usage": usage, "judge_scores": {sonnet: 8, haiku: 8}}
+    saved = aggregate([res(0, 8.0, **council)], judges=[sonnet, haiku])["usage"]["reply_cache"]
+    assert saved["saved_usd"] == pytest.approx(PRICES[sonnet]["input"] + PRICES[haiku]["input"])
+    assert saved["saved_input_tokens"] == 2_000_000
+
+
 def test_unknown_model_has_no_cost() -> None:
     rep = aggregate([res(0, 8.0, attempts=1, input_tokens=10, output_tokens=10)], judge_model="gpt-4o")
     assert rep["usage"]["estimated_cost_usd"] is None
