@@ -198,7 +198,7 @@ class MemoryBudget:
             for dim, limit in effective.items():
                 want = min(need[dim], limit)  # a request larger than the bucket waits for a full one
                 level = self._levels[dim].level
-                if level < want:
+                if level < want - 1e-6:  # a rounding remnant is no wait (it would never pass)
                     wait = max(wait, (want - level) * 60.0 / limit)
             if wait > 0.0:
                 return wait

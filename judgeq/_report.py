@@ -90,7 +90,12 @@ def build_report(
     rubric, error = _rubric(spec)
     body = agg.report(judge_model=spec.judge_model)
     if rubric is not None and spec.judge_provider != "lexical":
-        body["usage"]["prompt_cache"] = prompt_cache_note(rubric, spec.judge_model)
+        notes = {model: prompt_cache_note(rubric, model) for provider, model in spec.judges}
+        body["usage"]["prompt_cache"] = note = dict(notes[spec.judge_model])
+        if len(notes) > 1:  # a council: each judge's model has its own minimum
+            note["by_judge"] = notes
+            note["below_minimum"] = any(n["below_minimum"] for n in notes.values())
+            note["note"] = "; ".join(n["note"] for n in notes.values() if n["note"]) or None
     counts = body.pop("counts")
     counts["rejected"] = spec.rejected_count
     if missing:

@@ -68,7 +68,7 @@ for i = 1, 3 do
     if v == nil then v = l else v = math.min(l, v + elapsed * l / 60) end
     lvl[i] = v
     local want = math.min(tonumber(ARGV[i]), l)
-    if v < want then wait = math.max(wait, (want - v) * 60 / l) end
+    if v < want - 1e-6 then wait = math.max(wait, (want - v) * 60 / l) end
   end
 end
 local upd = {'at', tostring(now)}

@@ -550,3 +550,22 @@ def test_cost_breakdown_parts_add_up_and_the_batch_lane_halves() -> None:
     )
     assert batch is not None and batch["batch_discount"] == -2.56875 and batch["total"] == 2.56875
     assert cost_breakdown("unknown-model", 1, 1) is None
+
+
+def test_the_report_says_when_the_rubric_prefix_is_too_short_for_prompt_caching() -> None:
+    # the quality rubric's system prompt is ~2,000 tokens: enough for Sonnet (1,024), not for
+    # Haiku 4.5 or Opus 4.5 (4,096: judgeq/data/prices.json)
+    sonnet, _ = render(spec_for("quality", 1, judge_model="claude-sonnet-4-5"), [res(0, 8.0)])
+    assert sonnet["usage"]["prompt_cache"]["below_minimum"] is False
+    assert sonnet["usage"]["prompt_cache"]["note"] is None
+    haiku, md = render(spec_for("quality", 1, judge_model="claude-haiku-4-5"), [res(0, 8.0)])
+    note = haiku["usage"]["prompt_cache"]
+    assert note["below_minimum"] is True and note["min_cacheable_tokens"] == 4096
+    assert "below claude-haiku-4-5's minimum cacheable length (4,096)" in note["note"]
+    assert note["note"] in md
+    # a council: every judge's model is checked, not only the first's
+    council = spec_for("quality", 1, judge_model="claude-sonnet-4-5", council=["anthropic:claude-opus-4-5"])
+    report, _ = render(council, [res(0, 8.0)])
+    note = report["usage"]["prompt_cache"]
+    assert note["below_minimum"] is True and "claude-opus-4-5" in note["note"]
+    assert set(note["by_judge"]) == {"claude-sonnet-4-5", "claude-opus-4-5"}

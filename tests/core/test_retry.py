@@ -185,3 +185,44 @@ def test_waiting_for_the_gate_does_not_count_against_the_deadline() -> None:
     policy = RetryPolicy(timeout=3.0, deadline=5.0)
     out, _, _ = gated_run([JudgeReply(text="ok")], policy, delay=60.0)
     assert out.reply is not None and out.attempts == 1  # a minute in line, then a full attempt
+
+
+# -- with the shared budget: waiting for it is not judge time ---------------------------------------
+
+
+def test_waiting_for_budget_does_not_eat_the_deadline() -> None:
+    from judgeq._budget import Limits, MemoryBudget
+
+    clock = FakeClock()
+    budget = MemoryBudget(clock=clock)
+    limits = Limits(rpm=1)  # one call a minute: the second job waits ~60 s for its request
+    policy = RetryPolicy(timeout=2.0, deadline=5.0)
+    judge = Scripted(clock, [], cost=0.1)
+    first = call_with_retries(
+        judge, REQ, policy, clock=clock, sleep=clock.sleep, budget=budget, limits=limits
+    )
+    start = clock.now
+    second = call_with_retries(
+        judge, REQ, policy, clock=clock, sleep=clock.sleep, budget=budget, limits=limits
+    )
+    assert first.reply is not None and second.reply is not None  # not a timeout null
+    assert clock.now - start >= 55.0  # it did wait for the budget, far past its 5 s deadline
+    assert judge.timeouts == [2.0, 2.0]  # and its attempt still had its whole timeout
+
+
+def test_429s_are_absorbed_by_the_budget_then_the_job_is_rate_limited() -> None:
+    from judgeq._budget import MemoryBudget
+
+    clock = FakeClock()
+    budget = MemoryBudget(clock=clock)
+    policy = RetryPolicy(timeout=2.0, deadline=5.0, max_rate_limited=3)
+    # three 429s are absorbed (every caller pauses for retry-after; no attempt is counted),
+    # then the job answers: graded, with its deadline intact
+    judge = Scripted(clock, [JudgeRateLimited("429", retry_after=10.0)] * 3)
+    out = call_with_retries(judge, REQ, policy, clock=clock, sleep=clock.sleep, budget=budget)
+    assert out.reply is not None and out.errors == ["rate_limited"] * 3
+    assert clock.now >= 30.0
+    # refused more than max_rate_limited times: the job ends rate_limited
+    judge = Scripted(clock, [JudgeRateLimited("429", retry_after=1.0)] * 20)
+    out = call_with_retries(judge, REQ, policy, clock=clock, sleep=clock.sleep, budget=budget)
+    assert out.reply is None and out.error is not None and out.error.reason == "rate_limited"
