@@ -214,12 +214,22 @@ def write_report_files(
     return paths
 
 
-def _fmt(x: Any, suffix: str = "") -> str:
+def _fmt(x: Any, suffix: str = "", nd: int | None = None) -> str:
+    """A figure as report.md prints it: floats with ``nd`` decimals (by default 2, and 1 for a
+    percentage: ``6.44``, ``75.0%``)."""
     if x is None:
         return "–"
     if isinstance(x, float):
-        return f"{x:g}{suffix}"
+        nd = _decimals(suffix, nd)
+        return f"{x:.{nd}f}{suffix}"
     return f"{x}{suffix}"
+
+
+def _p(p: float | None) -> str:
+    """A p-value: three decimals, or ``< 0.001``."""
+    if p is None:
+        return "–"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def validity_markdown(report: dict[str, Any]) -> list[str]:
@@ -237,7 +247,7 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
         for p in report["by_model_paired"]:
             lines.append(
                 f"| {p['model']} | {p['vs']} | {p['n']} | {_ci(p['mean_diff'], p['ci95'])} | "
-                f"{_fmt(p['p_value'])} |"
+                f"{_p(p['p_value'])} |"
             )
     pw = report.get("pairwise")
     if pw:
@@ -254,7 +264,7 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
                 f"| {p['model']} | {p['opponent']} | {p['n']} | {p['wins']} | {p['ties']} | {p['losses']} | "
                 f"{_ci(p['win_rate'], p['win_rate_ci95'], '%')} | "
                 f"{_ci(p['win_rate_excluding_ties'], p['win_rate_excluding_ties_ci95'], '%')} | "
-                f"{_fmt(p['win_rate_length_controlled'], '%')} |"
+                f"{_ci(p['win_rate_length_controlled'], p.get('win_rate_length_controlled_ci95'), '%')} |"
             )
         lines += [
             "",
@@ -272,7 +282,7 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
         if pw.get("leaderboard"):
             lines += ["", "| rank | model | Bradley-Terry rating (95% CI) |", "|---:|---|---:|"]
             for rank, row in enumerate(pw["leaderboard"], 1):
-                lines.append(f"| {rank} | {row['model']} | {_ci(row['rating'], row['ci95'])} |")
+                lines.append(f"| {rank} | {row['model']} | {_ci(row['rating'], row['ci95'], nd=0)} |")
     ag = report.get("agreement")
     if ag:
         lines += [
@@ -284,22 +294,24 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
         if "pairs" in ag:
             p = ag["pairs"]
             lines.append(
-                f"- Pairs: accuracy {_fmt(p['accuracy_ties_half'], '%')} (ties half), "
+                f"- Pairs: accuracy {_ci(p['accuracy_ties_half'], p.get('accuracy_ties_half_ci95'), '%')} "
+                f"(ties half), "
                 f"{_ci(p['accuracy_ties_excluded'], p['accuracy_ties_excluded_ci95'], '%')} excluding ties "
-                f"({p['ties_excluded_n']} jobs); Cohen's kappa {_fmt(p['kappa'])}"
+                f"({p['ties_excluded_n']} jobs); Cohen's kappa {_fmt(p['kappa'], nd=3)}"
             )
         if "pass_fail" in ag:
             p = ag["pass_fail"]
             lines.append(
                 f"- Pass/fail: accuracy {_ci(p['accuracy'], p['accuracy_ci95'], '%')} of {p['n']}; "
-                f"Cohen's kappa {_fmt(p['kappa'])}"
+                f"Cohen's kappa {_fmt(p['kappa'], nd=3)}"
             )
         if "numeric" in ag:
             p = ag["numeric"]
             lines.append(
-                f"- Scores ({p['n']}): Spearman {_fmt(p['spearman'])}, "
-                f"Kendall's tau {_fmt(p['kendall_tau'])}, "
-                f"quadratic-weighted kappa {_fmt(p['qwk'])}, mean absolute error {_fmt(p['mae'])}"
+                f"- Scores ({p['n']}): Spearman {_fmt(p['spearman'], nd=3)}, "
+                f"Kendall's tau {_fmt(p['kendall_tau'], nd=3)}, "
+                f"quadratic-weighted kappa {_fmt(p['qwk'], nd=3)}, "
+                f"mean absolute error {_ci(p['mae'], p.get('mae_ci95'))}"
             )
     co = report.get("council")
     if co:
@@ -314,7 +326,7 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
             lines.append(f"| {j} | {row['n']} | {_ci(row['mean'], row['ci95'])} |")
         lines += [
             "",
-            f"- Krippendorff's alpha ({co['alpha_level']}): {_fmt(co['krippendorff_alpha'])} over "
+            f"- Krippendorff's alpha ({co['alpha_level']}): {_fmt(co['krippendorff_alpha'], nd=3)} over "
             f"{co['sampled_units']} jobs",
             f"- Jobs the judges disagree on: {report.get('flags', {}).get('judges_disagree', 0)}"
             + (
@@ -325,16 +337,35 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
                 else ""
             ),
         ]
+        combined = co["combined"]
+        if combined.get("method") == "z" and combined.get("n"):
+            lines += [
+                "",
+                f"Combined score: mean of per-judge z-scores, {_ci(combined['mean'], combined.get('ci95'))} "
+                f"over {combined['n']} jobs",
+                "",
+                "| model | n | mean z (95% CI) |",
+                "|---|---:|---:|",
+            ]
+            for model, row in combined["by_model"].items():
+                lines.append(f"| {model} | {row['n']} | {_ci(row['mean'], row['ci95'])} |")
     return lines
 
 
-def _ci(x: Any, ci: list[float] | None, suffix: str = "") -> str:
-    """``6.44 (6.21-6.67)``: a value with its 95% interval (just the value when it has none)."""
+def _decimals(suffix: str, nd: int | None) -> int:
+    return nd if nd is not None else 1 if suffix == "%" else 2
+
+
+def _ci(x: Any, ci: list[float] | None, suffix: str = "", nd: int | None = None) -> str:
+    """``6.44 (6.21-6.67)``: a value with its 95% interval (just the value when it has none);
+    an interval with a negative bound reads ``-0.09 (-0.89 to 0.71)``."""
     if x is None:
         return "–"
     if not ci:
-        return _fmt(x, suffix)
-    return f"{_fmt(x, suffix)} ({ci[0]:g}-{ci[1]:g})"
+        return _fmt(x, suffix, nd)
+    nd = _decimals(suffix, nd)
+    low, high = (f"{float(b):.{nd}f}" for b in ci)
+    return f"{_fmt(float(x), suffix, nd)} ({low}{'-' if ci[0] >= 0 else ' to '}{high})"
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -405,7 +436,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             suffix = (
                 "%" if key in ("accuracy",) or key.endswith("_rate") or key.startswith("pass_rate") else ""
             )
-            lines.append(f"| {key} | {_ci(rt[key], rt.get('ci95', {}).get(key), suffix)} |")
+            nd = 3 if key == "mrr" else None
+            lines.append(f"| {key} | {_ci(rt[key], rt.get('ci95', {}).get(key), suffix, nd)} |")
         for k, v in rt["hit_at_k_rates"].items():
             lines.append(f"| hit@{k} | {_ci(v, rt.get('ci95', {}).get('hit_at_k_rates', {}).get(k), '%')} |")
     if report.get("by_model"):

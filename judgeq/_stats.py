@@ -26,7 +26,8 @@ METHODS = {
     "rates": "Wilson score interval",
     "means": "Student's t interval on the sample standard deviation",
     "paired": "paired t interval of the mean difference; p-value: Wilcoxon signed-rank (two-sided)",
-    "win_rates": "Wilson score interval, a tie counting half a win (rounded to a whole)",
+    "win_rates": "Wilson score interval, a tie counting half a win",
+    "length_controlled": "normal interval of the mean of the two strata's win rates (longer, shorter)",
     "ratings": "Bradley-Terry maximum likelihood; bootstrap percentile interval (200 resamples)",
 }
 """The methods behind every interval of the report (``report.json`` ``intervals``)."""
@@ -44,16 +45,48 @@ def _round(x: float | None, nd: int) -> float | None:
     return None if x is None or not math.isfinite(x) else round(x, nd)
 
 
-def wilson(k: int, n: int, *, percent: bool = True) -> list[float] | None:
-    """The 95% Wilson score interval of ``k`` successes in ``n`` (in percent); None if n = 0."""
+def wilson(k: float, n: int, *, percent: bool = True) -> list[float] | None:
+    """The 95% Wilson score interval of ``k`` successes in ``n`` (in percent); None if n = 0.
+
+    ``k`` may be fractional (a tie counting half a win): the score interval's closed form is
+    used for it, scipy's ``binomtest`` for whole counts (the two agree; a test checks)."""
     if n <= 0:
         return None
-    from scipy.stats import binomtest
-
-    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=LEVEL, method="wilson")
     scale = 100.0 if percent else 1.0
     nd = 2 if percent else 4
-    return [round(float(ci.low) * scale, nd), round(float(ci.high) * scale, nd)]
+    if float(k).is_integer():
+        from scipy.stats import binomtest
+
+        ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=LEVEL, method="wilson")
+        low, high = float(ci.low), float(ci.high)
+    else:
+        low, high = wilson_bounds(k / n, n)
+    return [round(low * scale, nd), round(high * scale, nd)]
+
+
+def wilson_bounds(p: float, n: int) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``p`` over ``n`` (its closed form)."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + LEVEL / 2))
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def strata_mean_interval(strata: Sequence[tuple[int, float, float]], nd: int = 2) -> list[float] | None:
+    """95% normal interval of the unweighted mean of several strata's means, each given as
+    (n, sum, sum of squares) of its values; None when a stratum has fewer than 2 values."""
+    if not strata or any(n < 2 for n, _, _ in strata):
+        return None
+    from scipy.stats import norm
+
+    k = len(strata)
+    mean = math.fsum(s / n for n, s, _ in strata) / k
+    var = math.fsum(max((sq - s * s / n) / (n - 1), 0.0) / n for n, s, sq in strata) / (k * k)
+    half = float(norm.ppf(0.5 + LEVEL / 2)) * math.sqrt(var)
+    return [round(mean - half, nd), round(mean + half, nd)]
 
 
 def t_interval(n: int, total: float, total_sq: float, nd: int = 4) -> list[float] | None:
@@ -131,6 +164,7 @@ def numeric_agreement(labels: Sequence[float], scores: Sequence[float], lo: int,
 
     y, s = np.asarray(labels, dtype=float), np.asarray(scores, dtype=float)
     out["mae"] = _round(float(np.mean(np.abs(y - s))), 4)
+    out["mae_ci95"] = mean_interval(np.abs(y - s).tolist())
     if n >= 2 and np.ptp(y) > 0 and np.ptp(s) > 0:
         rho = spearmanr(y, s)
         tau = kendalltau(y, s)

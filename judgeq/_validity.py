@@ -45,6 +45,7 @@ def _pct(num: float, den: float) -> float | None:
 class _Stratum:
     n: int = 0
     score: float = 0.0
+    sq: float = 0.0
 
 
 @dataclass(slots=True)
@@ -97,6 +98,7 @@ class PairwiseStats:
         slot = self.strata.setdefault(key, {}).setdefault(stratum, _Stratum())
         slot.n += 1
         slot.score += PAIR_SCORE[winner]
+        slot.sq += PAIR_SCORE[winner] ** 2
 
     def to_dict(self) -> dict[str, Any]:
         pairs = []
@@ -105,9 +107,11 @@ class PairwiseStats:
             mean = (w + 0.5 * t) / n
             strata = self.strata.get((m1, m2), {})
             longer, shorter = strata.get("longer"), strata.get("shorter")
-            controlled = (
-                round(100 * (longer.score / longer.n + shorter.score / shorter.n) / 2, 2)
-                if longer and shorter and longer.n and shorter.n
+            both = [s for s in (longer, shorter) if s and s.n]
+            controlled = round(100 * sum(s.score / s.n for s in both) / 2, 2) if len(both) == 2 else None
+            controlled_ci = (
+                _stats.strata_mean_interval([(s.n, 100 * s.score, 1e4 * s.sq) for s in both])
+                if len(both) == 2
                 else None
             )
             pairs.append(
@@ -119,10 +123,11 @@ class PairwiseStats:
                     "ties": t,
                     "losses": losses,
                     "win_rate": round(100 * mean, 2),
-                    "win_rate_ci95": _stats.wilson(round(w + 0.5 * t), n),
+                    "win_rate_ci95": _stats.wilson(w + 0.5 * t, n),
                     "win_rate_excluding_ties": _pct(w, w + losses),
                     "win_rate_excluding_ties_ci95": _stats.wilson(w, w + losses),
                     "win_rate_length_controlled": controlled,
+                    "win_rate_length_controlled_ci95": controlled_ci,
                 }
             )
         models = sorted({m for key in self.outcomes for m in key})
@@ -220,10 +225,11 @@ class AgreementStats:
     def _pairs(self) -> dict[str, Any]:
         cats = self.categories
         n = sum(cats.values())
-        credit = sum(
-            c * (1.0 if label == said else 0.5 if "tie" in (label, said) else 0.0)
-            for (label, said), c in cats.items()
-        )
+        credits = {
+            key: 1.0 if key[0] == key[1] else 0.5 if "tie" in key else 0.0 for key in cats
+        }  # a job's credit: right 1, a tie on one side 0.5, wrong 0
+        credit = sum(c * credits[k] for k, c in cats.items())
+        credit_sq = sum(c * credits[k] ** 2 for k, c in cats.items())
         decisive = {k: c for k, c in cats.items() if "tie" not in k}
         right = sum(c for (label, said), c in decisive.items() if label == said)
         m = sum(decisive.values())
@@ -231,6 +237,7 @@ class AgreementStats:
         return {
             "n": n,
             "accuracy_ties_half": _pct(credit, n),
+            "accuracy_ties_half_ci95": _stats.t_interval(n, 100 * credit, 1e4 * credit_sq, 2),
             "accuracy_ties_excluded": _pct(right, m),
             "accuracy_ties_excluded_ci95": _stats.wilson(right, m),
             "ties_excluded_n": m,
@@ -337,6 +344,7 @@ class CouncilStats:
             "note": "mean of per-judge z-scores (each judge's scores standardised over the run)",
             "n": len(combined),
             "mean": round(math.fsum(combined) / len(combined), 4) if combined else None,
+            "ci95": _stats.mean_interval(combined),
             "by_model": {
                 m: {"n": len(v), "mean": round(math.fsum(v) / len(v), 4), "ci95": _stats.mean_interval(v)}
                 for m, v in sorted(by_model.items())

@@ -481,7 +481,8 @@ def test_render_pass_fail_run() -> None:
     assert "pass_rates" not in report
     assert report["pass_rate"] == 50.0
     assert report["counts"]["rejected"] == 1
-    assert "Pass rate: **50% ({:g}-{:g})**".format(*wilson(2, 4)) in md
+    assert wilson(2, 4) == [15.0, 85.0]
+    assert "Pass rate: **50.0% (15.0-85.0)**" in md
     assert "| refusal | 1 |" in md
     assert "## Rejected input lines (1)" in md
     assert "## By model" in md
@@ -493,9 +494,10 @@ def test_render_numeric_run() -> None:
     assert report["counts"]["missing"] == 1
     assert report["pass_rates"]["7.0"] == 50.0
     assert report["usage"]["estimated_cost_usd"] == 0.0
-    ci = "({:g}-{:g})".format(*report["pass_rates_ci95"]["7.0"])
-    assert f"| ≥ 7.0 | 50% {ci} |" in md
-    assert f"| rubric threshold (7.0) | 50% {ci} |" in md
+    low, high = report["pass_rates_ci95"]["7.0"]
+    ci = f"({low:.1f}-{high:.1f})"
+    assert f"| ≥ 7.0 | 50.0% {ci} |" in md
+    assert f"| rubric threshold (7.0) | 50.0% {ci} |" in md
     assert "| accuracy |" in md and "| clarity |" in md
     assert "$0.0000" in md
 
@@ -506,7 +508,8 @@ def test_render_retrieval_run() -> None:
     assert report["retrieval"]["hit_at_k_rates"] == {"1": 20.0, "3": 60.0, "5": 60.0, "10": 80.0}
     assert "## Retrieval" in md
     assert "| mrr |" in md
-    assert "| hit@10 | 80% ({:g}-{:g}) |".format(*wilson(4, 5)) in md
+    assert wilson(4, 5) == [37.55, 96.38]
+    assert "| hit@10 | 80.0% (37.5-96.4) |" in md
 
 
 def test_render_zero_graded_run() -> None:

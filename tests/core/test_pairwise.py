@@ -169,6 +169,20 @@ def test_length_controlled_win_rate_averages_the_two_strata() -> None:
     ]
     (row,) = aggregate(results)["pairs"]
     assert row["win_rate_length_controlled"] == 62.5  # (100% longer + 25% shorter) / 2
+    # its interval: the two strata's variances (longer: 1, 1 -> 0; shorter: 0, 0.5 -> 0.125)
+    half = 1.959964 * (0.125 / 2) ** 0.5 / 2 * 100
+    assert row["win_rate_length_controlled_ci95"] == pytest.approx([62.5 - half, 62.5 + half], abs=0.01)
+
+
+def test_the_win_rate_interval_is_centred_on_the_win_rate_with_ties_as_halves() -> None:
+    # 1 win, 13 ties, 1 loss of 15: a win rate of 50%, so its interval is symmetric around 50
+    # (old: Wilson of round(7.5) = 8 wins, 30.12-75.19)
+    results = [pair(0, "x", "y", "a"), pair(1, "x", "y", "b")]
+    results += [pair(i, "x", "y", "tie", votes=("tie", "tie")) for i in range(2, 15)]
+    (row,) = aggregate(results)["pairs"]
+    low, high = row["win_rate_ci95"]
+    assert row["win_rate"] == 50.0 and low == pytest.approx(100 - high, abs=0.01)
+    assert [low, high] == pytest.approx([27.42, 72.58], abs=0.01)
 
 
 def test_three_models_give_a_leaderboard_in_the_order_of_their_wins() -> None:

@@ -80,7 +80,10 @@ def test_numeric_agreement_matches_scipy_and_sklearn() -> None:
     rounded = [math.floor(s + 0.5) for s in SCORES]
     qwk = cohen_kappa_score(LABELS, rounded, labels=list(range(1, 11)), weights="quadratic")
     assert num["qwk"] == pytest.approx(qwk, abs=1e-4)
-    assert num["mae"] == pytest.approx(np.mean(np.abs(np.array(LABELS) - np.array(SCORES))), abs=1e-4)
+    errors = np.abs(np.array(LABELS) - np.array(SCORES))
+    assert num["mae"] == pytest.approx(np.mean(errors), abs=1e-4)
+    t = scipy.stats.t.interval(0.95, len(errors) - 1, loc=errors.mean(), scale=scipy.stats.sem(errors))
+    assert num["mae_ci95"] == pytest.approx(list(t), abs=1e-4)
     # numeric labels at or above the threshold count as pass, against the judge's pass
     pf = ag["pass_fail"]
     y_true = ["pass" if y >= 7 else "fail" for y in LABELS]
@@ -128,6 +131,9 @@ def test_pair_accuracy_ties_half_and_ties_excluded() -> None:
     pairs = report(results, scale="pairwise")["agreement"]["pairs"]
     # ties half: 1 + 1 + 0 + 0.5 + 0.5 + 1 = 4 of 6; ties excluded: 2 of 3
     assert pairs["accuracy_ties_half"] == pytest.approx(66.67)
+    credits = np.array([1, 1, 0, 0.5, 0.5, 1]) * 100
+    t = scipy.stats.t.interval(0.95, 5, loc=credits.mean(), scale=scipy.stats.sem(credits))
+    assert pairs["accuracy_ties_half_ci95"] == pytest.approx(list(t), abs=0.01)
     assert pairs["accuracy_ties_excluded"] == pytest.approx(66.67) and pairs["ties_excluded_n"] == 3
     y_true, y_pred = zip(*rows, strict=True)
     assert pairs["kappa"] == pytest.approx(
@@ -142,6 +148,14 @@ def test_intervals_wilson_and_t_against_the_formulas() -> None:
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     assert wilson(7, 10) == [round(100 * (centre - half), 2), round(100 * (centre + half), 2)]
     assert wilson(0, 0) is None
+    # fractional successes (a tie is half a win) use the same closed form, which matches
+    # scipy's Wilson interval wherever scipy can compute it (whole counts)
+    from judgeq._stats import wilson_bounds
+
+    for k, m in ((0, 5), (3, 7), (7, 10), (40, 40), (123, 400)):
+        ci = scipy.stats.binomtest(k, m).proportion_ci(0.95, method="wilson")
+        assert wilson_bounds(k / m, m) == pytest.approx((ci.low, ci.high), abs=1e-9)
+    assert wilson(7.5, 15) == [27.42, 72.58]
     rep = report([graded(i, s) for i, s in enumerate(SCORES)])
     low, high = scipy.stats.t.interval(0.95, 9, loc=np.mean(SCORES), scale=scipy.stats.sem(SCORES))
     assert rep["overall"]["ci95"] == [round(low, 4), round(high, 4)]
@@ -177,8 +191,14 @@ def test_markdown_prints_values_with_their_intervals() -> None:
     )
     rep["counts"]["rejected"] = 0
     md = render_markdown(rep)
-    low, high = rep["overall"]["ci95"]
-    assert f"| **overall** | 10 | {rep['overall']['mean']:g} ({low:g}-{high:g}) |" in md
+    assert (rep["overall"]["mean"], rep["overall"]["ci95"]) == (6.05, [4.3186, 7.7814])
+    assert "| **overall** | 10 | 6.05 (4.32-7.78) |" in md  # two decimals, as people read them
+    # a negative bound is not a dash: "-0.09 (-0.89 to 0.71)"
+    from judgeq._report import _ci, _p
+
+    assert _ci(-0.0863, [-0.8862, 0.7137]) == "-0.09 (-0.89 to 0.71)"
+    assert _ci(75.0, [50.5, 90.0], "%") == "75.0% (50.5-90.0)"
+    assert (_p(0.0), _p(0.0312), _p(None)) == ("< 0.001", "0.031", "–")
 
 
 class ScaleJudge:
@@ -249,6 +269,21 @@ def test_council_alpha_matches_krippendorff_and_z_combines_per_judge() -> None:
     assert co["combined"]["method"] == "z"
     assert co["combined"]["by_model"]["m1"]["mean"] == pytest.approx(np.mean(z[1::2]), abs=1e-4)
     assert co["per_judge"]["ja"]["mean"] == pytest.approx(np.mean(a))
+    t = scipy.stats.t.interval(0.95, len(z) - 1, loc=z.mean(), scale=scipy.stats.sem(z))
+    assert co["combined"]["ci95"] == pytest.approx(list(t), abs=1e-4)
+
+
+def test_council_alpha_on_pass_fail_is_nominal_as_krippendorff_computes_it() -> None:
+    a = [1, 1, 0, 1, 0, 0, 1, 1, 0, 1]
+    b = [1, 0, 0, 1, 0, 1, 1, 1, 0, 1]
+    results = [
+        council_result(i, {"ja": float(x), "jb": float(y)}).model_copy(update={"passed": x + y >= 1})
+        for i, (x, y) in enumerate(zip(a, b, strict=True))
+    ]
+    co = report(results, judges=["ja", "jb"], pass_fail=True, lo=0, hi=1, threshold=None)["council"]
+    assert co["alpha_level"] == "nominal"
+    expected = krippendorff.alpha(reliability_data=[a, b], level_of_measurement="nominal")
+    assert co["krippendorff_alpha"] == pytest.approx(expected, abs=1e-4)
 
 
 def test_a_councils_live_cost_prices_each_judge_at_its_own_price() -> None:
