@@ -35,9 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _harness import API_KEY, fake_api
 
+from judgeq._stats import wilson
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = ROOT / ".." / "shared" / "data" / "external" / "llmbar"
 REFERENCE = {"Vanilla": "GPT-4 vanilla", "Metrics_Reference": "GPT-4 rules+metrics+ref"}
+FALLBACK = {"Vanilla": "Vanilla_NoRules"}
+"""LLMBar published no ``Vanilla`` run for its Processed/* subsets, only ``Vanilla_NoRules``
+(the same prompt without the rules): shown with a ``*``."""
 
 
 def subsets(folder: Path) -> list[tuple[str, Path]]:
@@ -57,8 +62,13 @@ def reference(folder: Path) -> dict[str, dict[str, str]]:
     if path.exists():
         with path.open(encoding="utf-8") as f:
             for row in csv.DictReader(f, delimiter="\t"):
-                if row["evaluator"] == "GPT-4" and row["strategy"] in REFERENCE:
+                wanted = {*REFERENCE, *FALLBACK.values()}
+                if row["evaluator"] == "GPT-4" and row["strategy"] in wanted:
                     table[row["subset"]][row["strategy"]] = f"{float(row['correct_average'].rstrip('%')):.1f}"
+    for figures in table.values():
+        for strategy, fallback in FALLBACK.items():
+            if strategy not in figures and fallback in figures:
+                figures[strategy] = figures[fallback] + "*"
     return table
 
 
@@ -130,16 +140,18 @@ def run(folder: Path, judge: str, limit: int | None, env: dict[str, str]) -> int
         report = json.loads((run_dir / "report.json").read_text())
     print(f"LLMBar with judge {judge} (judgeq run, pairwise rubric, both orders)")
     header = (
-        f"{'subset':<30} {'pairs':>5} {'null':>4} {'accuracy':>8} {'decisive':>8} {'consistent':>10}  "
-        + "  ".join(f"{v:>24}" for v in REFERENCE.values())
+        f"{'subset':<30} {'pairs':>5} {'null':>4} {'accuracy':>8} {'95% CI':>13} {'decisive':>8} "
+        f"{'consistent':>10}  " + "  ".join(f"{v:>24}" for v in REFERENCE.values())
     )
     print(header)
     print("-" * len(header))
     for name, s in per.items():
         graded = s["n"] - s["null"]
         ref = refs.get(name, {})
+        ci = wilson(s["credit"], graded)
+        interval = f"({ci[0]:.1f}-{ci[1]:.1f})" if ci else "–"
         print(
-            f"{name:<30} {s['n']:>5} {s['null']:>4} {pct(s['credit'], graded):>8} "
+            f"{name:<30} {s['n']:>5} {s['null']:>4} {pct(s['credit'], graded):>8} {interval:>13} "
             f"{pct(s['right'], s['decisive']):>8} {pct(s['kept'], s['pairs']):>10}  "
             + "  ".join(f"{ref.get(k, '–'):>24}" for k in REFERENCE)
         )
@@ -155,7 +167,8 @@ def run(folder: Path, judge: str, limit: int | None, env: dict[str, str]) -> int
     print(
         "accuracy: a judge's tie counts half; decisive: over the judge's non-tie verdicts; consistent: "
         "verdicts kept when the outputs were swapped. GPT-4 figures: LLMBar's published evaluator "
-        "accuracies (averaged over both orders)."
+        "accuracies (averaged over both orders; * = Vanilla_NoRules, the only vanilla run published "
+        "for the Processed subsets). 95% CI: Wilson, a tie counting half."
     )
     return 0
 

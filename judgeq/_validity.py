@@ -354,9 +354,10 @@ class CouncilStats:
 
 @dataclass(slots=True)
 class InputPairing:
-    """Overall scores of several models on the same input (``input_key``), for paired tests."""
+    """Overall scores of several models on the same input (``input_key``), for paired tests; a
+    model graded more than once on an input counts with the mean of its scores there."""
 
-    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    scores: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     dropped: int = 0
 
     def add(self, r: Result) -> None:
@@ -370,13 +371,19 @@ class InputPairing:
                 self.dropped += 1
                 return
             slot = self.scores[r.input_key] = {}
-        slot[r.model] = r.overall
+        total = slot.setdefault(r.model, [0.0, 0.0])
+        total[0] += r.overall
+        total[1] += 1
 
     def to_list(self) -> list[dict[str, Any]]:
         models = sorted({m for slot in self.scores.values() for m in slot})
         out = []
         for a, b in combinations(models, 2):
-            diffs = [slot[b] - slot[a] for slot in self.scores.values() if a in slot and b in slot]
+            diffs = [
+                slot[b][0] / slot[b][1] - slot[a][0] / slot[a][1]
+                for slot in self.scores.values()
+                if a in slot and b in slot
+            ]
             if len(diffs) < 2:
                 continue
             out.append({"model": a, "vs": b, **_stats.paired(diffs), "sampled": bool(self.dropped)})

@@ -25,6 +25,7 @@ import click
 
 from judgeq._batch import BatchLimits, open_batch, scan_batch
 from judgeq._errors import ConfigError
+from judgeq._report import _ci, _fmt
 from judgeq._rubric import Rubric
 from judgeq.judges import judge_factory
 
@@ -130,9 +131,9 @@ def calibrate(rubric_ref: str, labels: str | None, **flags: Any) -> None:
     accuracy, kappa, _ = figures(report.get("agreement") or {}, rubric)
     failed = []
     if flags["min_accuracy"] is not None and (accuracy is None or accuracy < flags["min_accuracy"]):
-        failed.append(f"accuracy {accuracy}% < {flags['min_accuracy']:g}%")
+        failed.append(f"accuracy {_fmt(accuracy, '%')} < {flags['min_accuracy']:g}%")
     if flags["min_kappa"] is not None and (kappa is None or kappa < flags["min_kappa"]):
-        failed.append(f"kappa {kappa} < {flags['min_kappa']:g}")
+        failed.append(f"kappa {_fmt(kappa, nd=3)} < {flags['min_kappa']:g}")
     ag = report.get("agreement") or {}
     coverage = 100.0 * ag.get("graded", 0) / ag["labelled"] if ag.get("labelled") else 0.0
     if coverage < flags["min_coverage"]:
@@ -165,14 +166,26 @@ def _print(
         )
     )
     accuracy, kappa, what = figures(ag, rubric)
-    click.echo(f"  agreement ({what}): accuracy {accuracy}%, kappa {kappa}")
+    click.echo(f"  agreement ({what}): accuracy {_fmt(accuracy, '%')}, kappa {_fmt(kappa, nd=3)}")
     if "pairs" in ag:
-        click.echo(f"  pairs: accuracy excluding ties {ag['pairs']['accuracy_ties_excluded']}%")
+        p = ag["pairs"]
+        excluded = (
+            _ci(p["accuracy_ties_excluded"], p["accuracy_ties_excluded_ci95"], "%")
+            if p["ties_excluded_n"]
+            else "– (no job without a tie on either side)"
+        )
+        click.echo(f"  pairs: accuracy excluding ties {excluded}")
         pw = report.get("pairwise") or {}
-        click.echo(f"  position consistency {pw.get('position_consistency')}%")
+        click.echo(
+            "  position consistency "
+            + _ci(pw.get("position_consistency"), pw.get("position_consistency_ci95"), "%")
+        )
     if "numeric" in ag:
         n = ag["numeric"]
-        click.echo(f"  scores: Spearman {n['spearman']}, Kendall's tau {n['kendall_tau']}, MAE {n['mae']}")
+        click.echo(
+            f"  scores: Spearman {_fmt(n['spearman'], nd=3)}, Kendall's tau {_fmt(n['kendall_tau'], nd=3)}, "
+            f"MAE {_ci(n['mae'], n.get('mae_ci95'))}"
+        )
     missed = [r for r in results if r.status == "graded" and _missed(r, rubric)]
     for r in missed[:20]:
         said = (

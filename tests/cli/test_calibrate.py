@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -95,14 +96,24 @@ def test_an_llm_judge_is_calibrated_through_the_real_sdk(tmp_path: Path, fake: F
         "ANTHROPIC_BASE_URL": fake.base_url,
         "JUDGEQ_CACHE_DIR": str(tmp_path / "cache"),
     }
-    out = judgeq(
-        "rubrics", "calibrate", "pairwise", "--judge", "anthropic:claude-test", "--min-kappa", "0.99",
-        "--out", str(tmp_path), env=env,
-    )  # fmt: skip
-    assert out.returncode in (0, 1), out.stderr
+
+    def calibrate(min_kappa: str) -> tuple[subprocess.CompletedProcess[str], float]:
+        out = judgeq(
+            "rubrics", "calibrate", "pairwise", "--judge", "anthropic:claude-test", "--min-kappa", min_kappa,
+            "--out", str(tmp_path), env=env,
+        )  # fmt: skip
+        kappa = re.search(r"kappa (-?[0-9.]+)", out.stdout)
+        assert kappa is not None, out.stdout + out.stderr
+        return out, float(kappa.group(1))
+
+    out, kappa = calibrate("0.99")
     assert "not an LLM" not in out.stdout and "position consistency" in out.stdout
     assert fake.request_count == 1 + 3 * 2, "a preflight, then each golden pair in both orders"
-    assert ("PASS" in out.stdout) == (out.returncode == 0)
+    # the gate follows the figure it printed: below the threshold exit 1, at or above exit 0
+    assert kappa < 0.99  # the stand-in answers at random: it cannot agree with the goldens
+    assert out.returncode == 1 and f"FAIL: kappa {kappa:.3f} < 0.99" in out.stdout, out.stdout
+    out, again = calibrate("-1")  # kappa is never below -1
+    assert again == kappa and out.returncode == 0 and "PASS" in out.stdout, out.stdout
 
 
 def test_nulls_count_as_misses_and_too_few_grades_fail_the_gate(

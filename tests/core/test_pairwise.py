@@ -32,14 +32,23 @@ class PositionalJudge:
     provider = "test"
     model = "positional"
 
-    def __init__(self, *, prefer: str | None = None, first: bool = False, fail_on: int | None = None) -> None:
-        self.prefer, self.first, self.fail_on = prefer, first, fail_on
+    def __init__(
+        self,
+        *,
+        prefer: str | None = None,
+        first: bool = False,
+        fail_on: int | None = None,
+        garbage_on: int = 0,
+    ) -> None:
+        self.prefer, self.first, self.fail_on, self.garbage_on = prefer, first, fail_on, garbage_on
         self.calls: list[dict[str, Any]] = []
 
     def complete(self, request: JudgeRequest, *, timeout: float) -> judgeq.JudgeReply:
         self.calls.append(dict(request.fields))
         if self.fail_on is not None and len(self.calls) == self.fail_on:
             raise judgeq.JudgeOverloaded("529 overloaded")
+        if len(self.calls) == self.garbage_on:
+            return judgeq.JudgeReply(text="Both have merit; hard to say.", input_tokens=10, output_tokens=5)
         shown_a = request.fields["output_a"]
         if self.first:
             verdict = "A"
@@ -87,6 +96,15 @@ def test_either_call_failing_makes_the_pair_null_with_its_reason(fail_on: int) -
     assert result.status == "null" and result.null_reason == "overloaded"
     assert result.winner is None and result.model_b == "bad" and result.kind == "pair"
     assert len(judge.calls) == fail_on, "after a failed call, the job's other call is not made"
+
+
+@pytest.mark.parametrize("garbage_on", [1, 2])
+def test_either_reply_unparseable_makes_the_pair_a_parse_error_null(garbage_on: int) -> None:
+    judge = PositionalJudge(prefer="4", garbage_on=garbage_on)
+    result = grade_job(GradingContext(rubric=PAIRWISE, judge=judge), JOB, 0)
+    assert result.status == "null" and result.null_reason == "parse_error"
+    assert result.winner is None and result.votes is None and result.kind == "pair"
+    assert "hard to say" in (result.raw or "")
 
 
 def test_dimension_verdicts_are_mapped_back_and_scored_for_output_a() -> None:

@@ -171,6 +171,9 @@ def test_models_on_the_same_inputs_get_a_paired_test() -> None:
         results.append(graded(2 * i, 5.0 + (i % 3), model="old", input_key=key))
         results.append(graded(2 * i + 1, 6.0 + (i % 3) + (0.5 if i % 2 else 0), model="new", input_key=key))
     results.append(graded(99, 9.0, model="new", input_key="only-new"))  # no partner: not paired
+    # the same model twice on one input: the mean of its two scores pairs (not the last one)
+    results.append(graded(100, 4.0, model="old", input_key="in0"))
+    results.append(graded(101, 6.0, model="old", input_key="in0"))
     (row,) = report(results)["by_model_paired"]
     diffs = [1.0 + (0.5 if i % 2 else 0) for i in range(12)]
     assert (row["model"], row["vs"], row["n"]) == ("new", "old", 12)
