@@ -406,7 +406,9 @@ def render_html(
     """The whole page (see the module docstring)."""
     rows = table_rows(results[:MAX_ROWS], texts or {})
     data = json.dumps({"rows": rows, "total": report["counts"]["total"]}, ensure_ascii=False)
-    data = data.replace("</", "<\\/").replace("<!--", "<\\!--")
+    # inside <script>, no "<" may start "</script" or "<!--": every "<" is the JSON escape
+    # \u003c (valid JSON, the same string once parsed); U+2028/9 end a line in old JS engines
+    data = data.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     rubric = report.get("rubric") or {}
     judge = report.get("judge") or {}
     subtitle = (
@@ -550,7 +552,8 @@ td.null {{ color: #b5523b; }} button.more {{ font-size: 11px; margin-left: 4px; 
       ["reasoning", "input", "output"].forEach(function (k) {{ var td = document.createElement("td"); textCell(td, r[k]); tr.appendChild(td); }});
       body.appendChild(tr);
     }});
-    document.getElementById("count").textContent = shown.length + " of " + rows.length + " jobs shown";
+    var total = data.total > rows.length ? " (the first " + rows.length + " of " + data.total + " jobs; verdicts.jsonl has them all)" : "";
+    document.getElementById("count").textContent = shown.length + " of " + rows.length + " jobs shown" + total;
   }}
   document.querySelectorAll("#jobs th").forEach(function (th) {{
     th.addEventListener("click", function () {{

@@ -21,11 +21,17 @@ pytestmark = pytest.mark.skipif(
     reason="needs Debian's chromium (apt-get install chromium; .ci/run installs it)",
 )
 ROOT = Path(__file__).resolve().parent.parent
-HOSTILE = '</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2"> & <b>bold</b>'
+HOSTILE = (
+    '</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2"> & <b>bold</b> '
+    "<!-- a comment --> <!--<script>window.pwned = 3</script> \u2028"
+)
+SHOTS = Path(os.environ.get("JUDGEQ_TEST_SCREENSHOTS", ROOT / "results" / "test-screenshots"))
+"""Where the screenshots are kept after the run (``results/`` is not in git)."""
 
 
-def run(batch: Path, rubric: str, out: Path) -> Path:
+def run(batch: Path, rubric: str, out: Path, judge: str = "lexical", **extra_env: str) -> Path:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUDGEQ_", "ANTHROPIC_"))}
+    env.update(extra_env)
     proc = subprocess.run(
         [
             sys.executable,
@@ -36,7 +42,7 @@ def run(batch: Path, rubric: str, out: Path) -> Path:
             "--rubric",
             rubric,
             "--judge",
-            "lexical",
+            judge,
             "--out",
             str(out),
         ],
@@ -83,9 +89,19 @@ def open_page(path: Path, shot: Path) -> dict[str, Any]:
         page.fill("#f-text", "script")
         by_text = page.locator("#jobs tbody tr").count()
         cell = page.locator("#jobs tbody tr td:nth-child(9)").first.inner_text() if by_text else ""
+        expanded = ""
+        if by_text and page.locator("#jobs tbody tr td:nth-child(9) button.more").count():
+            page.locator("#jobs tbody tr td:nth-child(9) button.more").first.click()
+            expanded = page.locator("#jobs tbody tr td:nth-child(9)").first.inner_text()
         page.fill("#f-text", "")
+        nulls = page.locator("#f-null option").all_inner_texts()
+        page.select_option("#f-null", "*")
+        only_nulls = page.locator("#jobs tbody tr").count()
+        page.select_option("#f-null", "")
         page.locator("#jobs th[data-k=score]").click()
-        first_sorted = page.locator("#jobs tbody tr td:nth-child(3)").first.inner_text()
+        scores = page.locator("#jobs tbody tr td:nth-child(3)").all_inner_texts()
+        page.locator("#jobs th[data-k=score]").click()
+        scores_down = page.locator("#jobs tbody tr td:nth-child(3)").all_inner_texts()
         pwned = page.evaluate("window.pwned || 0")
         page.screenshot(path=str(shot), full_page=True)
         browser.close()
@@ -100,7 +116,11 @@ def open_page(path: Path, shot: Path) -> dict[str, Any]:
         "by_score": by_score,
         "by_text": by_text,
         "cell": cell,
-        "first_sorted": first_sorted,
+        "expanded": expanded,
+        "nulls": nulls,
+        "only_nulls": only_nulls,
+        "scores": [float(s) for s in scores if s],
+        "scores_down": [float(s) for s in scores_down if s],
         "pwned": pwned,
     }
 
@@ -109,11 +129,14 @@ def test_the_html_report_loads_plots_and_filters_in_chromium(tmp_path: Path) -> 
     rows = [
         json.loads(line) for line in (ROOT / "examples" / "responses.jsonl").read_text().splitlines() if line
     ]
-    rows[0]["output"] = HOSTILE + " " + rows[0]["output"]
+    rows[0]["output"] = HOSTILE + " " + rows[0]["output"] + " " + "long text " * 40
+    rows[1]["output"] = "[[not json]] a reply the judge cannot grade"  # still graded by the lexical judge
     batch = tmp_path / "b.jsonl"
     batch.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    page = open_page(run(batch, "quality", tmp_path / "out"), tmp_path / "report.png")
-    print(f"screenshot: {tmp_path / 'report.png'}")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SHOTS / "report.png"
+    page = open_page(run(batch, "quality", tmp_path / "out"), shot)
+    print(f"screenshot: {shot}")
     assert page["problems"] == []
     assert all(url.startswith("file://") for url in page["requests"]), "the page fetches nothing"
     assert len(page["shapes"]) >= 4 and all(n > 0 for n in page["shapes"]), "every plot draws something"
@@ -122,8 +145,15 @@ def test_the_html_report_loads_plots_and_filters_in_chromium(tmp_path: Path) -> 
     assert 0 < page["by_model"] < len(rows), "filtering by model changes the rows shown"
     assert page["by_score"] < len(rows)
     assert page["by_text"] >= 1 and "</script>" in page["cell"], "a job's text is shown as text"
+    assert "<!-- a comment -->" in page["expanded"] and page["expanded"].rstrip().endswith("less")
+    assert len(page["expanded"]) > len(page["cell"]), "'more' shows the whole text"
     assert page["pwned"] == 0, "no text from the batch ran as script"
-    assert (tmp_path / "report.png").stat().st_size > 10_000
+    # sorting by score: ascending, then descending on a second click (nulls last)
+    assert page["scores"] == sorted(page["scores"]) and len(page["scores"]) > 1
+    assert page["scores_down"] == sorted(page["scores"], reverse=True)
+    # the null-reason filter lists only what occurs; here every job graded, so "only nulls" is empty
+    assert page["nulls"][:2] == ["any", "only nulls"] and page["only_nulls"] == 0
+    assert shot.stat().st_size > 10_000
 
 
 def test_a_pairwise_report_draws_its_win_matrix(tmp_path: Path) -> None:
@@ -145,6 +175,49 @@ def test_a_pairwise_report_draws_its_win_matrix(tmp_path: Path) -> None:
     html = run(batch, "pairwise", tmp_path / "out")
     text = html.read_text()
     assert "Pairwise win rate" in text and "Bradley-Terry ratings" in text
-    page = open_page(html, tmp_path / "pairs.png")
+    page = open_page(html, SHOTS / "pairs.png")
     assert page["problems"] == [] and all(n > 0 for n in page["shapes"])
     assert page["rows"] == 24 and "alpha vs beta" in page["models"]
+
+
+def test_the_null_reason_filter_shows_the_nulls_of_that_reason(tmp_path: Path) -> None:
+    from judgeq.testing.fake_anthropic import FakeMessagesAPI
+
+    rows = [{"id": f"r{i}", "input": f"Question {i}?", "output": f"Answer {i}."} for i in range(12)]
+    rows[2]["output"] += " [[fake:garbage]]"  # unparseable: parse_error
+    rows[5]["output"] += " [[fake:garbage]]"
+    rows[7]["output"] += " [[fake:400]]"  # refused: invalid_request
+    batch = tmp_path / "b.jsonl"
+    batch.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with FakeMessagesAPI(api_key="k") as fake:
+        html = run(
+            batch,
+            "quality",
+            tmp_path / "out",
+            judge="anthropic:claude-test",
+            ANTHROPIC_API_KEY="k",
+            ANTHROPIC_BASE_URL=fake.base_url,
+            JUDGEQ_CACHE_DIR=str(tmp_path / "cache"),
+        )
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM is not None, "chromium is not installed"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(html.as_uri())
+        options = page.locator("#f-null option").all_inner_texts()
+        counts = {}
+        for reason in ("*", "parse_error", "invalid_request", "-"):
+            page.select_option("#f-null", reason)
+            counts[reason] = page.locator("#jobs tbody tr").count()
+        page.select_option("#f-null", "parse_error")
+        shown = page.locator("#jobs tbody tr td:nth-child(1)").all_inner_texts()
+        verdicts = page.locator("#jobs tbody tr td:nth-child(4)").all_inner_texts()
+        browser.close()
+    assert errors == []
+    assert {"parse_error", "invalid_request"} <= set(options)
+    assert counts == {"*": 3, "parse_error": 2, "invalid_request": 1, "-": 9}
+    assert sorted(shown) == ["r2", "r5"] and verdicts == ["null: parse_error"] * 2
