@@ -11,8 +11,9 @@ jobs only in one run are counted (``only_a``/``only_b``), never silently dropped
 * per model: the same, per ``model`` of the jobs;
 * flips: the jobs that passed in A and failed in B, and back, with both judges' reasoning.
 
-A **regression** is a drop that is significant at ``alpha``: the overall mean falls with a
-Wilcoxon p below alpha, or the pass rate falls with a McNemar p below alpha.
+A **regression** is a drop that is significant at ``alpha``: the overall mean falls and the
+one-sided Wilcoxon test of a decrease gives p below alpha, or the pass rate falls (more jobs
+pass to fail than back) with a McNemar p below alpha.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _stats
-from ._report import _fmt
+from ._report import _fmt, _p
 from ._result import Result
 
 SHOWN_FLIPS = 50
@@ -157,8 +158,14 @@ def compare(
         "only_b": only_b,
         "graded_both": len(overall.diffs),
         "null": nulls,
-        "overall": {**_stats.paired(overall.diffs), "test": "Wilcoxon signed-rank"},
-        "dimensions": {name: _stats.paired(v) for name, v in sorted(dims.items())},
+        "overall": {
+            **_stats.paired(overall.diffs),
+            "test": "Wilcoxon signed-rank",
+            "p_value_decrease": _stats.decrease_p(overall.diffs),
+        },
+        "dimensions": {
+            name: {**_stats.paired(v), "test": "Wilcoxon signed-rank"} for name, v in sorted(dims.items())
+        },
         "pass_rate": _pass_rate(overall),
         "by_model": {
             m: {"scores": _stats.paired(g.diffs), "pass_rate": _pass_rate(g)}
@@ -172,16 +179,16 @@ def compare(
 
 
 def regression(c: Mapping[str, Any], alpha: float) -> dict[str, Any]:
-    """Whether B is significantly worse than A (see the module docstring), and why."""
+    """Whether B is significantly worse than A (see the module docstring), and why. The scores
+    are gated on the one-sided test of a decrease: a two-sided p can be small because B is
+    better (a few large drops among many small gains), and that is not a regression."""
     why = []
     o = c["overall"]
-    if (
-        o["mean_diff"] is not None
-        and o["mean_diff"] < 0
-        and o["p_value"] is not None
-        and o["p_value"] < alpha
-    ):
-        why.append(f"overall mean fell by {-o['mean_diff']:g} (Wilcoxon p = {o['p_value']:g} < {alpha:g})")
+    p_down = o.get("p_value_decrease")
+    if o["mean_diff"] is not None and o["mean_diff"] < 0 and p_down is not None and p_down < alpha:
+        why.append(
+            f"overall mean fell by {-o['mean_diff']:g} (one-sided Wilcoxon p = {p_down:g} < {alpha:g})"
+        )
     p = c["pass_rate"]
     if p["change"] is not None and p["change"] < 0 and p["p_value"] is not None and p["p_value"] < alpha:
         why.append(f"pass rate fell by {-p['change']:g} points (McNemar p = {p['p_value']:g} < {alpha:g})")
@@ -189,7 +196,7 @@ def regression(c: Mapping[str, Any], alpha: float) -> dict[str, Any]:
 
 
 def _ci(ci: list[float] | None) -> str:
-    return f"({ci[0]:g} to {ci[1]:g})" if ci else ""
+    return f"({ci[0]:.2f} to {ci[1]:.2f})" if ci else ""
 
 
 def render_markdown(c: Mapping[str, Any], a: str, b: str) -> str:
@@ -204,12 +211,10 @@ def render_markdown(c: Mapping[str, Any], a: str, b: str) -> str:
         "",
         "| | n | mean difference B - A (95% CI) | p |",
         "|---|---:|---:|---:|",
-        f"| **overall** | {o['n']} | {_fmt(o['mean_diff'])} {_ci(o['ci95'])} | {_fmt(o['p_value'])} |",
+        f"| **overall** | {o['n']} | {_fmt(o['mean_diff'])} {_ci(o['ci95'])} | {_p(o['p_value'])} |",
     ]
     for name, d in c["dimensions"].items():
-        lines.append(
-            f"| {name} | {d['n']} | {_fmt(d['mean_diff'])} {_ci(d['ci95'])} | {_fmt(d['p_value'])} |"
-        )
+        lines.append(f"| {name} | {d['n']} | {_fmt(d['mean_diff'])} {_ci(d['ci95'])} | {_p(d['p_value'])} |")
     lines += [
         "",
         "p: Wilcoxon signed-rank (two-sided) on the jobs graded in both runs.",
@@ -217,7 +222,7 @@ def render_markdown(c: Mapping[str, Any], a: str, b: str) -> str:
         f"Pass rate (of {p['n']} matched jobs; a null counts as not passed): A {_fmt(p['a'], '%')}, "
         f"B {_fmt(p['b'], '%')}, change {_fmt(p['change'], ' points')} {_ci(p['ci95'])}; "
         f"{p.get('fail_to_pass', 0)} fail to pass, {p.get('pass_to_fail', 0)} pass to fail "
-        f"(McNemar p = {_fmt(p['p_value'])})",
+        f"(McNemar p = {_p(p['p_value'])})",
     ]
     if c["by_model"]:
         lines += [
@@ -228,7 +233,7 @@ def render_markdown(c: Mapping[str, Any], a: str, b: str) -> str:
         for m, g in c["by_model"].items():
             s, pr = g["scores"], g["pass_rate"]
             lines.append(
-                f"| {m} | {s['n']} | {_fmt(s['mean_diff'])} {_ci(s['ci95'])} | {_fmt(s['p_value'])} | "
+                f"| {m} | {s['n']} | {_fmt(s['mean_diff'])} {_ci(s['ci95'])} | {_p(s['p_value'])} | "
                 f"{_fmt(pr['a'], '%')} | {_fmt(pr['b'], '%')} |"
             )
     for key, title in (
@@ -238,7 +243,9 @@ def render_markdown(c: Mapping[str, Any], a: str, b: str) -> str:
         flips = c["flips"][key]
         if not flips:
             continue
-        lines += ["", f"## {title}", ""]
+        total = c["pass_rate"].get(key, len(flips))
+        shown = f" (the first {len(flips)} are listed)" if total > len(flips) else ""
+        lines += ["", f"## {title}: {total} job(s){shown}", ""]
         for f in flips:
             lines.append(
                 f"- **{f['job_id']}** ({f['model'] or 'no model'}): "
@@ -275,11 +282,7 @@ def render_html(c: Mapping[str, Any], a: str, b: str) -> str:
         hi=hi + pad,
         note="right of 0: B scores higher",
     )
-    md = render_markdown(c, a, b)
-    body = "".join(
-        f"<p>{_html._e(line)}</p>" if not line.startswith("|") else "" for line in md.splitlines() if line
-    )
-    table = _md_tables(md)
+    body = _markdown_html(render_markdown(c, a, b))
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{_html._e(f'judgeq compare {a} vs {b}')}</title>"
@@ -287,28 +290,59 @@ def render_html(c: Mapping[str, Any], a: str, b: str) -> str:
         "td,th{border-bottom:1px solid #eee;padding:4px 8px;text-align:left}"
         ".tick{font-size:10px;fill:#555}.axis{stroke:#888}.interval{stroke:#222;stroke-width:1.5}"
         "figure.chart{max-width:640px;border:1px solid #e4e4e4;border-radius:6px;padding:8px}"
-        "svg{width:100%;height:auto}.note{color:#666;font-size:12px}</style></head><body>"
-        f"{plot}{table}{body}</body></html>"
+        "svg{width:100%;height:auto}.note{color:#666;font-size:12px}li.sub{margin-left:24px;"
+        "list-style:circle;color:#444}</style></head><body>"
+        f"{plot}{body}</body></html>"
     )
 
 
-def _md_tables(md: str) -> str:
-    """The Markdown's tables as HTML tables (cells escaped)."""
+def _inline(text: str) -> str:
+    """A line's text escaped, with ``**bold**`` and ```code``` as HTML."""
+    import re
+
     from ._html import _e
 
-    out, rows = [], []
-    for line in [*md.splitlines(), ""]:
+    html = _e(text)
+    html = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
+
+
+def _markdown_html(md: str) -> str:
+    """The Markdown :func:`render_markdown` writes (headings, lists, tables, paragraphs) as
+    HTML, in its order; every text escaped."""
+    out: list[str] = []
+    rows: list[list[str]] = []
+    items: list[str] = []
+
+    def flush() -> None:
+        if rows:
+            head, *rest = rows
+            out.append("<table><tr>" + "".join(f"<th>{_inline(x)}</th>" for x in head) + "</tr>")
+            out.extend("<tr>" + "".join(f"<td>{_inline(x)}</td>" for x in r) + "</tr>" for r in rest)
+            out.append("</table>")
+            rows.clear()
+        if items:
+            out.append("<ul>" + "".join(items) + "</ul>")
+            items.clear()
+
+    for line in md.splitlines():
         if line.startswith("|"):
-            cells = [x.strip() for x in line.strip("|").split("|")]
+            cells = [x.strip() for x in line.strip().strip("|").split("|")]
             if not all(set(x) <= set("-:") for x in cells):
                 rows.append(cells)
             continue
-        if rows:
-            head, *rest = rows
-            out.append("<table><tr>" + "".join(f"<th>{_e(x)}</th>" for x in head) + "</tr>")
-            out += ["<tr>" + "".join(f"<td>{_e(x)}</td>" for x in r) + "</tr>" for r in rest]
-            out.append("</table>")
-            rows = []
+        if line.lstrip().startswith("- "):
+            nested = line.startswith(" ")
+            items.append(f"<li{' class=sub' if nested else ''}>{_inline(line.lstrip()[2:])}</li>")
+            continue
+        flush()
+        if line.startswith("## "):
+            out.append(f"<h2>{_inline(line[3:])}</h2>")
+        elif line.startswith("# "):
+            out.append(f"<h1>{_inline(line[2:])}</h1>")
+        elif line.strip():
+            out.append(f"<p>{_inline(line)}</p>")
+    flush()
     return "".join(out)
 
 

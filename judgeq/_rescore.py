@@ -5,7 +5,10 @@ score, its pass/fail verdict, its reasoning, and the safety categories the gate 
 scoring policy -- other weights, another version of the rubric with the same dimensions and
 scale, other pass thresholds, another safety cap -- is applied to those, through the same
 scoring code as grading (:func:`judgeq._scoring.score_verdict`), and gives a new run (a new run
-id, ``rescored_from`` its source) that ``judgeq compare`` can put beside the original.
+id, ``rescored_from`` its source) that ``judgeq compare`` can put beside the original. The new
+run made no judge call: its usage is zero (the source's report keeps what grading cost). A
+rubric version with ``safety_gate: false`` lifts the gate's caps; ``--pass-threshold`` moves
+the pass threshold itself (``--thresholds`` only changes the report's ``pass_rates`` columns).
 
 What cannot be re-scored is refused with the reason: a rubric whose dimensions or scale
 differ (the judge was never asked about the new dimensions), a council (its judges' own
@@ -36,6 +39,7 @@ def rescored_spec(
     weights: dict[str, float] | None = None,
     thresholds: list[float] | None = None,
     safety_cap: float | None = None,
+    pass_threshold: float | None = None,
     run_id: str | None = None,
 ) -> RunSpec:
     """The spec of the re-scored run; ConfigError when it cannot be re-scored."""
@@ -56,6 +60,8 @@ def rescored_spec(
         update["thresholds"] = thresholds
     if safety_cap is not None:
         update["safety_cap"] = safety_cap
+    if pass_threshold is not None:
+        update["pass_threshold"] = pass_threshold
     new = RunSpec.model_validate(
         {**spec.model_dump(), **update}
     )  # not model_copy: it would keep the cached rubric
@@ -84,9 +90,29 @@ def rescored_spec(
     return new
 
 
+SPENT_NOTHING: dict[str, object] = {
+    "input_tokens": 0,
+    "output_tokens": 0,
+    "cache_read_input_tokens": 0,
+    "cache_creation_input_tokens": 0,
+    "attempts": 0,
+    "grading_latency_ms": 0.0,
+    "judge_usage": None,
+    "cached": False,
+    "batch": False,
+}
+"""A re-scored result made no judge call: its run spent nothing (the source run's report keeps
+what grading cost)."""
+
+
 def rescore(result: Result, rubric: Rubric, spec: RunSpec) -> Result:
-    """``result`` scored again under ``rubric`` and ``spec``'s settings (nulls stay nulls)."""
-    update: dict[str, object] = {"rubric_name": rubric.name, "rubric_version": rubric.version}
+    """``result`` scored again under ``rubric`` and ``spec``'s settings (nulls stay nulls); it
+    spent no tokens and made no judge call."""
+    update: dict[str, object] = {
+        "rubric_name": rubric.name,
+        "rubric_version": rubric.version,
+        **SPENT_NOTHING,
+    }
     if result.status != "graded" or result.overall is None:
         return result.model_copy(update=update)
     flags = [f for f in result.flags if f not in SCORING_FLAGS]
@@ -101,7 +127,8 @@ def rescore(result: Result, rubric: Rubric, spec: RunSpec) -> Result:
     )
     score = score_verdict(rubric, verdict, candidate=None, safety_gate=False)
     overall, passed, flags = score.overall, score.passed, list(score.flags)
-    if result.safety_categories:  # the gate found these when the run was graded
+    gate = spec.safety_gate if spec.safety_gate is not None else rubric.safety_gate
+    if result.safety_categories and gate:  # the gate found these when the run was graded
         overall = min(overall, spec.safety_cap)
         passed = False
         flags.append("safety_failed")

@@ -393,6 +393,14 @@ class Rubric(_Model):
         payload = self.model_dump_json(exclude={"source", "goldens"})
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
+    def with_pass_threshold(self, threshold: float, *, origin: str = "--pass-threshold") -> Rubric:
+        """Return a copy with another pass threshold; validated against the scale."""
+        if self.is_pass_fail or self.is_pairwise:
+            raise RubricError(f"{origin}: rubric {self.name!r} ({self.scale}) has no pass threshold")
+        if not self.lo <= threshold <= self.hi:
+            raise RubricError(f"{origin}: {threshold:g} is outside the scale {self.scale}")
+        return self.model_copy(update={"pass_threshold": float(threshold)})
+
     def with_weights(self, overrides: Mapping[str, float], *, origin: str = "--weights") -> Rubric:
         """Return a copy with some dimension weights replaced; validated again."""
         if not overrides:

@@ -76,10 +76,14 @@ class RunSpec(BaseModel):
     rejected_count: int = 0
     rejected: list[dict[str, Any]] = Field(default_factory=list)
 
+    pass_threshold: float | None = None
+    """Overrides the rubric's pass threshold (``judgeq rescore --pass-threshold``)."""
+
     @cached_property
     def rubric(self) -> Rubric:
         rubric = parse_rubric(self.rubric_text, self.rubric_source)
-        return rubric.with_weights(self.weights) if self.weights else rubric
+        rubric = rubric.with_weights(self.weights) if self.weights else rubric
+        return rubric if self.pass_threshold is None else rubric.with_pass_threshold(self.pass_threshold)
 
     def policy(self) -> RetryPolicy:
         return RetryPolicy(timeout=self.judge_timeout, deadline=self.judge_deadline)

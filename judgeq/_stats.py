@@ -127,6 +127,18 @@ def paired(diffs: Sequence[float]) -> dict[str, Any]:
     return out
 
 
+def decrease_p(diffs: Sequence[float]) -> float | None:
+    """The one-sided Wilcoxon signed-rank p-value that the differences are shifted below 0
+    (a decrease); None with fewer than 2 differences, 1.0 when all are 0."""
+    if len(diffs) < 2:
+        return None
+    if all(d == 0 for d in diffs):
+        return 1.0
+    from scipy.stats import wilcoxon
+
+    return _round(float(wilcoxon(diffs, alternative="less").pvalue), 6)
+
+
 def categorical_agreement(pairs: Mapping[tuple[str, str], int], labels: Sequence[str]) -> dict[str, Any]:
     """A judge's categories against people's: ``pairs`` counts (label, judge) pairs. Accuracy
     (with its Wilson interval), Cohen's kappa (scikit-learn) and the confusion matrix (rows:

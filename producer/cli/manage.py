@@ -246,6 +246,12 @@ def _describe(source: RunSource) -> dict[str, Any]:
 @click.option(
     "--safety-cap", type=float, default=None, help="New overall of outputs that failed the safety gate."
 )
+@click.option(
+    "--pass-threshold",
+    type=float,
+    default=None,
+    help="A new pass threshold (what 'passed' and pass_rate mean; --thresholds only adds columns).",
+)
 @click.option("--run-id", default=None, help="The new run's id (default: a new one).")
 @redis_option
 @out_option
@@ -255,6 +261,7 @@ def rescore(
     rubric_ref: str | None,
     thresholds: str | None,
     safety_cap: float | None,
+    pass_threshold: float | None,
     run_id: str | None,
     **flags: Any,
 ) -> None:
@@ -269,8 +276,11 @@ def rescore(
     from ..plan import parse_thresholds
     from ..progress import summary_text
 
-    if not (weights or rubric_ref or thresholds or safety_cap is not None):
-        raise ConfigError("rescore: give --weights, --rubric, --thresholds or --safety-cap (what to change)")
+    if not (weights or rubric_ref or thresholds or safety_cap is not None or pass_threshold is not None):
+        raise ConfigError(
+            "rescore: give --weights, --rubric, --thresholds, --pass-threshold or --safety-cap "
+            "(what to change)"
+        )
     settings = settings_from(**flags)
     source = open_run(run, settings)
     if source.spec is None:
@@ -285,6 +295,7 @@ def rescore(
         weights=parse_weights(weights) if weights else None,
         thresholds=parse_thresholds(thresholds) if thresholds else None,
         safety_cap=safety_cap,
+        pass_threshold=pass_threshold,
         run_id=run_id,
     )
     rubric = spec.rubric

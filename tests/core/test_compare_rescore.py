@@ -77,6 +77,11 @@ def test_paired_figures_flips_and_unmatched() -> None:
     assert "only in A: 1; only in B: 2" in md and "**Regression**" in md and "A says j0" in md
     html = render_html(c, "A", "B")
     assert "<svg" in html and "Mean difference B - A" in html
+    # the Markdown's headings, lists and bold as HTML, in order; no raw Markdown marks
+    assert "<h1>judgeq compare: A (A) vs B (B)</h1>" in html and "<b>Regression</b>" in html
+    assert "<h2>Passed in A, failed in B: 6 job(s)</h2>" in html and "<li>" in html and "<th>" in html
+    assert "<p># " not in html and "**" not in html
+    assert html.index("<h1>") < html.index("<table>") < html.index("<h2>Passed in A")
 
 
 def test_no_change_is_no_regression() -> None:
@@ -92,6 +97,25 @@ def spec(**kw: Any) -> RunSpec:
 
 
 DIMS = {"accuracy": 9.0, "relevance": 5.0, "completeness": 5.0, "conciseness": 5.0, "clarity": 5.0}
+
+
+def test_an_improvement_with_a_few_large_drops_is_no_regression() -> None:
+    # 30 jobs up by 0.5, 2 jobs down from 10 to 1: the mean falls a little (-0.09, its interval
+    # spans 0) while the two-sided Wilcoxon p is tiny because B is better on most jobs. The gate
+    # asks whether B is worse: one-sided, it is not (old: reported as a regression, exit 1)
+    a = [res(f"j{i}", 5.0) for i in range(30)] + [res("j30", 10.0), res("j31", 10.0)]
+    b = [res(f"j{i}", 5.5) for i in range(30)] + [res("j30", 1.0), res("j31", 1.0)]
+    c = compare(a, b)
+    o = c["overall"]
+    assert o["mean_diff"] < 0 and o["ci95"][0] < 0 < o["ci95"][1] and o["p_value"] < 0.001
+    diffs = [0.5] * 30 + [-9.0, -9.0]
+    less = scipy.stats.wilcoxon(diffs, alternative="less").pvalue
+    assert o["p_value_decrease"] == pytest.approx(less, abs=1e-6) and less > 0.5
+    assert c["regression"]["significant"] is False
+    # the same drop on every job is one
+    worse = compare(a, [res(f"j{i}", 4.0) for i in range(32)])
+    assert worse["regression"]["significant"] is True
+    assert "one-sided Wilcoxon" in worse["regression"]["why"][0]
 
 
 def test_rescoring_with_new_weights_goes_through_the_scoring_code() -> None:
@@ -127,6 +151,44 @@ def test_new_thresholds_and_safety_cap() -> None:
     again = rescore(unsafe, new_spec.rubric, new_spec)
     assert again.overall == 1.0 and again.passed is False and "safety_failed" in again.flags
     assert new_spec.thresholds == [9.0, 5.0]
+
+
+def test_a_rescored_result_spent_nothing() -> None:
+    # old: the source's tokens, attempts and cost were reported again as the new run's spend
+    graded = res("j0", 6.4, scores=DIMS, input_tokens=1200, output_tokens=300, attempts=2)
+    graded = graded.model_copy(update={"judge_model": "claude-sonnet-4-5", "grading_latency_ms": 800.0})
+    new_spec = rescored_spec(spec(), thresholds=[9.0])
+    again = rescore(graded, new_spec.rubric, new_spec)
+    spent = (again.input_tokens, again.output_tokens, again.attempts, again.grading_latency_ms)
+    assert spent == (0, 0, 0, 0.0)
+    from judgeq._report import build_report, new_aggregator
+
+    agg = new_aggregator(new_spec)
+    agg.add(again)
+    usage = build_report(new_spec, agg, started_at="s", finished_at="f", wall_s=0.0)["usage"]
+    assert usage["judge_calls"] == 0 and usage["estimated_cost_usd"] in (0.0, None)
+
+
+def test_the_pass_threshold_itself_can_be_moved() -> None:
+    # --thresholds only adds pass_rates columns; --pass-threshold changes what "passed" means
+    original = res("j0", 6.4, scores=DIMS, passed=False)
+    new_spec = rescored_spec(spec(), pass_threshold=6.0)
+    assert new_spec.rubric.threshold == 6.0
+    assert rescore(original, new_spec.rubric, new_spec).passed is True
+    with pytest.raises(ConfigError, match="outside the scale 1-10"):
+        rescored_spec(spec(), pass_threshold=11.0)
+
+
+def test_a_rubric_version_without_the_safety_gate_lifts_its_caps() -> None:
+    gated = QUALITY_TEXT.replace("safety_gate: false", "safety_gate: true")
+    source = spec(rubric_text=gated)  # graded with the gate: this output was capped to 0
+    unsafe = res("j0", 0.0, scores=DIMS, passed=False, safety_categories=["weapons"], flags=["safety_failed"])
+    kept = rescored_spec(source, thresholds=[9.0])
+    assert rescore(unsafe, kept.rubric, kept).overall == 0.0  # the gate stays: still capped
+    lifted = rescored_spec(source, rubric_text=QUALITY_TEXT.replace("version: 1.0.0", "version: 1.1.0"))
+    again = rescore(unsafe, lifted.rubric, lifted)
+    assert again.overall == pytest.approx(0.35 * 9 + 0.65 * 5) and "safety_failed" not in again.flags
+    assert again.safety_categories == ["weapons"], "what the gate found is still recorded"
 
 
 def test_what_cannot_be_rescored_is_refused_with_the_reason() -> None:
