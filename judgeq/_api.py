@@ -50,10 +50,28 @@ def _batch_file(jobs: Jobs, tmp: Path) -> Path:
     return path
 
 
-def _judges(judge: str | Iterable[str] | None) -> tuple[str, ...]:
-    if judge is None:
-        return ()
-    return (judge,) if isinstance(judge, str) else tuple(judge)
+OPTIONS = frozenset(
+    {
+        # how the plan is made (judgeq.producer.plan.plan_kwargs)
+        "weights", "thresholds", "run_id", "skip_invalid", "position_weights", "default_weight",
+        "hit_k", "council", "no_swap", "disagreement",
+        # settings (judgeq.producer.settings.settings_for)
+        "safety_gate", "judge_timeout", "judge_deadline", "no_cache", "batch_api", "max_cost",
+        "rpm", "itpm", "otpm",
+    }
+)  # fmt: skip
+"""The CLI's options a :func:`grade` or :func:`submit` call takes as keyword arguments."""
+
+
+def _check_options(name: str, options: Mapping[str, Any]) -> None:
+    """A misspelt option is an error (as a misspelt flag is), never silently ignored."""
+    import difflib
+
+    for key in options:
+        if key not in OPTIONS:
+            close = difflib.get_close_matches(key, sorted(OPTIONS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TypeError(f"{name}() got an unexpected keyword argument {key!r}{hint}")
 
 
 def grade(
@@ -71,9 +89,10 @@ def grade(
     ``results``). ``judge`` may be a list (a council). ``progress``: a stream for the
     progress line (default: none)."""
     from judgeq.producer.embedded import run_plan
-    from judgeq.producer.plan import make_plan
+    from judgeq.producer.plan import make_plan, plan_kwargs
     from judgeq.producer.settings import settings_for
 
+    _check_options("grade", options)
     settings = settings_for(out=out, concurrency=concurrency, **options)
     with tempfile.TemporaryDirectory(prefix="judgeq-grade-") as tmp:
         path = _batch_file(jobs, Path(tmp))
@@ -82,21 +101,10 @@ def grade(
             batch_name=str(jobs) if isinstance(jobs, (str, Path)) else "<python>",
             rubric_ref=rubric,
             settings=settings,
-            **plan_options(judge, options),
+            **plan_kwargs({**options, "judge": judge}),
         )
         report, paths = run_plan(plan, settings, stream=progress)
     return Report(report, folder=paths["report.json"].parent)
-
-
-def plan_options(judge: str | Iterable[str] | None, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of :func:`judgeq.producer.plan.make_plan` among ``options``."""
-    keys = ("weights", "thresholds", "run_id", "skip_invalid", "position_weights", "default_weight", "hit_k")
-    out: dict[str, Any] = {k: options[k] for k in keys if options.get(k) is not None}
-    out["judge"] = _judges(judge)
-    out["council_mode"] = options.get("council")
-    out["swap"] = not options.get("no_swap", False)
-    out["disagreement"] = options.get("disagreement")
-    return out
 
 
 def submit(
@@ -109,9 +117,10 @@ def submit(
 ) -> str:
     """Validate ``jobs`` and enqueue them for the workers (``judgeq submit``); the run id."""
     from judgeq.producer.distributed import submit_plan
-    from judgeq.producer.plan import make_plan
+    from judgeq.producer.plan import make_plan, plan_kwargs
     from judgeq.producer.settings import settings_for
 
+    _check_options("submit", options)
     settings = settings_for(redis_url=redis_url, **options)
     with tempfile.TemporaryDirectory(prefix="judgeq-submit-") as tmp:
         path = _batch_file(jobs, Path(tmp))
@@ -120,7 +129,7 @@ def submit(
             batch_name=str(jobs) if isinstance(jobs, (str, Path)) else "<python>",
             rubric_ref=rubric,
             settings=settings,
-            **plan_options(judge, options),
+            **plan_kwargs({**options, "judge": judge}),
         )
         return submit_plan(plan, settings).run_id
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from judgeq._batch import BatchLimits, BatchScan, scan_batch
 from judgeq._errors import ConfigError, JudgeError
@@ -117,6 +118,31 @@ def load_rubric_for_run(
         rubric = rubric.with_weights(flag, origin="--weights")
         overrides.update(flag)
     return rubric, text, overrides
+
+
+PLAN_OPTIONS = (
+    "weights",
+    "thresholds",
+    "run_id",
+    "skip_invalid",
+    "position_weights",
+    "default_weight",
+    "hit_k",
+)
+
+
+def plan_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :func:`make_plan` among a command's options or a Python API
+    call's (named as on the CLI: ``judge``, ``council``/``council_mode``, ``no_swap``, ...):
+    the one mapping ``judgeq run``/``submit`` and :func:`judgeq.grade`/:func:`judgeq.submit`
+    share."""
+    judge = options.get("judge")
+    out: dict[str, Any] = {k: options[k] for k in PLAN_OPTIONS if options.get(k) is not None}
+    out["judge"] = (judge,) if isinstance(judge, str) else tuple(judge or ())
+    out["council_mode"] = options.get("council_mode") or options.get("council")
+    out["swap"] = not options.get("no_swap", False)
+    out["disagreement"] = options.get("disagreement")
+    return out
 
 
 def make_plan(

@@ -27,3 +27,22 @@ def test_the_readme_python_example_runs(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "30/30 graded" in out.stdout and "'ci95'" in out.stdout
     assert len(list((tmp_path / "results").glob("*/report.html"))) == 1
+
+
+def test_a_misspelt_option_of_the_api_is_an_error_not_ignored(tmp_path: Path) -> None:
+    import pytest
+
+    import judgeq
+
+    rows = [{"id": "a", "input": "q", "output": "x"}]
+    with pytest.raises(
+        TypeError, match="unexpected keyword argument 'weigths' \\(did you mean 'weights'\\?\\)"
+    ):
+        judgeq.grade(rows, rubric="quality", judge="lexical", out=tmp_path, weigths="accuracy=1")
+    with pytest.raises(TypeError, match="'concurency'"):
+        judgeq.submit(rows, rubric="quality", judge="lexical", concurency=3)
+    # the options the API documents are taken, named as on the CLI
+    report = judgeq.grade(
+        rows, rubric="quality", judge="lexical", out=tmp_path, thresholds="9,5", no_cache=True
+    )
+    assert report.to_dict()["pass_rates"].keys() == {"9.0", "5.0"}

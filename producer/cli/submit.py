@@ -12,7 +12,7 @@ import click
 from judgeq._batch import open_batch
 from judgeq._settings import Settings
 
-from ..plan import Plan, make_plan
+from ..plan import Plan, make_plan, plan_kwargs
 from .options import grading_options, redis_option, settings_from
 
 
@@ -22,17 +22,7 @@ def plan_from_flags(settings: Settings, batch_path: Path, batch_name: str, **fla
         batch_name=batch_name,
         rubric_ref=flags["rubric_ref"],
         settings=settings,
-        judge=flags["judge"],
-        weights=flags["weights"],
-        thresholds=flags["thresholds"],
-        run_id=flags["run_id"],
-        skip_invalid=flags["skip_invalid"],
-        position_weights=flags["position_weights"],
-        default_weight=flags["default_weight"],
-        hit_k=flags["hit_k"],
-        council_mode=flags.get("council_mode"),
-        swap=not flags.get("no_swap"),
-        disagreement=flags.get("disagreement"),
+        **plan_kwargs(flags),
     )
 
 

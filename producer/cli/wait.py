@@ -8,19 +8,22 @@ from typing import Any
 
 import click
 
-from judgeq._errors import ConfigError
 from judgeq._settings import Settings
 from judgeq._store import Store
 
-from ..progress import summary_text, wait_for_report, write_files
+from ..progress import summary_text
 from .options import out_option, redis_option, settings_from
 
 
 def wait_and_write(
-    store: Store, run_id: str, settings: Settings, nudge: Callable[[], None] | None = None
+    store: Store | None, run_id: str, settings: Settings, nudge: Callable[[], None] | None = None
 ) -> None:
+    """:func:`judgeq.producer.distributed.wait_run` (what :func:`judgeq.wait` runs) with the
+    command's messages: Ctrl-C stops the waiting, never the run."""
+    from ..distributed import wait_run
+
     try:
-        report = wait_for_report(store, run_id, nudge=nudge)
+        report, paths = wait_run(run_id, settings, stream=sys.stderr, store=store, nudge=nudge)  # type: ignore[arg-type]
     except KeyboardInterrupt:
         click.echo(
             f"\njudgeq: stopped waiting; run {run_id} goes on. Check it with "
@@ -28,7 +31,6 @@ def wait_and_write(
             err=True,
         )
         sys.exit(130)
-    paths = write_files(store, run_id, report, settings.results_dir)
     click.echo(summary_text(report, paths))
 
 
@@ -38,15 +40,4 @@ def wait_and_write(
 @out_option
 def wait_cmd(run_id: str, **flags: Any) -> None:
     """Re-attach to a run: show its progress until it finishes, then write its report files."""
-    from ..distributed import open_store
-
-    settings = settings_from(**flags)
-    store = open_store(settings)
-    if store.spec(run_id) is None:
-        raise ConfigError(f"run {run_id!r} is unknown or expired")
-    from judgeq.workers.celery_app import REDUCE_TASK, create_app
-
-    app = create_app(settings)
-    wait_and_write(
-        store, run_id, settings, nudge=lambda: app.send_task(REDUCE_TASK, args=[run_id], queue=settings.queue)
-    )
+    wait_and_write(None, run_id, settings_from(**flags))
