@@ -437,6 +437,8 @@ def render_html(
         charts="".join(charts(report)),
         more=more,
         data=data,
+        finished=_e(str(report.get("finished_at"))),
+        has_texts="yes" if texts else "no",
     )
 
 
@@ -464,7 +466,7 @@ th {{ cursor: pointer; background: #f7f7f7; position: sticky; top: 0; user-selec
 td.text {{ max-width: 360px; white-space: pre-wrap; word-break: break-word; }}
 td.null {{ color: #b5523b; }} button.more {{ font-size: 11px; margin-left: 4px; }}
 </style></head>
-<body>
+<body data-finished="{finished}" data-texts="{has_texts}">
 <h1>judgeq report <code>{run_id}</code></h1>
 <p class="sub">{subtitle}</p>
 {partial}

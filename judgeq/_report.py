@@ -152,6 +152,48 @@ def build_report(
     return report
 
 
+def _html_has_texts(path: Path, report: dict[str, Any]) -> bool:
+    """Whether ``path`` is this very report's page with the jobs' texts in its table."""
+    if not path.is_file():
+        return False
+    with path.open(encoding="utf-8", errors="replace") as f:
+        head = f.read(8192)  # the <body> tag is near the top
+    return f'<body data-finished="{report.get("finished_at")}" data-texts="yes">' in head
+
+
+def batch_texts(path: Path, ids: set[str]) -> dict[str, dict[str, str]]:
+    """The input and output text of the jobs ``ids`` of a batch file (matched by id; a line that
+    is not a job is skipped), for the report's table. ``{}`` when the file is not there."""
+    if not path.is_file():
+        return {}
+    found: dict[str, dict[str, str]] = {}
+    with path.open(encoding="utf-8-sig", errors="replace") as f:
+        for line in f:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(obj, dict) or str(obj.get("id")) not in ids:
+                continue
+            found[str(obj["id"])] = job_texts(obj)
+            if len(found) == len(ids):
+                break
+    return found
+
+
+def job_texts(obj: dict[str, Any]) -> dict[str, str]:
+    """What the table shows of a job: its input (or question) and its output (a pair's two
+    outputs; a question's retrieved chunks)."""
+    if "output_a" in obj:
+        output = f"A: {obj.get('output_a', '')}\n\nB: {obj.get('output_b', '')}"
+    elif "retrieved" in obj:
+        chunks = obj.get("retrieved") or []
+        output = "\n".join(f"[{c.get('doc_id')}] {c.get('text', '')}" for c in chunks if isinstance(c, dict))
+    else:
+        output = str(obj.get("output", ""))
+    return {"input": str(obj.get("input", obj.get("question", ""))), "output": output}
+
+
 def _atomic_write(path: Path, write: Any, *, gz: bool = False) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     if gz:
@@ -178,7 +220,14 @@ def write_report_files(
     compress: bool = False,
 ) -> dict[str, Path]:
     """Write report.json, report.md, report.html, verdicts.jsonl (``compress``: gzipped, as
-    verdicts.jsonl.gz: an archive) and (with ``spec``) run.json into ``out_dir/<run_id>/``."""
+    verdicts.jsonl.gz: an archive) and (with ``spec``) run.json into ``out_dir/<run_id>/``.
+
+    The HTML table's input and output texts come from ``texts``, else from the run's batch file
+    (``spec.batch``) when it is at hand on this machine. Without texts, a report.html already in
+    the folder that shows them (the producer's, before the run was archived) is kept."""
+    if texts is None and spec is not None and spec.batch not in ("", "<stdin>", "<python>"):
+        batch = Path(spec.batch)
+        texts = lambda ids: batch_texts(batch, ids)  # noqa: E731
     run_dir = Path(out_dir) / report["run_id"]
     run_dir.mkdir(parents=True, exist_ok=True)
     name = "verdicts.jsonl.gz" if compress else "verdicts.jsonl"
@@ -204,10 +253,11 @@ def write_report_files(
     _atomic_write(paths["report.json"], lambda f: f.write(json.dumps(report, indent=2) + "\n"))
     _atomic_write(paths["report.md"], lambda f: f.write(render_markdown(report)))
     try:
-        job_texts = texts({r.job_id for r in shown}) if texts is not None else {}
+        found = texts({r.job_id for r in shown}) if texts is not None else {}
     except Exception:  # the batch could not be read: the table shows no texts, nothing else changes
-        job_texts = {}
-    _atomic_write(paths["report.html"], lambda f: f.write(render_html(report, shown, job_texts)))
+        found = {}
+    if found or not _html_has_texts(paths["report.html"], report):
+        _atomic_write(paths["report.html"], lambda f: f.write(render_html(report, shown, found)))
     if spec is not None:
         paths["run.json"] = run_dir / "run.json"
         _atomic_write(paths["run.json"], lambda f: f.write(spec.model_dump_json(indent=2) + "\n"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from kombu.exceptions import OperationalError
 
 from judgeq._errors import ConfigError, JudgeqError
 from judgeq._lane import lane_summary, lane_text
-from judgeq._report import write_report_files
+from judgeq._report import batch_texts, write_report_files
 from judgeq._store import Store
 
 PRODUCER_GONE_AFTER = 60.0
@@ -316,43 +315,8 @@ def write_files(
     """Write the report files (results streamed from the store); the HTML table's texts come
     from ``batch``, else from the run's batch file when it is at hand."""
     results = (r for r in store.results(run_id, report["counts"]["total"]) if r is not None)
-    spec = store.spec(run_id)
-    path = batch or (Path(spec.batch) if spec is not None and spec.batch not in ("", "<stdin>") else None)
-    texts = (lambda ids: batch_texts(path, ids)) if path is not None else None
-    return write_report_files(out, report, results, spec=spec, texts=texts)
-
-
-def batch_texts(path: Path, ids: set[str]) -> dict[str, dict[str, str]]:
-    """The input and output text of the jobs ``ids`` of a batch file (matched by id; a line that
-    is not a job is skipped), for the report's table. ``{}`` when the file is not there."""
-    if not path.is_file():
-        return {}
-    found: dict[str, dict[str, str]] = {}
-    with path.open(encoding="utf-8-sig", errors="replace") as f:
-        for line in f:
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(obj, dict) or str(obj.get("id")) not in ids:
-                continue
-            found[str(obj["id"])] = job_texts(obj)
-            if len(found) == len(ids):
-                break
-    return found
-
-
-def job_texts(obj: dict[str, Any]) -> dict[str, str]:
-    """What the table shows of a job: its input (or question) and its output (a pair's two
-    outputs; a question's retrieved chunks)."""
-    if "output_a" in obj:
-        output = f"A: {obj.get('output_a', '')}\n\nB: {obj.get('output_b', '')}"
-    elif "retrieved" in obj:
-        chunks = obj.get("retrieved") or []
-        output = "\n".join(f"[{c.get('doc_id')}] {c.get('text', '')}" for c in chunks if isinstance(c, dict))
-    else:
-        output = str(obj.get("output", ""))
-    return {"input": str(obj.get("input", obj.get("question", ""))), "output": output}
+    texts = (lambda ids: batch_texts(batch, ids)) if batch is not None else None
+    return write_report_files(out, report, results, spec=store.spec(run_id), texts=texts)
 
 
 def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -> str:

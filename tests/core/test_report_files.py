@@ -1,0 +1,64 @@
+"""The report files: the HTML table's texts come from the batch when it is at hand, and an
+archive written where the batch is not does not replace a page that showed them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from judgeq._report import build_report, new_aggregator, write_report_files
+from judgeq._result import Result
+from judgeq._rubric import read_rubric_text
+from judgeq._run import RunSpec
+
+TEXT, SOURCE = read_rubric_text("quality")
+
+
+def run(batch: str) -> tuple[RunSpec, dict, list[Result]]:
+    spec = RunSpec(
+        run_id="r1",
+        rubric_text=TEXT,
+        rubric_source=SOURCE,
+        judge_provider="lexical",
+        judge_model="x",
+        batch=batch,
+    )
+    results = [
+        Result(job_id=f"j{i}", index=i, status="graded", overall=7.0, rubric_name="q", rubric_version="1",
+               judge_model="x")
+        for i in range(3)
+    ]  # fmt: skip
+    agg = new_aggregator(spec)
+    for r in results:
+        agg.add(r)
+    return spec, build_report(spec, agg, started_at="s", finished_at="f", wall_s=1.0), results
+
+
+def test_texts_come_from_the_runs_batch_when_it_is_at_hand(tmp_path: Path) -> None:
+    batch = tmp_path / "b.jsonl"
+    batch.write_text(
+        "".join(json.dumps({"id": f"j{i}", "input": f"Q{i}?", "output": f"OUT-{i}"}) + "\n" for i in range(3))
+    )
+    spec, report, results = run(str(batch))
+    paths = write_report_files(tmp_path / "out", report, results, spec=spec)  # no texts given
+    page = paths["report.html"].read_text()
+    assert "OUT-2" in page and 'data-texts="yes"' in page
+
+
+def test_an_archive_without_the_batch_keeps_the_page_that_showed_the_texts(tmp_path: Path) -> None:
+    batch = tmp_path / "b.jsonl"
+    batch.write_text(
+        "".join(json.dumps({"id": f"j{i}", "input": f"Q{i}?", "output": f"OUT-{i}"}) + "\n" for i in range(3))
+    )
+    spec, report, results = run(str(batch))
+    write_report_files(tmp_path / "out", report, results, spec=spec)
+    batch.unlink()  # the archiving worker is on another machine: the batch is not there
+    paths = write_report_files(tmp_path / "out", report, results, spec=spec, compress=True)
+    assert "OUT-2" in paths["report.html"].read_text(), "the page with texts is kept"
+    assert (
+        paths["verdicts.jsonl.gz"].exists() and not (paths["report.json"].parent / "verdicts.jsonl").exists()
+    )
+    # another report (a re-run into the same folder) is written anew, without texts
+    report2 = {**report, "finished_at": "g"}
+    page = write_report_files(tmp_path / "out", report2, results, spec=spec)["report.html"].read_text()
+    assert "OUT-2" not in page and 'data-texts="no"' in page
