@@ -110,3 +110,33 @@ def test_dry_run_with_the_lexical_judge_says_it_spends_nothing(tmp_path: Path) -
     assert "dry run: 30 jobs valid (0 rejected)" in out.stdout and "judge lexical" in out.stdout
     assert "the lexical judge calls no LLM: no tokens, no cost" in out.stdout
     assert "estimated cost" not in out.stdout
+
+
+def test_runs_lists_embedded_run_folders_even_without_redis(tmp_path: Path) -> None:
+    first = judgeq(
+        "run", str(ROOT / "examples" / "responses.jsonl"), "--rubric", "quality", "--out", str(tmp_path)
+    )
+    second = judgeq(
+        "run",
+        str(ROOT / "examples" / "retrieval.jsonl"),
+        "--rubric",
+        "retrieval-relevance",
+        "--out",
+        str(tmp_path),
+    )
+    assert first.returncode == second.returncode == 0
+    env = {**clean_env(), "JUDGEQ_REDIS_URL": "redis://127.0.0.1:1/0"}  # nothing listens there
+    out = subprocess.run(
+        [sys.executable, "-m", "judgeq", "runs", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Redis not reachable" in out.stderr and "listing results folders only" in out.stderr
+    rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()[1:]}
+    assert {p.name for p in tmp_path.iterdir()} == set(rows)
+    by_rubric = {row[4]: row for row in rows.values()}
+    assert by_rubric["quality"][1:4] == ["folder", "finished", "30/30"]
+    assert by_rubric["retrieval-relevance"][3] == "24/24"

@@ -227,3 +227,28 @@ def test_the_reducer_is_nudged_less_often_while_a_long_reduce_runs(monkeypatch: 
     assert report == {"run_id": "r"}
     gaps = [b - a for a, b in zip([0.0, *nudges], nudges, strict=False)]
     assert gaps == [20.0, 40.0, 80.0, 160.0, 320.0, 320.0, 320.0]
+
+
+def test_status_says_when_no_worker_consumes_the_queue_or_none_finishes_a_job() -> None:
+    from types import SimpleNamespace
+
+    import fakeredis
+
+    from judgeq.producer.cli.status import WORKERS_QUIET_AFTER, worker_lines
+    from judgeq.redis_store import RedisStore
+
+    store = RedisStore(fakeredis.FakeRedis(decode_responses=True))
+    snap = SimpleNamespace(last_done_s=5.0, lane="", total=10, done=4)
+    (line,) = worker_lines(store, "judgeq", snap)
+    assert line.startswith("WARNING: no worker is consuming queue 'judgeq'")
+    store.worker_heartbeat("judgeq", "w1@host", 30)
+    store.worker_heartbeat("other", "w2@host", 30)  # another queue's worker does not count
+    assert worker_lines(store, "judgeq", snap) == ["workers  1 consuming queue 'judgeq'"]
+    quiet = SimpleNamespace(last_done_s=WORKERS_QUIET_AFTER + 60, lane="", total=10, done=4)
+    lines = worker_lines(store, "judgeq", quiet)
+    assert len(lines) == 2 and lines[1].startswith("WARNING: no job has been finished for 3m")
+    assert "6 wait" in lines[1]
+    # a Message Batches run waits on its batches, not on the workers: no warning
+    assert (
+        len(worker_lines(store, "judgeq", SimpleNamespace(**{**vars(quiet), "lane": "1 in_progress"}))) == 1
+    )
