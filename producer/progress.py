@@ -86,7 +86,9 @@ def snapshot(store: Store, run_id: str, *, now: float | None = None) -> Snapshot
     finished = _epoch(st.get("finished_at"))
     end = finished if finished is not None else now
     elapsed = end - started if started else 0.0
-    rate = done / elapsed if elapsed > 0 and done else None
+    # jobs graded or judged: a job closed without grading (canceled, lost) took no time
+    worked = done - sum(int(c.get(f"null:{reason}", 0)) for reason in ("canceled", "lost"))
+    rate = worked / elapsed if elapsed > 0 and worked > 0 else None
     if finished is not None:
         eta: float | None = 0.0
     else:

@@ -153,6 +153,21 @@ def test_an_incomplete_run_rate_uses_its_finished_at_too() -> None:
     assert snap is not None and snap.rate == pytest.approx(0.5) and snap.eta_s == 0.0
 
 
+def test_a_canceled_runs_rate_counts_only_the_jobs_it_graded() -> None:
+    # 10 graded in 20 s, then canceled: its 90 canceled nulls took no time (old: 5 jobs/s)
+    store = MemoryStore()
+    response_run(store, "r", total=100, done=10)
+    for i in range(10, 100):
+        store.store_result(
+            "r",
+            Result(job_id=f"j{i}", index=i, status="null", null_reason="canceled", rubric_name="quality",
+                   rubric_version="1.0.0", judge_model="x"),
+        )  # fmt: skip
+    store.set_state("r", state="canceled", started_epoch=T0, finished_at=iso(T0 + 20))
+    snap = snapshot(store, "r", now=T0 + 100)
+    assert snap is not None and snap.done == 100 and snap.rate == pytest.approx(0.5)
+
+
 def enqueuing_run(store: MemoryStore, **state: object) -> None:
     response_run(store, "dead", total=100, done=10)
     fields: dict[str, object] = dict(
