@@ -22,12 +22,14 @@ import json
 import sqlite3
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from ._judge import JudgeReply
 from ._render import JudgeRequest
+from ._result import STATIC_DICT
 from ._rubric import Rubric
 from ._settings import default
 
@@ -46,19 +48,36 @@ def cache_key(model: str, request: JudgeRequest, rubric: Rubric) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def encode_reply(reply: JudgeReply) -> str:
-    data = dataclasses.asdict(reply)
-    data.pop("headers", None)  # rate-limit state of the moment, not part of the answer
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+_PACKED = b"\x01"
+_DICTIONARY = (
+    b'{"text":"{\\"reasoning\\":\\"The response\\",\\"score\\":8,\\"verdict\\":\\"pass\\"}",'
+    b'"stop_reason":"end_turn","input_tokens":1000,"output_tokens":200,"cache_read_input_tokens":0,'
+    b'"cache_creation_input_tokens":0,"model":"claude-sonnet-4-5","paid_by":"","tool_input":'
+) + STATIC_DICT.encode()
+"""The deflate dictionary of cached replies: their field names and a verdict's common words."""
+
+
+def encode_reply(reply: JudgeReply) -> bytes:
+    """A reply as stored in a cache: compact JSON (fields at their defaults and the rate-limit
+    headers left out: state of the moment, not part of the answer), deflated with a dictionary
+    (a third to a half of the JSON's size; every field of the answer kept)."""
+    data = {k: v for k, v in dataclasses.asdict(reply).items() if k != "headers" and v not in (None, 0, "")}
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=_DICTIONARY)
+    return _PACKED + packer.compress(text) + packer.flush()
 
 
 def decode_reply(raw: str | bytes | None) -> JudgeReply | None:
+    """The inverse of :func:`encode_reply` (plain JSON, the format before packing, too)."""
     if raw is None:
         return None
     try:
+        if isinstance(raw, bytes) and raw[:1] == _PACKED:
+            unpacker = zlib.decompressobj(-15, zdict=_DICTIONARY)
+            raw = unpacker.decompress(raw[1:]) + unpacker.flush()
         data = json.loads(raw)
         return JudgeReply(**{k: v for k, v in data.items() if k != "headers"})
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, zlib.error):
         return None  # a damaged entry is a miss
 
 

@@ -355,7 +355,7 @@ class RedisCache:
 
     @store_errors
     def get(self, key: str) -> JudgeReply | None:
-        return decode_reply(self.r.get(f"judgeq:cache:{key}"))
+        return decode_reply(self.r.execute_command("GET", f"judgeq:cache:{key}", **{NEVER_DECODE: True}))
 
     @store_errors
     def put(self, key: str, reply: JudgeReply) -> None:
@@ -367,7 +367,9 @@ class RedisCache:
         if not keys:
             return {}
         found = {}
-        for key, raw in zip(keys, self.r.mget([f"judgeq:cache:{k}" for k in keys]), strict=True):
+        names = [f"judgeq:cache:{k}" for k in keys]
+        raws = self.r.execute_command("MGET", *names, **{NEVER_DECODE: True})
+        for key, raw in zip(keys, raws, strict=True):
             reply = decode_reply(raw)
             if reply is not None:
                 found[key] = reply

@@ -182,3 +182,28 @@ def test_a_re_run_of_the_same_batch_makes_no_judge_call(tmp_path: Path) -> None:
         third = run(batch, tmp_path / "c", fake.base_url, "--no-cache")
         assert fake.request_count == calls + 1 + 31
         assert third["usage"]["reply_cache"]["hits"] == 0
+
+
+def test_a_cached_reply_is_packed_and_read_back_whole() -> None:
+    import dataclasses
+    import json
+
+    from judgeq._cache import decode_reply, encode_reply
+
+    reasoning = "The response explains the cause correctly and gives the fix, but it omits the caveat. " * 8
+    reply = judgeq.JudgeReply(
+        text=json.dumps({"reasoning": reasoning, "score": 7}),
+        stop_reason="end_turn",
+        input_tokens=2100,
+        output_tokens=230,
+        cache_read_input_tokens=2000,
+        model="claude-sonnet-4-5",
+        headers={"anthropic-ratelimit-requests-remaining": "9"},
+        paid_by="run-1:17",
+    )
+    packed = encode_reply(reply)
+    assert decode_reply(packed) == dataclasses.replace(reply, headers={}), "every field but the headers"
+    as_json = json.dumps({k: v for k, v in dataclasses.asdict(reply).items() if k != "headers"})
+    assert len(packed) < len(as_json) / 2
+    assert decode_reply(as_json) == decode_reply(packed), "entries written before packing still read"
+    assert decode_reply(packed[:-5]) is None and decode_reply(b"\x01garbage") is None  # damaged: a miss
