@@ -16,6 +16,7 @@ then become nulls with their reason, unless the run paused (they then stay pendi
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -174,8 +175,12 @@ def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None
         return "internal-error"
 
 
-def _delay(s: Settings, retries: int) -> float:
-    return s.task_retry_delay * 2**retries
+def _delay(s: Settings, retries: int) -> int:
+    """Seconds before retry ``retries + 1``: ``JUDGEQ_TASK_RETRY_DELAY``, doubling, in whole
+    seconds (RabbitMQ's delayed delivery takes whole seconds and refuses a countdown between 0
+    and 1: the message was rejected, its jobs left to the stalled-run repair)."""
+    delay = s.task_retry_delay * 2**retries
+    return math.ceil(delay) if delay > 0 else 0
 
 
 def reduce(self: Task, run_id: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -120,7 +121,7 @@ class SentinelGroup:
             conf.write_text(
                 f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
                 f"sentinel monitor {self.MASTER} 127.0.0.1 {self.master.port} 2\n"
-                f"sentinel down-after-milliseconds {self.MASTER} 1000\n"
+                f"sentinel down-after-milliseconds {self.MASTER} 3000\n"
                 f"sentinel failover-timeout {self.MASTER} 5000\n"
             )
             log = (self.dir / f"sentinel-{port}.log").open("ab")
@@ -148,12 +149,14 @@ class SentinelGroup:
         return int(self.sentinel().sentinel_get_master_addr_by_name(self.MASTER)[1])
 
     def lose_master(self) -> None:
-        """The master goes down for good: the Sentinels agree it is down (after 1 s) and promote
-        the replica. (Not SENTINEL FAILOVER: with the old master still up, clients connected to
-        it would write there until it is reconfigured, and those writes would be lost.)"""
+        """Whichever server is the master now goes down for good: the Sentinels agree it is down
+        (after 3 s) and promote the other. (Not SENTINEL FAILOVER: with the old master still up,
+        clients connected to it would write there until it is reconfigured, and those writes
+        would be lost.) A loaded machine may have made the Sentinels fail over once already:
+        the server stopped is the master they name, not the one started as master."""
         old = self.master_port()
-        self.master.stop()
-        wait_for(lambda: self.master_port() != old, 60, "the failover")
+        (self.master if self.master.port == old else self.replica).stop()
+        wait_for(lambda: self.master_port() != old, 90, "the failover")
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -205,7 +208,9 @@ class RabbitServer:
 
     def start(self, timeout: float = 120) -> None:
         log = (self.dir / "server.out").open("ab")
-        self.proc = subprocess.Popen([RABBITMQ_SERVER], env=self.env(), stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(  # its own process group: the sh wrapper, the Erlang VM, epmd
+            [RABBITMQ_SERVER], env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -233,14 +238,31 @@ class RabbitServer:
                 time.sleep(0.2)
 
     def stop(self) -> None:
+        """SIGTERM (a clean stop: durable queues and their messages are kept for a restart),
+        then SIGKILL of the whole process group if it hangs (the wrapper's Erlang VM too)."""
         if self.proc is not None:
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
+            # the VM may outlive the wrapper a moment: wait until its port is free again
+            wait_for(lambda: not _listening(self.port), 60, "the RabbitMQ node to stop")
             self.proc = None
+
+    def ctl(self, *args: str) -> str:
+        """``rabbitmqctl`` against this node; its output."""
+        out = subprocess.run(
+            ["/usr/lib/rabbitmq/bin/rabbitmqctl", "-n", self.node, "-q", *args],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
 
     def reset(self) -> None:
         """Delete judgeq's queue (messages of earlier tests) between tests."""
@@ -253,6 +275,14 @@ class RabbitServer:
                     channel.queue_delete(queue)
                 except Exception:
                     channel = conn.channel()
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def steal_message(broker_url: str, redis_client: redis.Redis, queue: str = "judgeq") -> dict[str, Any]:

@@ -78,9 +78,25 @@ def test_a_lost_reduce_message_heals_with_no_one_waiting(
     assert judgeq_cli("status", "healme", env=env).stdout.startswith("run healme: finished")
 
 
+@pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_a_rubric_that_fails_to_load_on_the_workers_is_retried_then_internal_error(
-    tmp_path: Path, env: dict[str, str], redis_server: RedisServer, start_worker: Callable[..., Worker]
+    tmp_path: Path,
+    env: dict[str, str],
+    redis_server: RedisServer,
+    start_worker: Callable[..., Worker],
+    broker: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    # the retries are sent with a countdown: on RabbitMQ, its native delayed delivery (quorum
+    # queues cannot hold messages back otherwise)
+    extra: dict[str, str] = {}
+    if broker == "rabbitmq":
+        rabbit = request.getfixturevalue("rabbit_server")
+        if rabbit.proc is None:
+            rabbit.start()
+        rabbit.reset()
+        extra = {"JUDGEQ_BROKER_URL": rabbit.url}
+    env = {**env, **extra}
     batch = write_batch(tmp_path / "b.jsonl", response_rows(10))
     proc = judgeq_cli("submit", str(batch), *SUBMIT, "--run-id", "badrubric", env=env)
     assert proc.returncode == 0, proc.stderr
@@ -89,7 +105,7 @@ def test_a_rubric_that_fails_to_load_on_the_workers_is_retried_then_internal_err
     spec = json.loads(client.get(key))
     spec["rubric_text"] = spec["rubric_text"].replace("scale:", "scale: 9-2 #", 1)  # unloadable
     client.set(key, json.dumps(spec), keepttl=True)
-    w = start_worker("w1")
+    w = start_worker("w1", env=extra)
     wait_for(lambda: client.get("judgeq:run:{badrubric}:report") is not None, 120, "the report")
     report = json.loads(client.get("judgeq:run:{badrubric}:report"))
     assert report["counts"]["null_by_reason"] == {"internal_error": 10}
