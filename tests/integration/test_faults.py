@@ -54,6 +54,9 @@ def env(redis_url: str, fake_api: FakeMessagesAPI, broker: str) -> dict[str, str
 
 
 FAST = {"JUDGEQ_JUDGE_TIMEOUT": "1", "JUDGEQ_JUDGE_DEADLINE": "3", "JUDGEQ_VISIBILITY_TIMEOUT": "6"}
+PATIENT = {**FAST, "JUDGEQ_JUDGE_TIMEOUT": "15", "JUDGEQ_JUDGE_DEADLINE": "60"}
+"""Tests of workers and brokers, not of judge timeouts: attempts long enough for a loaded
+machine, a short visibility timeout so a killed worker's jobs come back quickly."""
 
 
 def start_submit(batch: Path, env: dict[str, str], out: Path, *extra: str) -> subprocess.Popen[str]:
@@ -96,11 +99,11 @@ def test_killed_workers_lose_nothing_and_count_nothing_twice(
     redis_server: RedisServer,
     start_worker: Callable[..., Worker],
 ) -> None:
-    env = {**env, **FAST}
+    env = {**env, **PATIENT}
     fake_api.latency = 0.05
     batch = write_batch(tmp_path / "b.jsonl", response_rows(400))
-    start_worker("steady", env=FAST)
-    victim = start_worker("victim", env=FAST)
+    start_worker("steady", env=PATIENT)
+    victim = start_worker("victim", env=PATIENT)
     proc = start_submit(batch, env, tmp_path / "out")
     client = redis_server.client()
     kills = 0
@@ -138,13 +141,11 @@ def test_broker_restart_mid_run(
     broker: str,
     request: pytest.FixtureRequest,
 ) -> None:
-    # not a test of judge timeouts: attempts long enough for a loaded machine
-    patient = {**FAST, "JUDGEQ_JUDGE_TIMEOUT": "15", "JUDGEQ_JUDGE_DEADLINE": "60"}
-    env = {**env, **patient}
+    env = {**env, **PATIENT}
     fake_api.latency = 0.05
     batch = write_batch(tmp_path / "b.jsonl", response_rows(300))
-    start_worker("w1", env=patient)
-    start_worker("w2", env=patient)
+    start_worker("w1", env=PATIENT)
+    start_worker("w2", env=PATIENT)
     proc = start_submit(batch, env, tmp_path / "out")
     client = redis_server.client()
     wait_for(lambda: done(client) >= 50, 60, "progress")
@@ -169,11 +170,14 @@ def test_broker_restart_mid_run(
 def test_judge_faults_at_scale_end_as_injected(
     tmp_path: Path, env: dict[str, str], fake_api: FakeMessagesAPI, start_worker: Callable[..., Worker]
 ) -> None:
-    env = {**env, **FAST}
+    # a 'slow' fault sleeps 3 s: a 2 s attempt timeout turns it into a timeout, and a 6 s
+    # deadline leaves a loaded machine room for the retries of the transient faults
+    timing = {"JUDGEQ_JUDGE_TIMEOUT": "2", "JUDGEQ_JUDGE_DEADLINE": "6", "JUDGEQ_VISIBILITY_TIMEOUT": "15"}
+    env = {**env, **timing}
     plan = fault_plan(300, 0.3)
     batch = write_batch(tmp_path / "b.jsonl", response_rows(300, plan))
-    start_worker("w1", env=FAST, concurrency=48)
-    start_worker("w2", env=FAST, concurrency=48)
+    start_worker("w1", env=timing, concurrency=48)
+    start_worker("w2", env=timing, concurrency=48)
     run_id, report = finish(start_submit(batch, env, tmp_path / "out"), tmp_path / "out")
     assert report["counts"]["null_by_reason"] == dict(sorted(expected_nulls(plan).items()))
     assert report["counts"]["graded"] == 300 - sum(expected_nulls(plan).values())
