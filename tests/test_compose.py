@@ -89,7 +89,17 @@ def test_producer_profile_and_mounts() -> None:
     assert producer["profiles"] == ["producer"]
     assert "./results:/app/results" in producer["volumes"]
     assert any(v.startswith("./data:/data") for v in producer["volumes"])
-    assert producer["environment"]["JUDGEQ_RESULTS_DIR"] == "/app/results"
+    assert COMPOSE["x-judgeq-env"]["JUDGEQ_RESULTS_DIR"] == "/app/results"
+
+
+def test_workers_archive_into_the_shared_results_folder() -> None:
+    # JUDGEQ_ARCHIVE reaches the workers, and where they archive is the folder the producer
+    # reads (not the container's own disk, gone with it); they see the batches under the same
+    # path the producer submitted them from, for the archived report's texts
+    worker = SERVICES["worker"]
+    assert expand(worker["environment"]["JUDGEQ_ARCHIVE"]) == "false"
+    assert worker["environment"]["JUDGEQ_RESULTS_DIR"] == "/app/results"
+    assert "./results:/app/results" in worker["volumes"] and "./data:/data:ro" in worker["volumes"]
 
 
 @pytest.mark.parametrize("name", ["worker", "flower", "producer"])
