@@ -190,6 +190,9 @@ def main() -> None:
         "--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment for judgeq"
     )
     args = ap.parse_args()
+    if args.concurrency % args.workers:
+        ap.error(f"--concurrency {args.concurrency} must be a multiple of --workers {args.workers}: both "
+                 "graders get the same total number of calls in flight")  # fmt: skip
     extra = dict(kv.split("=", 1) for kv in args.env)
     with workdir("judgeq-bench-") as tmp, fake_api(args.latency) as api:
         batch = write_batch(tmp / "batch.jsonl", args.jobs)
@@ -212,6 +215,9 @@ def main() -> None:
     ratio = base["wall"] / ours["wall"]
     ideal = args.concurrency / args.latency
     print(f"judgeq / asyncio throughput ratio: {ratio:.2f} (required >= 0.90); ideal {ideal:.0f} jobs/s")
+    if base["graded"] != n or ours["graded"] != n:
+        sys.exit(f"not every job graded (asyncio {base['graded']}, judgeq {ours['graded']} of {n}): "
+                 "the figures compare unlike runs")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -34,10 +34,12 @@ def test_scale_benchmark_small(tmp_path: Path) -> None:
     for phase in ("1. enqueue:", "2. pipeline:", "3. reducer:", "4. files:", "5. storage", "targets:"):
         assert phase in proc.stdout, proc.stdout
     figures = json.loads(figures_path.read_text())
-    assert figures["jobs"] == n and figures["graded"] == n  # the offline judge grades every job
+    # the stand-in judge (the default) answers every job at once, through the real SDK
+    assert figures["jobs"] == n and figures["judge"] == "standin" and figures["graded"] == n
     assert figures["enqueue_rate"] > 0 and figures["pipeline_rate"] > 0
     assert 0 < figures["producer_rss_mb"] < 1024 and 0 < figures["reducer_rss_mb"] < 1024
     assert 0 < figures["stored_per_result"] <= figures["peak_per_job"]  # what stays is under the peak
-    for kind, chars, packed, plain in figures["storage"]:
+    for kind, chars, packed, plain, cached in figures["storage"]:
         assert chars > 0
         assert 0 < packed < plain, f"{kind}: packed results must take less room than plain JSON"
+        assert 0 < cached < plain, f"{kind}: a packed cache entry takes less room than a plain result"
