@@ -19,12 +19,12 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "JUDGEQ_"))}
 
 
-def judgeq(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def judgeq(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "judgeq", *args],
         capture_output=True,
         text=True,
-        env=clean_env(),
+        env={**clean_env(), **env},
         timeout=120,
         cwd=cwd,
     )
@@ -125,14 +125,7 @@ def test_runs_lists_embedded_run_folders_even_without_redis(tmp_path: Path) -> N
         str(tmp_path),
     )
     assert first.returncode == second.returncode == 0
-    env = {**clean_env(), "JUDGEQ_REDIS_URL": "redis://127.0.0.1:1/0"}  # nothing listens there
-    out = subprocess.run(
-        [sys.executable, "-m", "judgeq", "runs", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    out = judgeq("runs", "--out", str(tmp_path), JUDGEQ_REDIS_URL="redis://127.0.0.1:1/0")  # nothing there
     assert out.returncode == 0, out.stderr
     assert "Redis not reachable" in out.stderr and "listing results folders only" in out.stderr
     rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()[1:]}
