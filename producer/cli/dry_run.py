@@ -8,8 +8,10 @@ import click
 
 from judgeq._aggregate import cost_breakdown, price_for, prices_taken
 from judgeq._batch import BatchLimits, iter_jobs
+from judgeq._cache import ReplyCache, cache_key, get_many
 from judgeq._errors import JudgeError
 from judgeq._grading import GradingContext
+from judgeq._jobs import PairJob
 from judgeq._settings import Settings
 from judgeq.judges.lexical import LexicalJudge
 
@@ -30,7 +32,35 @@ def _usd(value: float) -> str:
     return f"-${-value:.4f}" if value < 0 else f"${value:.4f}"
 
 
-def dry_run(plan: Plan, settings: Settings) -> None:
+class CacheCount:
+    """How many of the run's judge calls the reply cache answers already, per judge model
+    (looked up in chunks: one round trip per thousand calls)."""
+
+    CHUNK = 1000
+
+    def __init__(self, cache: ReplyCache | None) -> None:
+        self.cache = cache
+        self.calls: dict[str, int] = {}
+        self.hits: dict[str, int] = {}
+        self._keys: list[tuple[str, str]] = []
+
+    def add(self, model: str, key: str) -> None:
+        self.calls[model] = self.calls.get(model, 0) + 1
+        self._keys.append((model, key))
+        if len(self._keys) >= self.CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.cache is not None and self._keys:
+            found = get_many(self.cache, [key for _, key in self._keys])
+            for model, key in self._keys:
+                self.hits[model] = self.hits.get(model, 0) + (key in found)
+        self._keys = []
+
+
+def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> None:
+    """Print what the run would send and cost; ``cache``: the reply cache the run would use
+    (its answered calls cost nothing), None when there is none or it is off."""
     spec = plan.spec
     ctx = GradingContext(
         rubric=spec.rubric, judge=LexicalJudge(), max_tokens=spec.max_tokens, retrieval=spec.retrieval
@@ -39,11 +69,20 @@ def dry_run(plan: Plan, settings: Settings) -> None:
     system_chars = sum(len(s) for s in ctx.system)
     user_chars = 0
     samples = []
+    llm_models = [j.model for j in plan.judges if j.provider != "lexical"]
+    in_cache = CacheCount(cache if settings.cache and llm_models else None)
     for index, job in iter_jobs(plan.scan, limits):
         request = ctx.request_for(job)
         user_chars += len(request.user)
         if index < SAMPLE:
             samples.append(request)
+        if in_cache.cache is not None:
+            swapped = isinstance(job, PairJob) and spec.swap
+            requests = [request, ctx.request_for(job, swapped=True)] if swapped else [request]
+            for model in llm_models:
+                for r in requests:
+                    in_cache.add(model, cache_key(model, r, spec.rubric))
+    in_cache.flush()
     n = spec.total
     method = "estimate (about 4 characters per token)"
     per_char = 0.25
@@ -87,11 +126,17 @@ def dry_run(plan: Plan, settings: Settings) -> None:
     )
     for judge in llm:
         _cost_rows(judge.model, n * calls, input_tokens, output_tokens, system_tokens)
-    click.echo(
-        "  jobs whose judge reply is already in the reply cache cost nothing and are not counted here"
-        if settings.cache
-        else "  the reply cache is off (--no-cache)"
-    )
+        if in_cache.cache is not None:
+            hits, total = in_cache.hits.get(judge.model, 0), in_cache.calls.get(judge.model, 0)
+            share = 1 - hits / total if total else 1.0
+            click.echo(
+                f"  reply cache: {hits:,} of {total:,} calls to {judge.model} are answered already "
+                f"(they cost nothing): with it, every cost above is {100 * share:.1f}% of its figure"
+            )
+    if not settings.cache:
+        click.echo("  the reply cache is off (--no-cache)")
+    elif in_cache.cache is None:
+        click.echo("  no reply cache to look in: every call is counted")
 
 
 def _cost_rows(model: str, n: int, input_tokens: int, output_tokens: int, system_tokens: int) -> None:

@@ -28,7 +28,7 @@ def run(**flags: Any) -> None:
     Ctrl-C writes a partial report of what finished; the same command with --run-id RUN_ID
     grades the rest."""
     settings = settings_from(**flags)
-    with validated(settings, flags) as plan:
+    with validated(settings, {**flags, "command": "run"}) as plan:
         if plan is None:
             return
         click.echo(

@@ -38,10 +38,29 @@ def validated(settings: Settings, flags: dict[str, Any]) -> Iterator[Plan | None
         if flags["dry_run"]:
             from .dry_run import dry_run
 
-            dry_run(plan, settings)
+            dry_run(plan, settings, reply_cache(settings, flags.get("command", "submit")))
             yield None
             return
         yield plan
+
+
+def reply_cache(settings: Settings, command: str) -> Any:
+    """The reply cache ``command`` would use, for a dry run to look in: ``judgeq run``'s SQLite
+    file when there is one, the workers' cache in Redis for ``submit`` (None when Redis cannot
+    be reached: the dry run says so and counts every call)."""
+    if command == "run":
+        from judgeq._cache import SqliteCache
+
+        path = settings.reply_cache_path()
+        return SqliteCache(path, settings.cache_ttl) if path.exists() else None
+    from judgeq._errors import StoreError
+    from judgeq.redis_store import RedisCache, connect
+
+    try:
+        return RedisCache(connect(settings.redis_url), settings.cache_ttl)
+    except StoreError as exc:
+        click.echo(f"judgeq: the reply cache in Redis cannot be read ({exc})", err=True)
+        return None
 
 
 def judges_text(plan: Plan) -> str:

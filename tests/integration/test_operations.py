@@ -178,3 +178,27 @@ def test_unreachable_redis_is_one_clear_line(env: dict[str, str], redis_server: 
         assert proc.returncode == 1
         assert proc.stderr.startswith("judgeq: error: cannot reach Redis at redis://:***@127.0.0.1:1/0")
         assert "hunter2" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_dry_run_counts_the_calls_the_reply_cache_answers(
+    tmp_path: Path, env: dict[str, str], fake_api: FakeMessagesAPI, start_worker: Callable[..., Worker]
+) -> None:
+    # --dry-run's "with and without cache": the reply cache of the command that would run the
+    # batch (the workers' in Redis for submit; judgeq run's SQLite file) is looked up per call
+    batch = str(ROOT / "examples" / "responses.jsonl")
+    grading = ["--rubric", "quality", "--judge", "anthropic:claude-sonnet-4-5"]
+    before = judgeq_cli("submit", batch, *grading, "--dry-run", env=env)
+    assert before.returncode == 0, before.stderr
+    assert "reply cache: 0 of 30 calls to claude-sonnet-4-5 are answered already" in before.stdout
+    start_worker("w1")
+    graded = judgeq_cli("submit", batch, *grading, "--wait", "--out", str(tmp_path / "out"), env=env)
+    assert graded.returncode == 0, graded.stderr
+    after = judgeq_cli("submit", batch, *grading, "--dry-run", env=env)
+    assert "reply cache: 30 of 30 calls to claude-sonnet-4-5 are answered already" in after.stdout
+    assert "every cost above is 0.0% of its figure" in after.stdout
+    # another rubric version's requests are not answered by this cache
+    other = judgeq_cli("submit", batch, "--rubric", "helpfulness", *grading[2:], "--dry-run", env=env)
+    assert "reply cache: 0 of 30 calls" in other.stdout
+    # judgeq run looks in its own cache (a file of this test's XDG_CACHE_HOME): none yet
+    run = judgeq_cli("run", batch, *grading, "--dry-run", env=env)
+    assert "no reply cache to look in: every call is counted" in run.stdout
