@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -323,18 +324,29 @@ def retrieval_config(
         raise ConfigError(f"retrieval settings: {str(exc).splitlines()[-1].strip()}") from None
 
 
-def preflight(plan: Plan, settings: Settings) -> None:
-    """One real call per LLM judge that proves the key and the model, before enqueuing anything."""
+PREFLIGHT_TRIES = 4
+
+
+def preflight(plan: Plan, settings: Settings, *, sleep: Callable[[float], None] = time.sleep) -> None:
+    """Prove every LLM judge's key and model before enqueuing anything: one request to the
+    Models API each (no tokens spent, no Messages rate limit used: a re-run answered by the
+    reply cache makes no judge call at all), tried again on a transient failure (429, 5xx)."""
     from judgeq.judges.anthropic import AnthropicJudge
 
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
     for judge in plan.judges:
         if judge.provider != "anthropic":
             continue
+        client = AnthropicJudge(judge.model, api_key=key, base_url=settings.anthropic_base_url)
         try:
-            AnthropicJudge(judge.model, api_key=key, base_url=settings.anthropic_base_url).preflight(
-                timeout=settings.judge_timeout
-            )
+            for attempt in range(PREFLIGHT_TRIES):
+                try:
+                    client.check(timeout=settings.judge_timeout)
+                    break
+                except JudgeError as exc:
+                    if not exc.retryable or attempt == PREFLIGHT_TRIES - 1:
+                        raise
+                    sleep(min(exc.retry_after or 2.0**attempt, 10.0))
         except JudgeError as exc:
             hint = {
                 "auth_error": "the API key was refused: check ANTHROPIC_API_KEY",

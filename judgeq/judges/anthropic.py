@@ -200,16 +200,6 @@ class AnthropicJudge:
         except (anthropic.AnthropicError, OSError) as exc:
             raise translate_error(exc) from None
 
-    def preflight(self, *, timeout: float = 30.0) -> None:
-        """One tiny call that proves the key and the model work; raises JudgeError."""
-        self._call(
-            "create",
-            model=self.model,
-            max_tokens=1,
-            messages=[{"role": "user", "content": "ping"}],
-            timeout=timeout,
-        )
-
     def check(self, *, timeout: float = 30.0) -> None:
         """Prove the key and the model with no token spent (the Models API); raises JudgeError."""
         if self._client is None:

@@ -174,13 +174,14 @@ def test_a_re_run_of_the_same_batch_makes_no_judge_call(tmp_path: Path) -> None:
     batch = ROOT / "examples" / "responses.jsonl"
     with FakeMessagesAPI(api_key="k") as fake:
         first = run(batch, tmp_path / "a", fake.base_url)
-        calls = fake.request_count  # the preflight and 30 jobs
+        assert fake.request_count == 30
         second = run(batch, tmp_path / "b", fake.base_url)
-        assert fake.request_count == calls + 1  # the preflight only
+        assert fake.request_count == 30, "no judge call at all (the preflight asks the Models API)"
+        assert fake.model_checks == 2
         assert second["usage"]["reply_cache"]["hits"] == 30 and second["usage"]["input_tokens"] == 0
         assert second["overall"] == first["overall"] and second["dimensions"] == first["dimensions"]
         third = run(batch, tmp_path / "c", fake.base_url, "--no-cache")
-        assert fake.request_count == calls + 1 + 31
+        assert fake.request_count == 30 + 30
         assert third["usage"]["reply_cache"]["hits"] == 0
 
 

@@ -50,7 +50,7 @@ def test_a_batch_lane_run_from_submit_to_report(
     assert len(verdicts) == n and len({v["index"] for v in verdicts}) == n
     assert all(v["batch"] for v in verdicts)
     assert fake_api.batch_request_count == n, "every job was sent in a batch exactly once"
-    assert fake_api.request_count == 1, "the only live call is the producer's preflight"
+    assert fake_api.request_count == 0, "no live call: every job went through the batch"
     assert API_KEY not in (out / run_id / "report.json").read_text()
 
 

@@ -40,10 +40,10 @@ def test_workers_share_the_judge_budget_and_no_job_is_rate_limited(
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((out / proc.stdout.splitlines()[0] / "report.json").read_text())
     assert report["counts"]["graded"] == 300 and report["counts"]["null"] == 0
-    # the server admitted every job's call once (plus the producer's preflight)
-    assert len(fake_api.accepted_times()) >= 301
+    # the server admitted every job's call once
+    assert len(fake_api.accepted_times()) >= 300
     if given:
         # The budget mirrors the server's bucket, so a 429 comes only from a call the budget let
-        # through at a clock edge of the two buckets (at most the calls in flight: 2 workers x 8)
-        # or from the producer's preflight (not charged to the budget): never a storm.
-        assert fake_api.by_status.get(429, 0) <= in_flight + 1, fake_api.by_status
+        # through at a clock edge of the two buckets (at most the calls in flight: 2 workers x 8):
+        # never a storm.
+        assert fake_api.by_status.get(429, 0) <= in_flight, fake_api.by_status

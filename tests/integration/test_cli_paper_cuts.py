@@ -17,6 +17,7 @@ from judgeq._rubric import read_rubric_text
 from judgeq._run import RunSpec
 from judgeq.producer.progress import PRODUCER_GONE_AFTER
 from judgeq.redis_store import RedisStore, connect
+from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
 from .harness import RedisServer, judgeq_cli
 
@@ -173,3 +174,39 @@ def test_submit_writes_a_heartbeat_and_a_dead_producer_is_shown_stopped(
     assert store.state("hb")["enqueue"] == "done"
     proc = judgeq_cli("status", "hb", env=env)
     assert proc.stdout.splitlines()[0] == "run hb: running", proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "flags", "expected"),
+    [
+        pytest.param(
+            {"ANTHROPIC_API_KEY": "sk-ant-wrong"},
+            [],
+            "judgeq: error: judge preflight failed: the API key was refused: check ANTHROPIC_API_KEY",
+            id="refused-key",
+        ),
+        pytest.param(
+            {},
+            ["--judge", "anthropic:claude-no-such-model"],
+            "judgeq: error: judge preflight failed: the judge rejected model 'claude-no-such-model'",
+            id="unknown-model",
+        ),
+    ],
+)
+def test_a_broken_judge_set_up_is_one_error_before_anything_is_enqueued(
+    env: dict[str, str],
+    fake_api: FakeMessagesAPI,
+    redis_server: RedisServer,
+    extra: dict[str, str],
+    flags: list[str],
+    expected: str,
+) -> None:
+    fake_api.models = ["claude-test"]
+    proc = judgeq_cli(
+        "submit", str(RESPONSES), "--rubric", "quality", "--judge", "anthropic:claude-test", *flags,
+        env={**env, **extra},
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.startswith(expected), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and "sk-ant-wrong" not in proc.stderr
+    assert fake_api.model_checks >= 1 and fake_api.request_count == 0  # the Models API: no tokens
+    assert redis_server.client().dbsize() == 0  # nothing registered or enqueued

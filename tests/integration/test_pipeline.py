@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 
 
 def grading_calls(fake: FakeMessagesAPI) -> int:
-    """Judge calls that graded a job (the producer's preflight call has no output_config)."""
+    """Judge calls that graded a job (every Messages call asks for a verdict's output_config)."""
     return sum(1 for body in fake.requests if isinstance(body, dict) and "output_config" in body)
 
 

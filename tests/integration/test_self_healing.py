@@ -135,7 +135,7 @@ def test_a_worker_with_a_refused_key_says_so_and_takes_no_job_until_it_works(
     proc = judgeq_cli("submit", str(batch), *SUBMIT, "--run-id", "waits", env=env)
     assert proc.returncode == 0, proc.stderr
     client = redis_server.client()
-    calls = fake_api.request_count  # the producer's preflight
+    calls = fake_api.request_count
     time.sleep(1)  # a consuming worker would take messages now; this one must not
     assert client.llen("judgeq") == 2  # both grade messages (8 jobs each) still queued
     assert fake_api.request_count == calls

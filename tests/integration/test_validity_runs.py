@@ -53,7 +53,7 @@ def test_pair_jobs_on_workers(
     assert pw["position_consistency_n"] == n and pw["first_position_preference_n"] <= 2 * n
     assert [row["model"] for row in pw["leaderboard"]] and len(pw["leaderboard"]) == 3
     assert report["agreement"]["pairs"]["n"] == n
-    assert fake_api.request_count == 2 * n + 1, "two calls per pair, plus the preflight"
+    assert fake_api.request_count == 2 * n, "two calls per pair (the preflight asks the Models API)"
     verdicts = [json.loads(x) for x in (out / run_id / "verdicts.jsonl").read_text().splitlines()]
     assert {v["winner"] for v in verdicts} <= {"a", "b", "tie"} and all(
         len(v["votes"]) == 2 for v in verdicts
@@ -98,7 +98,8 @@ def test_a_council_with_judgeq_run(tmp_path: Path, fake_api: FakeMessagesAPI) ->
     assert report["usage"]["cost_usd"]["total"] == pytest.approx(
         sum(j["cost_usd"] for j in by_judge.values()), abs=1e-5
     )
-    assert fake_api.request_count == 2 * 20 + 2, "each judge grades every job once, plus one preflight each"
+    assert fake_api.request_count == 2 * 20, "each judge grades every job once"
+    assert fake_api.model_checks >= 2, "each judge's key and model proven first (the Models API)"
     assert report["counts"]["total"] == 20 and report["agreement"]["numeric"]["n"] == 20
     assert "council of 2 judges" in proc.stdout
 
