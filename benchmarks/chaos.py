@@ -104,7 +104,7 @@ def scenario(name: str, n: int, latency: float, workers: int, concurrency: int) 
         for w in pool:
             w.stop()
         ids = [json.loads(x)["job_id"] for x in (tmp / "out" / run_id / "verdicts.jsonl").open()]
-        calls = fake_stats(api)["request_count"] - 1  # minus the preflight call
+        calls = fake_stats(api)["request_count"]  # the preflight asks the Models API: not counted
         # the same batch, undisturbed, in-process against the same fake judge
         judgeq_cmd(
             "run",

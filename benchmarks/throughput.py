@@ -200,7 +200,7 @@ def main() -> None:
         calls_base = fake_stats(api)["request_count"]
         (tmp / "jq").mkdir()
         ours = judgeq_pipeline(batch, tmp / "jq", api, args.workers, args.concurrency, extra)
-        calls_ours = fake_stats(api)["request_count"] - calls_base - 1  # minus the preflight
+        calls_ours = fake_stats(api)["request_count"] - calls_base  # the preflight: Models API, not here
     n = args.jobs
     print(
         f"jobs {n}, judge latency {args.latency * 1000:.0f} ms, {args.concurrency} calls in flight in total"
