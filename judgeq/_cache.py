@@ -29,7 +29,6 @@ from typing import Protocol
 
 from ._judge import JudgeReply
 from ._render import JudgeRequest
-from ._result import STATIC_DICT
 from ._rubric import Rubric
 from ._settings import default
 
@@ -53,8 +52,12 @@ _DICTIONARY = (
     b'{"text":"{\\"reasoning\\":\\"The response\\",\\"score\\":8,\\"verdict\\":\\"pass\\"}",'
     b'"stop_reason":"end_turn","input_tokens":1000,"output_tokens":200,"cache_read_input_tokens":0,'
     b'"cache_creation_input_tokens":0,"model":"claude-sonnet-4-5","paid_by":"","tool_input":'
-) + STATIC_DICT.encode()
-"""The deflate dictionary of cached replies: their field names and a verdict's common words."""
+    b" The response is accurate and relevant, but it does not the answer is clear and concise and"
+    b" the user's question. The assistant provides a correct, helpful, complete"
+)
+"""The deflate dictionary of cached replies: their field names and a verdict's common words.
+Frozen: entries written with it are read for the cache's whole TTL by every worker, so it must
+never change (a new one needs a new first byte, :data:`_PACKED`)."""
 
 
 def encode_reply(reply: JudgeReply) -> bytes:

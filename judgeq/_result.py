@@ -120,7 +120,7 @@ _PAIR_FIELDS = ("model_b", "winner", "votes", "len_a", "len_b")
 # -- the compact stored form (Redis) -------------------------------------------------------------
 
 _PACKED_V1 = b"\x01"
-STATIC_DICT = (
+_STATIC_DICT = (
     '{"job_id":"","index":0,"kind":"question","status":"null","null_reason":"parse_error",'
     '"timeout","rate_limited","overloaded","server_error","lost","canceled","internal_error",'
     '"position_inconsistent","ceiling_applied","judges_disagree","safety_cap",'
@@ -143,7 +143,7 @@ def packing_dictionary(constants: dict[str, str], dimensions: list[str]) -> byte
     run's own rubric, judge and dimension names, so each result pays for little but its own
     values (most of all its reasoning). Deterministic: the reader derives the same one."""
     extra = json.dumps({**constants, "scores": dict.fromkeys(dimensions, 7.0)}, separators=(",", ":"))
-    return (STATIC_DICT + extra).encode()
+    return (_STATIC_DICT + extra).encode()
 
 
 def pack_result(result: Result, dictionary: bytes) -> bytes:

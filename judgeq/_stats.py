@@ -75,9 +75,12 @@ def wilson_bounds(p: float, n: int) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def strata_mean_interval(strata: Sequence[tuple[int, float, float]], nd: int = 2) -> list[float] | None:
+def strata_mean_interval(
+    strata: Sequence[tuple[int, float, float]], nd: int = 2, bounds: tuple[float, float] = (0.0, 100.0)
+) -> list[float] | None:
     """95% normal interval of the unweighted mean of several strata's means, each given as
-    (n, sum, sum of squares) of its values; None when a stratum has fewer than 2 values."""
+    (n, sum, sum of squares) of its values, kept within ``bounds`` (a rate's 0-100); None
+    when a stratum has fewer than 2 values."""
     if not strata or any(n < 2 for n, _, _ in strata):
         return None
     from scipy.stats import norm
@@ -86,7 +89,8 @@ def strata_mean_interval(strata: Sequence[tuple[int, float, float]], nd: int = 2
     mean = math.fsum(s / n for n, s, _ in strata) / k
     var = math.fsum(max((sq - s * s / n) / (n - 1), 0.0) / n for n, s, sq in strata) / (k * k)
     half = float(norm.ppf(0.5 + LEVEL / 2)) * math.sqrt(var)
-    return [round(mean - half, nd), round(mean + half, nd)]
+    low, high = max(bounds[0], mean - half), min(bounds[1], mean + half)
+    return [round(low, nd), round(high, nd)]
 
 
 def t_interval(n: int, total: float, total_sq: float, nd: int = 4) -> list[float] | None:

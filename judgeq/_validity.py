@@ -229,7 +229,6 @@ class AgreementStats:
             key: 1.0 if key[0] == key[1] else 0.5 if "tie" in key else 0.0 for key in cats
         }  # a job's credit: right 1, a tie on one side 0.5, wrong 0
         credit = sum(c * credits[k] for k, c in cats.items())
-        credit_sq = sum(c * credits[k] ** 2 for k, c in cats.items())
         decisive = {k: c for k, c in cats.items() if "tie" not in k}
         right = sum(c for (label, said), c in decisive.items() if label == said)
         m = sum(decisive.values())
@@ -237,7 +236,7 @@ class AgreementStats:
         return {
             "n": n,
             "accuracy_ties_half": _pct(credit, n),
-            "accuracy_ties_half_ci95": _stats.t_interval(n, 100 * credit, 1e4 * credit_sq, 2),
+            "accuracy_ties_half_ci95": _stats.wilson(credit, n),
             "accuracy_ties_excluded": _pct(right, m),
             "accuracy_ties_excluded_ci95": _stats.wilson(right, m),
             "ties_excluded_n": m,

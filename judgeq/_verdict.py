@@ -99,7 +99,20 @@ RAW_LIMIT = 2000
 _HOLISTIC_KEYS = ("score", "overall", "overall_score", "final_score", "grade", "rating", "total")
 _VERDICT_KEYS = ("verdict", "result", "decision", "outcome", "pass", "passed", "label", "grade")
 _SCORES_KEYS = ("scores", "dimension_scores", "dimensions", "criteria", "ratings")
-_NOTES_KEYS = ("reasoning", "notes", "rationale", "explanation", "justification", "comment")
+_NOTES_KEYS = (
+    "reasoning",
+    "notes",
+    "rationale",
+    "explanation",
+    "justification",
+    "comment",
+    "reason",
+    "critique",
+    "thoughts",
+    "analysis",
+    "feedback",
+    "comments",
+)
 _PASS_WORDS = {"pass", "passed", "yes", "true", "acceptable", "correct", "good"}
 _FAIL_WORDS = {"fail", "failed", "no", "false", "unacceptable", "incorrect", "bad"}
 
@@ -145,7 +158,8 @@ _TAGGED_FENCE_RE = re.compile(
 _JSON_TAGS = frozenset({"json", "jsonc", "json5", "jsonl", "javascript", "js"})
 
 
-_INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
+_INLINE_CODE_RE = re.compile(r"(?<!`)`(?!`)[^`\n]+`(?!`)")
+"""A single-backtick span on one line (a fence's three backticks are not one)."""
 
 
 def _json_objects(text: str) -> list[tuple[int, int, dict[str, Any]]]:
@@ -153,7 +167,10 @@ def _json_objects(text: str) -> list[tuple[int, int, dict[str, Any]]]:
     except those inside inline code or a code block tagged with a language other than JSON
     (what the candidate wrote, quoted: data, not the judge's verdict)."""
     code = [m.span() for m in _TAGGED_FENCE_RE.finditer(text) if m.group(2).lower() not in _JSON_TAGS]
-    code += [m.span() for m in _INLINE_CODE_RE.finditer(text) if "{" in m.group(0)]
+    whole = text.strip()
+    code += [
+        m.span() for m in _INLINE_CODE_RE.finditer(text) if "{" in m.group(0) and m.group(0) != whole
+    ]  # a reply that is nothing but `{...}` is the verdict itself
     code.sort()
     found: list[tuple[int, int, dict[str, Any]]] = []
     k = 0  # code spans are in order and ``i`` only grows
@@ -323,7 +340,7 @@ _S1 = r"[ \t]{1,4}"
 # optional connective ("Therefore, ", "In conclusion, ").
 _START = (
     r"(?:^(?:[ \t]{0,12}(?:[-*+•]|[0-9]{1,2}[.)])" + _S1 + r"|[ \t]{0,3})(?:[#>]{1,6}" + _S + ")?"
-    r"|(?<=[.!?,])" + _S1 + r"|(?<=[.!?]\*\*)" + _S1 + r"|(?<=[.!?][\"”')])" + _S1 + ")"
+    r"|(?<=[.!?])" + _S1 + r"|(?<=[.!?]\*\*)" + _S1 + r"|(?<=[.!?][\"”')])" + _S1 + ")"
     r"[*_]{0,3}"
     r"(?:(?:therefore|thus|hence|so|accordingly|overall|finally|in[ \t](?:conclusion|summary|short)"
     r"|all[ \t]in[ \t]all),?" + _S1 + ")?"
@@ -367,13 +384,23 @@ _VERB = (
     + r"[^\n.!?:;0-9\[\]*_]{0,80}?)"
 )
 # fmt: on
+# After a comma, only a bare label and a colon ("Actually, upon reflection, Rating: 6"): "For a
+# perfect answer, the score is 10" is a condition, not a verdict.
+_COMMA_START = r"(?<=,)" + _S1 + r"[*_]{0,3}"
+_COLON = r"[*_]{0,3}" + _S + r":[*_]{0,3}"
 _SCORE_STATEMENT_RES = (
     re.compile(_START + _SCORE_LABEL + _SEP + _VALUE, re.I | re.M),
     re.compile(_VERB + _VALUE, re.I | re.M),
+    re.compile(
+        _COMMA_START + r"(?P<label>(?:final[ \t]+)?(?:score|rating|grade|verdict))" + _COLON + _VALUE, re.I
+    ),
 )
 _VERDICT_STATEMENT_RES = (
     re.compile(_START + _VERDICT_LABEL + _SEP + _WORD_VALUE, re.I | re.M),
     re.compile(_VERB + _WORD_VALUE, re.I | re.M),
+    re.compile(
+        _COMMA_START + r"(?P<label>(?:final[ \t]+)?(?:verdict|result|decision))" + _COLON + _WORD_VALUE, re.I
+    ),
 )
 # fmt: off
 _BRACKET_SCORE_RE = re.compile(
@@ -401,13 +428,15 @@ _BARE_VERDICT_RE = re.compile(
 # that is only "A", "B", "tie" or "Output (b)".
 _PAIR_VALUE = r"(?:output|response|assistant|answer)?[ \t]{0,2}\(?[ab]\)?|tie|draw"
 _PAIR_END = r"[ \t]*+[*_]{0,3}[ \t]*+(?:[.!]|(?=\n)|\Z)"
+_PAIR_BETTER = (
+    r"(?P<word>(?:output|response|assistant|answer)[ \t]{0,2}\(?[ab]\)?)[*_]{0,3}[ \t]+is[ \t]+"
+    r"(?:the[ \t]+)?(?:better|preferred|superior)(?:[ \t]+(?:one|output|response|answer))?"
+)
 _PAIR_STATEMENT_RES = (
-    re.compile(
-        r"(?:" + _START + r"|(?<=,)" + _S1 + r"(?=[^\n]*\Z))"
-        r"(?P<word>(?:output|response|assistant|answer)[ \t]{0,2}\(?[ab]\)?)[*_]{0,3}[ \t]+is[ \t]+"
-        r"(?:the[ \t]+)?(?:better|preferred|superior)(?:[ \t]+(?:one|output|response|answer))?" + _PAIR_END,
-        re.I | re.M,
-    ),
+    re.compile(_START + _PAIR_BETTER + _PAIR_END, re.I | re.M),
+    # after a comma only as the reply's last words ("..., Output (a) is better."): earlier, a
+    # clause like "If brevity were the only goal, Output (a) is better." is a condition
+    re.compile(r"(?<=,)" + _S1 + _PAIR_BETTER + r"[ \t]*+[*_]{0,3}[ \t]*+[.!]?[ \t]*+\Z", re.I),
     re.compile(
         _START
         + r"(?P<label>"
@@ -441,15 +470,26 @@ _FINAL_RE = re.compile(
     r"|judge?ment|assessment|decision|result|outcome|conclusion)\b|[ \t]*\Z)",
     re.I,
 )
+# A second value in the rest of the sentence, in the forms a score takes ("a 10, no wait, a 6",
+# "8, or 6 if ...", "8, maybe 8/10"): after a comma, the first value is not the whole statement.
+# Quantities in a reason ("6, since 2 of the 5 requirements are missing") are not values.
+_ANOTHER = (
+    r"[^\n.!?]*?\b(?:an?|or|maybe|perhaps|rather|actually|make[ \t]+it|say)[ \t]+[0-9]"
+    r"|[^\n.!?]*?[0-9][ \t]*(?:/|out[ \t]+of)[ \t]*[0-9]"
+)
 # What may follow a plain number or word (no ``/D``, no ``[[ ]]``, no closing bold): the end
 # of the line, punctuation that does not lead to another number ("7-8", "8, 9"), or a reason
 # ("PASS because ...").
 _WEAK_END_RE = re.compile(
-    r"[ \t]*+(?:\n|\Z|[.;!?)(\]—–-](?![ \t]*+[0-9])|,(?![^\n.!?]*[0-9])|(?:because|since)\b)", re.I
+    r"[ \t]*+(?:\n|\Z|[.;!?)(\]—–-](?![ \t]*+[0-9])|,(?![ \t]*+[0-9])(?!" + _ANOTHER + r")"
+    r"|(?:because|since)\b)",
+    re.I,
 )
 # A value given on the line after its label ("### Score" + newline + "8") is the whole line:
 # "Evaluation:" + newline + "1. The answer ..." starts a list, it states nothing.
-_LINE_END_RE = re.compile(r"[ \t]*+[.!]?[ \t]*+(?:\n|\Z)")
+_LINE_END_RE = re.compile(
+    r"[ \t]*+(?:[.!]?[ \t]*+(?:\n|\Z)|[-–—][ \t]+(?![0-9])|,?[ \t]*(?:because|since)\b)", re.I
+)
 # What never follows a value: more digits, a fraction bar, a percent sign, an equals sign.
 _BAD_TAIL_RE = re.compile(r"[ \t]*+[=≈]|[0-9/%]")
 # A value right after "out of" or "/" is a denominator ("rated a [[9]] out of 10", bracket lost).
@@ -616,7 +656,8 @@ def _settle(statements: list[_Statement], pv: ParsedVerdict, subject: str) -> _S
 def _dimension_re(name: str) -> re.Pattern[str]:
     words = r"[ \t_-]+".join(map(re.escape, name.split("_")))
     return re.compile(
-        _START + r"(?P<label>" + words + r")(?:[ \t]+(?:score|rating))?\b" + _DIM_SEP + _VALUE,
+        r"(?:" + _START + r"|" + _COMMA_START + r")"  # "Accuracy: 9, Clarity: 8" on one line
+        r"(?P<label>" + words + r")(?:[ \t]+(?:score|rating))?\b" + _DIM_SEP + _VALUE,
         re.I | re.M,
     )
 
@@ -715,17 +756,24 @@ def _complete(pv: ParsedVerdict, rubric: Rubric, text: str) -> ParsedVerdict:
 
 
 _VERDICTISH = frozenset(_HOLISTIC_KEYS + _VERDICT_KEYS + _SCORES_KEYS + _PAIR_KEYS)
-_NOTES_KEYS_SET = frozenset(
-    (*_NOTES_KEYS, "strengths", "weaknesses", "feedback", "comments", "summary", "analysis")
-)
+_NOTES_KEYS_SET = frozenset((*_NOTES_KEYS, "strengths", "weaknesses", "summary"))
+# Keys that say "this object is a verdict" whatever else it holds ({"score": 7, "issues": []});
+# "total", "result", "label", "grade" are too common in the data a judge quotes to say so alone.
+_STRONG_KEYS = frozenset(
+    ("score", "overall_score", "final_score", "rating", "verdict", "winner", "preference", "preferred",
+     "better_output", "scores", "dimension_scores", "ratings", "passed")
+)  # fmt: skip
 _KNOWN_KEYS = _VERDICTISH | _NOTES_KEYS_SET | {"key_facts_present", "key_facts_missing", "confidence"}
-_FENCED_RE = re.compile(r"(```|~~~)[^\n]*\n(?P<body>[\s\S]*?)\n?[ \t]*\1")
+_FENCED_RE = re.compile(
+    r"(?P<fence>```|~~~|`)(?:(?<=[`~]{3})[A-Za-z0-9]*)?[ \t]*\n?(?P<body>[\s\S]*?)\n?[ \t]*(?P=fence)"
+)
+"""A reply that is one fenced block (```json ... ```, on one line or several) or one inline span."""
 
 
 # The reasoning of a format example the judge shows before its verdict ("for example:
 # {"reasoning": "<why>", "score": 5}"): a template, not a statement.
 _PLACEHOLDER_RE = re.compile(
-    r"[\s.…]*|<[^<>\n]{0,80}>|\[[^\[\]\n]{0,80}\]|\{[^{}\n]{0,80}\}"
+    r"\.{2,}|…+|<[^<>\n]{1,80}>|\[[^\[\]\n]{1,80}\]|\{[^{}\n]{1,80}\}"
     r"|(?:an?[ \t]+|your[ \t]+)?(?:example|string|text|explanation|reasoning|rationale|notes?)"
     r"(?:[ \t]+here)?[.…]*",
     re.I,
@@ -744,7 +792,7 @@ def _is_whole_reply(text: str, start: int, end: int) -> bool:
     body = text.strip()
     if (m := _FENCED_RE.fullmatch(body)) is not None:
         body = m.group("body").strip()
-    return body == text[start:end]
+    return body == text[start:end].strip()
 
 
 def parse_verdict(
@@ -775,7 +823,10 @@ def parse_verdict(
             keys = set(_lower_keys(obj))
             # a verdict: the whole reply, an object with reasoning, or one made only of verdict
             # keys; other JSON ({"total": 0, "items": []}) is data the judge quotes
-            if not (whole or keys & _NOTES_KEYS_SET or keys <= known) or _is_template(obj):
+            strong = keys & (_STRONG_KEYS | (known - _KNOWN_KEYS))  # a dimension's name too
+            if not (whole or keys & _NOTES_KEYS_SET or strong or keys <= known):
+                continue
+            if not whole and _is_template(obj):
                 continue
             spans.append((start, end))
             trial = ParsedVerdict()

@@ -84,7 +84,7 @@ redis.call('HSET', KEYS[1], unpack(upd))
 redis.call('EXPIRE', KEYS[1], ARGV[7])
 -- '?': the server's limits are not (or no longer: the budget expired) known here
 local unknown = ''
-if h[6] == false then unknown = '?' end
+if h[6] == false and h[7] == false and h[8] == false then unknown = '?' end
 if wait > 0 then return tostring(wait) .. unknown end
 if (tonumber(ARGV[4]) or 0) <= 0 and (tonumber(h[6]) or 0) <= 0 then
   local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)

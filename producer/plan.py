@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from judgeq._batch import BatchLimits, BatchScan, scan_batch
-from judgeq._errors import ConfigError, JudgeError
+from judgeq._errors import ConfigError, JudgeError, JudgeModelNotFound
 from judgeq._jobs import Job
 from judgeq._retrieval import parse_position_weights
 from judgeq._rubric import (
@@ -341,7 +341,12 @@ def preflight(plan: Plan, settings: Settings, *, sleep: Callable[[float], None] 
         try:
             for attempt in range(PREFLIGHT_TRIES):
                 try:
-                    client.check(timeout=settings.judge_timeout)
+                    try:
+                        client.check(timeout=settings.judge_timeout)
+                    except JudgeModelNotFound:
+                        # the Models API does not know it: a gateway without that API, or a
+                        # model the Messages API refuses too. Ask the Messages API (1 token).
+                        client.ping(timeout=settings.judge_timeout)
                     break
                 except JudgeError as exc:
                     if not exc.retryable or attempt == PREFLIGHT_TRIES - 1:

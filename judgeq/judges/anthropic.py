@@ -200,6 +200,17 @@ class AnthropicJudge:
         except (anthropic.AnthropicError, OSError) as exc:
             raise translate_error(exc) from None
 
+    def ping(self, *, timeout: float = 30.0) -> None:
+        """One tiny Messages call (a token or two) that proves the key and the model; raises
+        JudgeError. For endpoints that serve Messages but not the Models API (a gateway)."""
+        self._call(
+            "create",
+            model=self.model,
+            max_tokens=1,
+            messages=[{"role": "user", "content": "ping"}],
+            timeout=timeout,
+        )
+
     def check(self, *, timeout: float = 30.0) -> None:
         """Prove the key and the model with no token spent (the Models API); raises JudgeError."""
         if self._client is None:

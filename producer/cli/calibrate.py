@@ -131,9 +131,9 @@ def calibrate(rubric_ref: str, labels: str | None, **flags: Any) -> None:
     accuracy, kappa, _ = figures(report.get("agreement") or {}, rubric)
     failed = []
     if flags["min_accuracy"] is not None and (accuracy is None or accuracy < flags["min_accuracy"]):
-        failed.append(f"accuracy {_fmt(accuracy, '%')} < {flags['min_accuracy']:g}%")
+        failed.append(f"accuracy {_exact(accuracy)}% < {flags['min_accuracy']:g}%")
     if flags["min_kappa"] is not None and (kappa is None or kappa < flags["min_kappa"]):
-        failed.append(f"kappa {_fmt(kappa, nd=3)} < {flags['min_kappa']:g}")
+        failed.append(f"kappa {_exact(kappa)} < {flags['min_kappa']:g}")
     ag = report.get("agreement") or {}
     coverage = 100.0 * ag.get("graded", 0) / ag["labelled"] if ag.get("labelled") else 0.0
     if coverage < flags["min_coverage"]:
@@ -196,6 +196,11 @@ def _print(
             else r.overall
         )
         click.echo(f"  disagrees: {r.job_id}: label {r.label}, judge {said}")
+
+
+def _exact(x: float | None) -> str:
+    """A gated figure as compared (not rounded to look equal to its threshold); – if none."""
+    return "–" if x is None else f"{x:g}"
 
 
 def _missed(r: Any, rubric: Rubric) -> bool:

@@ -69,7 +69,7 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
     system_chars = sum(len(s) for s in ctx.system)
     user_chars = 0
     samples = []
-    llm_models = [j.model for j in plan.judges if j.provider != "lexical"]
+    llm_models = list(dict.fromkeys(j.model for j in plan.judges if j.provider != "lexical"))
     in_cache = CacheCount(cache if settings.cache and llm_models else None)
     for index, job in iter_jobs(plan.scan, limits):
         request = ctx.request_for(job)

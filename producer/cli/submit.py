@@ -38,7 +38,9 @@ def validated(settings: Settings, flags: dict[str, Any]) -> Iterator[Plan | None
         if flags["dry_run"]:
             from .dry_run import dry_run
 
-            dry_run(plan, settings, reply_cache(settings, flags.get("command", "submit")))
+            llm = any(j.provider != "lexical" for j in plan.judges)
+            cache = reply_cache(settings, flags.get("command", "submit")) if llm and settings.cache else None
+            dry_run(plan, settings, cache)
             yield None
             return
         yield plan

@@ -111,7 +111,7 @@ def test_an_llm_judge_is_calibrated_through_the_real_sdk(tmp_path: Path, fake: F
     assert fake.request_count == 3 * 2, "each golden pair in both orders (the preflight: Models API)"
     # the gate follows the figure it printed: below the threshold exit 1, at or above exit 0
     assert kappa < 0.99  # the stand-in answers at random: it cannot agree with the goldens
-    assert out.returncode == 1 and f"FAIL: kappa {kappa:.3f} < 0.99" in out.stdout, out.stdout
+    assert out.returncode == 1 and "FAIL: kappa " in out.stdout and "< 0.99" in out.stdout, out.stdout
     out, again = calibrate("-1")  # kappa is never below -1
     assert again == kappa and out.returncode == 0 and "PASS" in out.stdout, out.stdout
 

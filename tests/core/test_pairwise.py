@@ -190,6 +190,10 @@ def test_length_controlled_win_rate_averages_the_two_strata() -> None:
     # its interval: the two strata's variances (longer: 1, 1 -> 0; shorter: 0, 0.5 -> 0.125)
     half = 1.959964 * (0.125 / 2) ** 0.5 / 2 * 100
     assert row["win_rate_length_controlled_ci95"] == pytest.approx([62.5 - half, 62.5 + half], abs=0.01)
+    # kept within 0-100 where the normal interval would pass them (old: up to 108%)
+    from judgeq._stats import strata_mean_interval
+
+    assert strata_mean_interval([(2, 200.0, 20000.0), (3, 250.0, 22500.0)])[1] <= 100.0
 
 
 def test_the_win_rate_interval_is_centred_on_the_win_rate_with_ties_as_halves() -> None:

@@ -200,13 +200,15 @@ def test_a_label_line_followed_by_a_list_or_a_sentence_is_not_a_score(text: str)
 
 
 def test_json_the_judge_quotes_is_data_not_a_verdict() -> None:
-    # old parser: 1 (total clamped), 3, 2 -- the candidate's JSON, read as the verdict
+    # old parser: 1 (total clamped), 3, 3 -- the candidate's JSON, read as the verdict
     text = '{"total": 0, "items": []} is what the function returns on empty input. Score: 8'
     assert parse(TEN, text).holistic == 8.0
     text = 'The candidate returns `{"score": 3}` as the spec says. Rating: [[8]]'
     assert parse(TEN, text).holistic == 8.0
+    # a score key says "verdict" whatever else the object holds: against the text, a conflict
+    # (a null, never a guess between the two)
     text = 'The candidate returned:\n```\n{"score": 3, "id": 1}\n```\nas required. Rating: [[8]]'
-    assert parse(TEN, text).holistic == 8.0
+    assert_null(parse(TEN, text))
     # with nothing else stated, such JSON gives no score at all
     assert_null(parse(TEN, 'The function returns {"total": 0, "items": []} on empty input.'))
     # a verdict-shaped object in prose is a statement: against another statement, a conflict
@@ -570,3 +572,69 @@ def test_the_lexical_judge_answers_on_a_general_scale(scale: str) -> None:
     reply = LexicalJudge().complete(request, timeout=1.0)
     pv = parse_verdict(r, text=reply.text)
     assert pv.null_reason is None and pv.holistic == float(r.hi)
+
+
+# -- found by a second review: what the rules above must not break --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("r", "text"),
+    [
+        pytest.param(
+            TEN, "For a perfect answer, the score is 10. This answer misses the derivation.", id="cond"
+        ),
+        pytest.param(TEN, "Had all criteria been met, the grade is 10. Only two were.", id="counterfactual"),
+        pytest.param(TEN, "The candidate claims, the score is 10. I disagree.", id="claim"),
+        pytest.param(
+            PF, "For a fully correct answer, the verdict is PASS. This one misses two steps.", id="pf"
+        ),
+    ],
+)
+def test_a_clause_after_a_comma_is_not_a_verdict(r: Rubric, text: str) -> None:
+    assert_null(parse(r, text))
+
+
+@pytest.mark.parametrize(
+    ("r", "text", "expected"),
+    [
+        pytest.param(PF, "Verdict: PASS, although 1 of the tests is flaky.", "pass", id="pf-although"),
+        pytest.param(PF, "Final verdict: FAIL, because step 3 is wrong.", "fail", id="pf-because"),
+        pytest.param(TEN, "Score: 6, since 2 of the 5 requirements are missing.", 6.0, id="since-quantity"),
+        pytest.param(TEN, "I would rate it a 7, given that it misses 2 edge cases.", 7.0, id="given-that"),
+        pytest.param(TEN, 'Here it is:\n{"reason": "ok", "score": 7}', 7.0, id="json-reason-key"),
+        pytest.param(TEN, 'Here it is:\n```json\n{"score": 7, "issues": []}\n```', 7.0, id="json-extra-key"),
+        pytest.param(TEN, '```json\n{"score": 7, "issues": []}\n```\nThanks.', 7.0, id="json-then-thanks"),
+        pytest.param(PF, 'Here:\n{"verdict": "PASS", "reason": "ok"}', "pass", id="pf-json-reason"),
+        pytest.param(TEN, '{"reasoning": "", "score": 7}', 7.0, id="empty-reasoning"),
+        pytest.param(TEN, '```json\n{"reasoning": "...", "score": 7}\n```', 7.0, id="dots-reasoning-whole"),
+        pytest.param(TEN, '```{"reasoning":"ok","score":7}```', 7.0, id="one-line-fence"),
+        pytest.param(TEN, '```json {"reasoning":"ok","score":7}```', 7.0, id="one-line-json-fence"),
+        pytest.param(TEN, '`{"reasoning":"ok","score":7}`', 7.0, id="inline-span-whole"),
+        pytest.param(TEN, "### Score\n8 - a solid answer", 8.0, id="next-line-dash"),
+    ],
+)
+def test_explicit_verdicts_with_a_reason_or_extra_keys_are_read(
+    r: Rubric, text: str, expected: object
+) -> None:
+    pv = parse(r, text)
+    assert pv.null_reason is None, (pv.raw, pv.flags)
+    assert (pv.verdict if isinstance(expected, str) else pv.holistic) == expected
+
+
+def test_pairwise_json_with_a_reason_key_and_dimensions_on_one_line() -> None:
+    pair = rubric("pairwise")
+    assert parse(pair, 'Here:\n{"winner": "A", "reason": "ok"}').verdict == "A"
+    pv = parse(DIMS, "Accuracy: 9, Clarity: 8\nOverall: 8.5")
+    assert pv.scores == {"accuracy": 9.0, "clarity": 8.0}
+    pv = parse(DIMS, "- Accuracy: 9, it handles all 3 cases\n- Clarity: 8\nOverall: 8.5")
+    assert pv.scores == {"accuracy": 9.0, "clarity": 8.0}
+
+
+def test_a_pair_preference_after_a_comma_counts_only_as_the_replys_last_words() -> None:
+    pair = rubric("pairwise")
+    assert parse(pair, "Both are correct, but on balance, Output (b) is better.").verdict == "B"
+    for text in (
+        "If brevity were the only goal, Output (a) is better. But the task asks for accuracy.",
+        "Judged on tone alone, Output (a) is better. On accuracy the two are level.",
+    ):
+        assert_null(parse(pair, text))

@@ -1,0 +1,75 @@
+"""The preflight: the Models API proves key and model (no tokens); a model it does not know is
+asked of the Messages API (a gateway may not serve the Models API); transient failures are
+tried again; anything else is one ConfigError line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from judgeq import ConfigError, load_settings
+from judgeq._errors import JudgeAuthError, JudgeModelNotFound, JudgeOverloaded
+from judgeq.judges import JudgeSpec
+from judgeq.judges.anthropic import AnthropicJudge
+from judgeq.producer.plan import preflight
+
+PLAN: Any = SimpleNamespace(judges=[JudgeSpec("anthropic", "claude-x")])
+
+
+def script(
+    monkeypatch: pytest.MonkeyPatch, check: list[Exception | None], ping: list[Exception | None]
+) -> list[str]:
+    calls: list[str] = []
+
+    def step(name: str, plan: list[Exception | None]) -> Any:
+        def run(self: AnthropicJudge, *, timeout: float) -> None:
+            calls.append(name)
+            error = plan.pop(0) if plan else None
+            if error is not None:
+                raise error
+
+        return run
+
+    monkeypatch.setattr(AnthropicJudge, "check", step("check", check))
+    monkeypatch.setattr(AnthropicJudge, "ping", step("ping", ping))
+    return calls
+
+
+def test_the_models_api_is_enough_when_it_knows_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = script(monkeypatch, [None], [])
+    preflight(PLAN, load_settings(anthropic_api_key="k"), sleep=lambda s: None)
+    assert calls == ["check"]
+
+
+def test_a_gateway_without_the_models_api_is_proven_with_one_messages_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = script(monkeypatch, [JudgeModelNotFound("404")], [None])
+    preflight(PLAN, load_settings(anthropic_api_key="k"), sleep=lambda s: None)
+    assert calls == ["check", "ping"]
+
+
+def test_an_unknown_model_a_refused_key_and_transient_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load_settings(anthropic_api_key="k")
+    script(monkeypatch, [JudgeModelNotFound("404")], [JudgeModelNotFound("404 model: claude-x")])
+    with pytest.raises(ConfigError, match="judge preflight failed: the judge rejected model 'claude-x'"):
+        preflight(PLAN, settings, sleep=lambda s: None)
+    calls = script(monkeypatch, [JudgeAuthError("401")], [])
+    with pytest.raises(ConfigError, match="the API key was refused"):
+        preflight(PLAN, settings, sleep=lambda s: None)
+    assert calls == ["check"], "a refused key is not asked again"
+    slept: list[float] = []
+    calls = script(monkeypatch, [JudgeOverloaded("529", retry_after=3.0), JudgeOverloaded("529"), None], [])
+    preflight(PLAN, settings, sleep=slept.append)
+    assert calls == ["check"] * 3 and slept == [3.0, 2.0]  # retry-after, then the backoff
+
+
+def test_no_preflight_for_the_offline_judge(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    calls = script(monkeypatch, [], [])
+    preflight(
+        SimpleNamespace(judges=[JudgeSpec("lexical", "lexical-overlap-v1")]), load_settings(), sleep=print
+    )  # type: ignore[arg-type]
+    assert calls == []
