@@ -53,7 +53,13 @@ def rescored_spec(
         raise ConfigError(f"run {spec.run_id} is pairwise: a pair's verdict has nothing to re-weight")
     update: dict[str, object] = {"run_id": run_id or new_run_id()}
     if rubric_text is not None:
-        update.update(rubric_text=rubric_text, rubric_source=rubric_source or "<rescore>", weights={})
+        # a new rubric version brings its own weights and pass threshold (unless given again here)
+        update.update(
+            rubric_text=rubric_text,
+            rubric_source=rubric_source or "<rescore>",
+            weights={},
+            pass_threshold=None,
+        )
     if weights is not None:
         update["weights"] = {**(spec.weights if rubric_text is None else {}), **weights}
     if thresholds is not None:

@@ -179,6 +179,20 @@ def test_the_pass_threshold_itself_can_be_moved() -> None:
         rescored_spec(spec(), pass_threshold=11.0)
 
 
+def test_a_new_rubric_version_brings_its_own_pass_threshold() -> None:
+    # old: a run re-scored with --pass-threshold 6, re-scored again with a new rubric version,
+    # kept the 6 over the new version's own threshold
+    moved = rescored_spec(spec(), pass_threshold=6.0)
+    v2 = QUALITY_TEXT.replace("version: 1.0.0", "version: 2.0.0").replace(
+        "pass_threshold: 7", "pass_threshold: 8"
+    )
+    again = rescored_spec(moved, rubric_text=v2)
+    assert again.pass_threshold is None and again.rubric.threshold == 8.0
+    assert rescore(res("j0", 7.5, scores=DIMS), again.rubric, again).passed is False
+    given = rescored_spec(moved, rubric_text=v2, pass_threshold=5.0)
+    assert given.rubric.threshold == 5.0
+
+
 def test_a_rubric_version_without_the_safety_gate_lifts_its_caps() -> None:
     gated = QUALITY_TEXT.replace("safety_gate: false", "safety_gate: true")
     source = spec(rubric_text=gated)  # graded with the gate: this output was capped to 0
