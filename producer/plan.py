@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from judgeq._batch import BatchLimits, BatchScan, scan_batch
-from judgeq._errors import ConfigError, JudgeError, JudgeModelNotFound
+from judgeq._errors import ConfigError, JudgeError
 from judgeq._jobs import Job
 from judgeq._retrieval import parse_position_weights
 from judgeq._rubric import (
@@ -330,7 +330,8 @@ PREFLIGHT_TRIES = 4
 def preflight(plan: Plan, settings: Settings, *, sleep: Callable[[float], None] = time.sleep) -> None:
     """Prove every LLM judge's key and model before enqueuing anything: one request to the
     Models API each (no tokens spent, no Messages rate limit used: a re-run answered by the
-    reply cache makes no judge call at all), tried again on a transient failure (429, 5xx)."""
+    reply cache makes no judge call at all; a one-token Messages call where the Models API
+    cannot tell, see :meth:`AnthropicJudge.check`), tried again on a transient failure (429, 5xx)."""
     from judgeq.judges.anthropic import AnthropicJudge
 
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
@@ -341,12 +342,7 @@ def preflight(plan: Plan, settings: Settings, *, sleep: Callable[[float], None] 
         try:
             for attempt in range(PREFLIGHT_TRIES):
                 try:
-                    try:
-                        client.check(timeout=settings.judge_timeout)
-                    except JudgeModelNotFound:
-                        # the Models API does not know it: a gateway without that API, or a
-                        # model the Messages API refuses too. Ask the Messages API (1 token).
-                        client.ping(timeout=settings.judge_timeout)
+                    client.check(timeout=settings.judge_timeout)
                     break
                 except JudgeError as exc:
                     if not exc.retryable or attempt == PREFLIGHT_TRIES - 1:

@@ -4,7 +4,8 @@ takes no jobs (it stops consuming its queue) and checks again every
 
 The judge checked is ``JUDGEQ_JUDGE`` (default: the Anthropic default model).  A worker that
 should serve only the offline judge says ``JUDGEQ_JUDGE=lexical``; a worker with no
-``ANTHROPIC_API_KEY`` otherwise is broken.  The check uses the Models API (no tokens spent):
+``ANTHROPIC_API_KEY`` otherwise is broken.  The check is :meth:`AnthropicJudge.check` (the
+Models API, no tokens spent; one Messages token where that API cannot tell):
 a refused key or an unknown model is broken; an unreachable API is not (calls then fail per
 job and are retried).  A run's own model is checked by its producer's preflight, and a run
 whose calls fail systemically pauses (:func:`judgeq._pipeline.settle_held`).

@@ -212,13 +212,26 @@ class AnthropicJudge:
         )
 
     def check(self, *, timeout: float = 30.0) -> None:
-        """Prove the key and the model with no token spent (the Models API); raises JudgeError."""
+        """Prove the key and the model; raises JudgeError. The Models API first (no token
+        spent); when it does not know the model (404) or is not served (405: a gateway that
+        serves only Messages), one Messages call of a token (:meth:`ping`) settles it."""
         if self._client is None:
             raise JudgeAuthError(NO_KEY)
+        if not self._models_api_knows(timeout):
+            self.ping(timeout=timeout)
+
+    def _models_api_knows(self, timeout: float) -> bool:
+        """True when the Models API knows the model, False when it cannot tell (404, 405)."""
+        assert self._client is not None
         try:
             self._client.models.retrieve(self.model, timeout=timeout)
+        except anthropic.APIStatusError as exc:
+            if exc.status_code in (404, 405):
+                return False
+            raise translate_error(exc) from None
         except (anthropic.AnthropicError, OSError) as exc:
             raise translate_error(exc) from None
+        return True
 
     def count_tokens(self, request: JudgeRequest, *, timeout: float = 30.0) -> int:
         kwargs = request.to_messages_kwargs(self.model)

@@ -17,7 +17,8 @@ Stdlib only. Endpoints:
   deterministically from ``sha256(seed + text of the last user message)``.
 * ``POST /v1/messages/count_tokens`` -- ``{"input_tokens": ceil(len(body) / 4)}``, no latency.
 * ``GET /v1/models/MODEL`` -- the model's record (404 when ``models`` is set and lacks it; 401
-  with a wrong key); counted in ``model_checks``, not in ``request_count``.
+  with a wrong key; 405 for every model when ``models_api=False``, as a gateway that serves only
+  Messages); counted in ``model_checks``, not in ``request_count``.
 * Message Batches (same authentication as ``/v1/messages``):
 
   - ``POST /v1/messages/batches`` -- ``{"requests": [{"custom_id", "params"}]}``: 1 to 100,000
@@ -608,8 +609,10 @@ class FakeMessagesAPI:
         otpm: int | None = None,
         limit_headers: bool = True,
         batch_latency: float = DEFAULT_BATCH_LATENCY,
+        models_api: bool = True,
     ) -> None:
         self.latency = latency
+        self.models_api = models_api
         self.batch_latency = batch_latency
         self.limit_headers = limit_headers
         self._buckets: dict[str, _Bucket] = {}
@@ -855,6 +858,8 @@ class FakeMessagesAPI:
     def _model(self, headers: Any, model: str) -> _Reply:
         with self._lock:
             self.model_checks += 1
+        if not self.models_api:
+            return _error_reply(405, "Method not allowed: this endpoint serves Messages only")
         if not self._authorized(headers):
             return _error_reply(401)
         if self.models is not None and model not in self.models:

@@ -19,21 +19,28 @@ from judgeq.producer.plan import preflight
 PLAN: Any = SimpleNamespace(judges=[JudgeSpec("anthropic", "claude-x")])
 
 
+UNKNOWN = False
+"""What the Models API answers when it cannot tell (404: it does not know the model; 405: a
+gateway that does not serve it)."""
+
+
 def script(
-    monkeypatch: pytest.MonkeyPatch, check: list[Exception | None], ping: list[Exception | None]
+    monkeypatch: pytest.MonkeyPatch, check: list[Exception | bool | None], ping: list[Exception | bool | None]
 ) -> list[str]:
+    """Script the Models API request and the one-token Messages call under the real ``check``."""
     calls: list[str] = []
 
-    def step(name: str, plan: list[Exception | None]) -> Any:
-        def run(self: AnthropicJudge, *, timeout: float) -> None:
+    def step(name: str, plan: list[Exception | bool | None]) -> Any:
+        def run(self: AnthropicJudge, *args: Any, **kwargs: Any) -> bool:
             calls.append(name)
-            error = plan.pop(0) if plan else None
-            if error is not None:
-                raise error
+            outcome = plan.pop(0) if plan else None
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome is not UNKNOWN
 
         return run
 
-    monkeypatch.setattr(AnthropicJudge, "check", step("check", check))
+    monkeypatch.setattr(AnthropicJudge, "_models_api_knows", step("check", check))
     monkeypatch.setattr(AnthropicJudge, "ping", step("ping", ping))
     return calls
 
@@ -47,14 +54,14 @@ def test_the_models_api_is_enough_when_it_knows_the_model(monkeypatch: pytest.Mo
 def test_a_gateway_without_the_models_api_is_proven_with_one_messages_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    calls = script(monkeypatch, [JudgeModelNotFound("404")], [None])
+    calls = script(monkeypatch, [UNKNOWN], [None])
     preflight(PLAN, load_settings(anthropic_api_key="k"), sleep=lambda s: None)
     assert calls == ["check", "ping"]
 
 
 def test_an_unknown_model_a_refused_key_and_transient_failures(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings(anthropic_api_key="k")
-    script(monkeypatch, [JudgeModelNotFound("404")], [JudgeModelNotFound("404 model: claude-x")])
+    script(monkeypatch, [UNKNOWN], [JudgeModelNotFound("404 model: claude-x")])
     with pytest.raises(ConfigError, match="judge preflight failed: the judge rejected model 'claude-x'"):
         preflight(PLAN, settings, sleep=lambda s: None)
     calls = script(monkeypatch, [JudgeAuthError("401")], [])
@@ -73,3 +80,25 @@ def test_no_preflight_for_the_offline_judge(monkeypatch: pytest.MonkeyPatch, tmp
         SimpleNamespace(judges=[JudgeSpec("lexical", "lexical-overlap-v1")]), load_settings(), sleep=print
     )  # type: ignore[arg-type]
     assert calls == []
+
+
+@pytest.mark.parametrize("models", [("claude-x",), ("claude-y",)], ids=["known", "unknown-model"])
+def test_a_gateway_that_serves_only_messages_over_the_real_sdk(models: tuple[str, ...]) -> None:
+    # old: the Models API's 405 was a refused model, at the preflight and at a worker's start-up
+    from judgeq.testing.fake_anthropic import FakeMessagesAPI
+    from workers.health import judge_setup_problem
+
+    with FakeMessagesAPI(api_key="k", models=models, models_api=False) as fake:
+        settings = load_settings(
+            anthropic_api_key="k", anthropic_base_url=fake.base_url, judge="anthropic:claude-x"
+        )
+        if "claude-x" in models:
+            preflight(PLAN, settings, sleep=lambda s: None)
+            assert judge_setup_problem(settings) is None
+            assert fake.model_checks == 2 and fake.request_count == 2, (
+                "one Models request, one Messages call each"
+            )
+        else:
+            with pytest.raises(ConfigError, match="the judge rejected model 'claude-x'"):
+                preflight(PLAN, settings, sleep=lambda s: None)
+            assert "model_not_found" in (judge_setup_problem(settings) or "")
