@@ -304,16 +304,21 @@ def check_redis_url(url: str) -> None:
     host and shown in errors), which must be percent-encoded."""
     from urllib.parse import parse_qs, urlsplit
 
-    scheme, _, rest = url.partition("://")
-    if scheme not in ("redis", "rediss"):
+    if url.partition("://")[0] not in ("redis", "rediss"):
         return  # unix:// and others: redis-py's own checks
-    userinfo = rest.rpartition("@")[0]
-    if any(c in userinfo for c in "/?#"):
+    parts = urlsplit(url)
+    try:
+        _ = parts.port  # ValueError when it is not a number: the authority was cut short
+        authority_ok = bool(parts.hostname)
+    except ValueError:
+        authority_ok = False
+    # an '@' past the authority: a '/', '?' or '#' of the password ended it early (an '@' in the
+    # query of a URL whose authority is a good host[:port] is the query's own: client_name=a@b)
+    if "@" in parts.path or ("@" in parts.query + parts.fragment and not authority_ok):
         raise ConfigError(
             f"invalid Redis URL {mask_url(url)}: a password containing '/', '?' or '#' must be "
             "percent-encoded (%2F, %3F, %23)"
         )
-    parts = urlsplit(url)
     path = parts.path.strip("/")
     dbs = parse_qs(parts.query).get("db", [])
     for db in ([path] if path else []) + dbs:

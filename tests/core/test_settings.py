@@ -83,3 +83,31 @@ def test_known_variables_are_not_reported() -> None:
 def test_empty_key_is_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "  ")
     assert load_settings().anthropic_api_key is None
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("redis://:p@ss/word@127.0.0.1:6379/0", "percent-encoded"),
+        ("redis://u:12/34@host/0", "percent-encoded"),  # the authority 'u:12' would parse
+        ("redis://:pa?ss@host/0", "percent-encoded"),
+        ("redis://u:pa#ss@host", "percent-encoded"),
+        ("redis://127.0.0.1:1/abc", "the database 'abc' is not a number"),
+        ("redis://127.0.0.1:1/1/2", "the database '1/2' is not a number"),
+        ("rediss://h/1?db=x", "the database 'x' is not a number"),
+        # old: an '@' in the query was taken for the end of a password holding '/'
+        ("redis://localhost:6379/0?client_name=ops@eu", None),
+        ("redis://host?client_name=a@b", None),
+        ("redis://:p@ss@host:1/0", None),  # an '@' inside the password: the last one ends it
+        ("redis://:hunter2@127.0.0.1:1/0", None),
+    ],
+)
+def test_redis_urls_redis_py_would_misread_are_refused(url: str, problem: str | None) -> None:
+    from judgeq.redis_store import check_redis_url
+
+    if problem is None:
+        check_redis_url(url)
+        return
+    with pytest.raises(ConfigError, match=problem) as err:
+        check_redis_url(url)
+    assert "ss/word" not in str(err.value) and "34@" not in str(err.value) and "pa?ss" not in str(err.value)
