@@ -57,7 +57,7 @@ OPTIONS = frozenset(
         "hit_k", "council", "no_swap", "disagreement",
         # settings (judgeq.producer.settings.settings_for)
         "safety_gate", "judge_timeout", "judge_deadline", "no_cache", "batch_api", "max_cost",
-        "rpm", "itpm", "otpm",
+        "rpm", "itpm", "otpm", "share",
     }
 )  # fmt: skip
 """The CLI's options a :func:`grade` or :func:`submit` call takes as keyword arguments."""

@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from ._budget import NO_LIMITS, Budget, Limits
 from ._cache import ReplyCache, cache_key
 from ._errors import JudgeError
 from ._jobs import Job, PairJob, QuestionJob
@@ -37,6 +36,7 @@ from ._retrieval import first_relevant_rank, hits_at, total_score
 from ._rubric import RetrievalConfig, Rubric
 from ._scoring import Score, score_verdict
 from ._verdict import ParsedVerdict, parse_verdict
+from .ratelimit import Budget, Share
 
 NOTES_LIMIT = 4000
 PAIR_SCORE = {"A": 1.0, "tie": 0.5, "B": 0.0}
@@ -83,7 +83,8 @@ class GradingContext:
     system: tuple[str, ...] = ()
     schema: dict[str, object] = field(default_factory=dict)
     budget: Budget | None = None
-    limits: Limits = NO_LIMITS
+    share: Share | None = None
+    """The run's share of its judges' limits (``--share``)."""
     cache: ReplyCache | None = None
     council: tuple[tuple[Judge, Budget | None], ...] = ()
     swap: bool = True
@@ -182,7 +183,7 @@ def grade_job(
                 ctx.policy,
                 sleep=sleep,
                 budget=budget,
-                limits=ctx.limits,
+                share=ctx.share,
                 gate=ctx.gate,
             )
         # a reply this very job paid for (a redelivery) is its own spend, not a saving

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ._budget import NO_LIMITS, Budget, Limits, Usage, estimate_input_tokens, wait_for_budget
 from ._errors import JudgeError, JudgeRateLimited, JudgeTimeout
 from ._render import JudgeRequest
 from ._settings import default
+from .ratelimit import Budget, Share, Usage, estimate_input_tokens, wait_for_budget
 
 
 @dataclass(slots=True)
@@ -68,9 +68,9 @@ class RetryPolicy:
     max_attempts: int = 10
     min_attempt_time: float = 0.05
     max_rate_limited: int = 10
-    """With a budget, a 429 pauses every caller until ``retry-after`` and the attempt is made
-    again without counting against ``max_attempts`` or the deadline, up to this many 429s for
-    one job (the budget keeps 429s rare: a job refused this often ends ``rate_limited``)."""
+    """With a budget, a 429 is not an attempt: the job waits the server's ``retry-after`` (not
+    counted against the deadline; the budget decides whether every caller pauses too) and asks
+    again, up to this many refused calls in all; then it ends ``rate_limited``."""
 
 
 @dataclass(slots=True)
@@ -105,7 +105,7 @@ def call_with_retries(
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
     budget: Budget | None = None,
-    limits: Limits = NO_LIMITS,
+    share: Share | None = None,
     gate: Gate | None = None,
 ) -> CallOutcome:
     """Call ``judge`` until it answers, fails for good, or the deadline runs out. Never raises
@@ -113,24 +113,29 @@ def call_with_retries(
 
     With a ``gate``, each attempt first takes one of its places (held for the attempt only,
     not while backing off). With a ``budget``, each attempt then waits for its reservation
-    (one request, the estimated input tokens, ``max_tokens`` output tokens), reconciled with
-    the usage the judge reports afterwards. Neither wait counts against the deadline (waiting
-    for a place or for budget never makes a job time out)."""
+    (one request, the estimated input tokens, ``max_tokens`` output tokens; a ``share`` of the
+    judge's limits for the run), reconciled with the usage the judge reports afterwards, and a
+    429 is reported to it (see :attr:`RetryPolicy.max_rate_limited`). Neither wait counts
+    against the deadline (waiting for a place or for budget never makes a job time out)."""
     rng = rng or random.Random()
     start = clock()
     end = start + policy.deadline
     attempts = 0
-    rate_limited = 0
+    refusals = 0  # 429s under a budget: not attempts
+    first_epoch: int | None = None
     errors: list[str] = []
     last: JudgeError | None = None
     reserve = Usage(estimate_input_tokens(request.size_chars()), request.max_tokens)
-    while attempts - rate_limited < policy.max_attempts:  # absorbed 429s are not counted
+    while attempts - refusals < policy.max_attempts:
+        epoch = 0
         if gate is not None:
             before = clock()
             gate.acquire()
             end += clock() - before
         try:
-            end += wait_for_budget(budget, reserve, limits, sleep=sleep)
+            if budget is not None:
+                waited, epoch = wait_for_budget(budget, reserve, share, sleep=sleep)
+                end += waited
             remaining = end - clock()
             if remaining < policy.min_attempt_time:
                 break
@@ -142,23 +147,33 @@ def call_with_retries(
                 exc = failed
                 if budget is not None:
                     budget.observe(exc.headers)
-                    refused = isinstance(exc, JudgeRateLimited)  # a 429 spent no tokens
-                    budget.settle(reserve, Usage(0 if refused else reserve.input_tokens, 0))
+                    if not isinstance(exc, JudgeRateLimited):  # the input may have been read
+                        budget.settle(
+                            reserve, Usage(reserve.input_tokens, 0), ok=False, epoch=epoch, share=share
+                        )
             else:
                 if budget is not None:
                     budget.observe(reply.headers)
                     used = Usage(reply.input_tokens + reply.cache_creation_input_tokens, reply.output_tokens)
-                    budget.settle(reserve, used)
+                    budget.settle(reserve, used, ok=True, epoch=epoch, share=share)
                 return CallOutcome(reply, None, attempts, clock() - start, errors)
         finally:
             if gate is not None:
                 gate.release()
         errors.append(exc.reason)
-        refused = isinstance(exc, JudgeRateLimited)
-        if budget is not None and refused and rate_limited < policy.max_rate_limited:
-            rate_limited += 1
-            budget.throttled(exc.retry_after, limits)  # every caller waits, not only this one
+        if budget is not None and isinstance(exc, JudgeRateLimited):
+            refusals += 1
+            first_epoch = epoch if first_epoch is None else first_epoch
+            budget.refused(
+                reserve, exc.retry_after, epoch=epoch, nth=refusals, first_epoch=first_epoch, share=share
+            )
             last = exc
+            if refusals >= policy.max_rate_limited:
+                break
+            # this job waits the server's word; whether every caller does is the budget's call
+            delay = exc.retry_after if exc.retry_after is not None else _backoff(policy, refusals, rng)
+            sleep(delay)
+            end += delay
             continue
         # An attempt the deadline cut short and that then timed out says nothing about
         # the judge: the job's reason stays what the judge said before (e.g. 500 -> api_error).

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from ._budget import Budget
 from ._cache import Prefetched, ReplyCache, get_many
 from ._errors import SYSTEMIC_REASONS, StoreError
 from ._grading import GradingContext, grade_job, null_result, plan_calls
@@ -39,6 +38,7 @@ from ._report import build_report, new_aggregator
 from ._result import Result
 from ._run import RunSpec, utcnow
 from ._store import Store
+from .ratelimit import Budget
 
 log = logging.getLogger("judgeq.worker")
 

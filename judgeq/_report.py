@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from ._aggregate import Aggregator, price_for
-from ._budget import estimate_input_tokens
 from ._html import MAX_ROWS, render_html
 from ._render import render_system
 from ._result import Result
 from ._rubric import Rubric
 from ._run import RunSpec
 from ._stats import METHODS
+from .ratelimit import estimate_input_tokens
 
 REPORT_VERSION = 1
 

@@ -14,12 +14,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._budget import Budget, Limits
 from ._cache import ReplyCache
 from ._grading import GradingContext
 from ._judge import Gate, Judge, RetryPolicy
 from ._rubric import RetrievalConfig, Rubric, parse_rubric
 from ._settings import default, default_thresholds
+from .ratelimit import Budget, Share
 
 
 def new_run_id() -> str:
@@ -73,6 +73,10 @@ class RunSpec(BaseModel):
     rpm: int | None = None
     itpm: int | None = None
     otpm: int | None = None
+    """The judge limits set when the run was submitted (they belong to the judge, not the run:
+    :meth:`judgeq.ratelimit.Budget.configure`); kept for the record."""
+    share: float | None = Field(None, gt=0, le=1)
+    """The share of its judges' limits the run takes at most (``--share``)."""
     rejected_count: int = 0
     rejected: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -88,9 +92,9 @@ class RunSpec(BaseModel):
     def policy(self) -> RetryPolicy:
         return RetryPolicy(timeout=self.judge_timeout, deadline=self.judge_deadline)
 
-    def limits(self) -> Limits:
-        """The judge limits given for this run (``--rpm/--itpm/--otpm``)."""
-        return Limits(self.rpm, self.itpm, self.otpm)
+    def budget_share(self) -> Share | None:
+        """The run's :class:`~judgeq.ratelimit.Share` of its judges' limits, if it asked for one."""
+        return Share(self.run_id, self.share) if self.share else None
 
     @property
     def judges(self) -> list[tuple[str, str]]:
@@ -115,7 +119,7 @@ class RunSpec(BaseModel):
             disagreement=self.disagreement,
             budget=budget,
             cache=cache if self.cache and self.judge_provider != "lexical" else None,
-            limits=self.limits(),
+            share=self.budget_share(),
             rubric=self.rubric,
             judge=judge,
             policy=self.policy(),

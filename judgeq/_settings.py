@@ -18,6 +18,7 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ._errors import ConfigError
+from .ratelimit.policy import Limits
 
 PREFIX = "JUDGEQ_"
 WEIGHT_PREFIX = "JUDGEQ_WEIGHT_"
@@ -37,6 +38,8 @@ class Settings(BaseSettings):
     judge_rpm: int | None = Field(None, ge=1)
     judge_itpm: int | None = Field(None, ge=1)
     judge_otpm: int | None = Field(None, ge=1)
+    judge_share: float | None = Field(None, gt=0, le=1)
+    """A run takes at most this share of its judges' limits (``--share``)."""
     max_cost: float | None = Field(None, gt=0)
     """USD: a run stops sending judge calls once its spend reaches this (it pauses)."""
     cache: bool = True
@@ -96,6 +99,10 @@ class Settings(BaseSettings):
         """``ANTHROPIC_API_KEY=`` (empty) means no key, as for the SDK."""
         raw = value.get_secret_value() if isinstance(value, SecretStr) else value
         return None if isinstance(raw, str) and not raw.strip() else value
+
+    def judge_limits(self) -> Limits:
+        """The judge limits given (``JUDGEQ_JUDGE_RPM/ITPM/OTPM`` or the flags)."""
+        return Limits(self.judge_rpm, self.judge_itpm, self.judge_otpm)
 
     def reply_cache_path(self) -> Path:
         base = self.cache_dir or Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "judgeq"

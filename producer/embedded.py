@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from judgeq._budget import MemoryBudget
 from judgeq._cache import SqliteCache
 from judgeq._errors import JudgeqError
 from judgeq._judge import Judge
@@ -28,6 +27,7 @@ from judgeq._runfolder import iter_results, read_spec, verdicts_path
 from judgeq._settings import Settings, default, load_settings
 from judgeq._store import MemoryStore
 from judgeq.judges import budget_factory
+from judgeq.ratelimit import MemoryBudget
 
 from .enqueue import check_resubmission, register_and_enqueue
 from .plan import Plan, preflight
@@ -64,7 +64,7 @@ class EmbeddedRunner:
         self.store = MemoryStore()
         self.dispatcher = QueueDispatcher()
         cache = SqliteCache(self.settings.reply_cache_path(), self.settings.cache_ttl)
-        budgets = budget_factory(self.settings, lambda _name: MemoryBudget())
+        budgets = budget_factory(self.settings, MemoryBudget)
         self.contexts = Contexts(judge_factory, budgets, cache)
         self.errors: list[BaseException] = []
         self._tries: dict[tuple[str, int], int] = {}

@@ -213,6 +213,7 @@ def make_plan(
         rpm=settings.judge_rpm,
         itpm=settings.judge_itpm,
         otpm=settings.judge_otpm,
+        share=settings.judge_share,
         safety_gate=settings.safety_gate,
         safety_cap=settings.safety_score_cap,
         retrieval=retrieval,

@@ -23,6 +23,7 @@ def settings_for(**flags: Any) -> Settings:
         "judge_rpm": flags.get("rpm"),
         "judge_itpm": flags.get("itpm"),
         "judge_otpm": flags.get("otpm"),
+        "judge_share": flags.get("share"),
         "concurrency": flags.get("concurrency"),
         "results_dir": Path(out) if out is not None else None,
     }

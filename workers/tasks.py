@@ -35,7 +35,7 @@ from judgeq._lane import BatchLane, LaneConfig, lane_loop
 from judgeq._pipeline import Contexts, Held, Outcome, process_jobs, reduce_unless_final, settle_held
 from judgeq._settings import Settings, unknown_variables
 from judgeq.judges import budget_factory, judge_factory
-from judgeq.redis_budget import RedisBudget
+from judgeq.ratelimit.redis import RedisBudget
 from judgeq.redis_store import RedisCache, RedisStore, connect
 
 from .celery_app import GRADE_TASK, REDUCE_TASK, queue_depth

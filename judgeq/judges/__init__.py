@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .._budget import Budget, budget_key
 from .._errors import ConfigError
+from ..ratelimit import Budget, budget_key
 
 if TYPE_CHECKING:
     from .._settings import Settings
@@ -74,16 +74,28 @@ def judge_factory(settings: Settings) -> Callable[[str, str], object]:
     return factory
 
 
+def budget_name(settings: Settings, provider: str, model: str) -> str:
+    """The name of a judge's budget with the key of ``settings`` (see :func:`budget_key`)."""
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+    return budget_key(provider, model, key)
+
+
 def budget_factory(settings: Settings, make: Callable[[str], Budget]) -> Callable[[str, str], Budget | None]:
     """A ``(provider, model) -> budget`` factory: one budget per judge and key, named by
-    :func:`judgeq._budget.budget_key` and made by ``make`` (in Redis for workers, in memory for
-    ``judgeq run``); the offline lexical judge has none."""
-    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+    :func:`budget_name` and made by ``make`` (in Redis for workers, in memory for ``judgeq
+    run``); the offline lexical judge has none. Limits given in ``settings``
+    (``JUDGEQ_JUDGE_RPM/ITPM/OTPM``, ``--rpm/--itpm/--otpm``) are set on the judge's budget."""
+    limits = settings.judge_limits()
 
     def factory(provider: str, model: str) -> Budget | None:
-        return None if provider == "lexical" else make(budget_key(provider, model, key))
+        if provider == "lexical":
+            return None
+        budget = make(budget_name(settings, provider, model))
+        if limits:
+            budget.configure(limits)
+        return budget
 
     return factory
 
 
-__all__ += ["budget_factory", "build_judge", "judge_factory"]
+__all__ += ["budget_factory", "budget_name", "build_judge", "judge_factory"]

@@ -107,19 +107,26 @@ def grading_options(f: F) -> F:
             "--rpm",
             type=click.IntRange(min=1),
             default=None,
-            help="Judge requests per minute, for every worker [JUDGEQ_JUDGE_RPM; default: the server's].",
+            help="Set the judge's requests per minute, for every run and worker on it [JUDGEQ_JUDGE_RPM; "
+            "default: the server's].",
         ),
         click.option(
             "--itpm",
             type=click.IntRange(min=1),
             default=None,
-            help="Judge input tokens per minute [JUDGEQ_JUDGE_ITPM; default: the server's].",
+            help="Set the judge's input tokens per minute [JUDGEQ_JUDGE_ITPM; default: the server's].",
         ),
         click.option(
             "--otpm",
             type=click.IntRange(min=1),
             default=None,
-            help="Judge output tokens per minute [JUDGEQ_JUDGE_OTPM; default: the server's].",
+            help="Set the judge's output tokens per minute [JUDGEQ_JUDGE_OTPM; default: the server's].",
+        ),
+        click.option(
+            "--share",
+            type=click.FloatRange(min=0, max=1, min_open=True),
+            default=None,
+            help="This run takes at most this share of each judge limit [JUDGEQ_JUDGE_SHARE; default: all].",
         ),
         click.option(
             "--max-cost",

@@ -1,104 +1,386 @@
 """The judge budget: one contract for the in-process and the Redis implementation (fakeredis
-runs the same Lua as Redis), plus the wait helper."""
+runs the same Lua as Redis), both on an injected clock, plus the wait helper."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import fakeredis
 import pytest
 
-from judgeq._budget import Budget, Limits, MemoryBudget, Usage, budget_key, server_limits, wait_for_budget
-from judgeq.redis_budget import RedisBudget
+from judgeq.ratelimit import (
+    Budget,
+    Limits,
+    MemoryBudget,
+    Share,
+    Usage,
+    budget_key,
+    policy,
+    server_limits,
+    wait_for_budget,
+)
+from judgeq.ratelimit.redis import RedisBudget, budget_names, read_state, reset_budget
 
 NONE = Limits()
+U = Usage(10, 10)
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+
+Make = Callable[[FakeClock], Budget]
 
 
 @pytest.fixture(params=["memory", "redis"])
-def budget(request: pytest.FixtureRequest) -> Iterator[Budget]:
+def make(request: pytest.FixtureRequest) -> Iterator[Make]:
     if request.param == "memory":
-        yield MemoryBudget()
+        yield lambda clock: MemoryBudget("anthropic:m:abc", clock=clock)
     else:
-        yield RedisBudget(fakeredis.FakeRedis(decode_responses=True), "anthropic:m:abc")
+        r = fakeredis.FakeRedis(decode_responses=True)
+        yield lambda clock: RedisBudget(r, "anthropic:m:abc", clock=clock)
 
 
-def grants(budget: Budget, n: int, limits: Limits, tokens: tuple[int, int] = (10, 10)) -> list[bool]:
-    return [budget.acquire(*tokens, limits) == 0.0 for _ in range(n)]
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
 
 
-def test_a_full_bucket_grants_the_limit_then_says_how_long_to_wait(budget: Budget) -> None:
-    assert grants(budget, 3, Limits(rpm=3)) == [True, True, True]
-    wait = budget.acquire(10, 10, Limits(rpm=3))
-    # one request refills in 60/3 s (the lower bounds leave room for a stalled machine)
-    assert 10.0 < wait <= 20.0
-    assert 10.0 < budget.acquire(10, 10, Limits(rpm=3)) <= 20.0  # a refused ask reserved nothing
+def grants(
+    budget: Budget, n: int, tokens: tuple[int, int] = (10, 10), share: Share | None = None
+) -> list[bool]:
+    return [budget.acquire(*tokens, share).wait == 0.0 for _ in range(n)]
 
 
-def test_without_any_limit_everything_is_granted(budget: Budget) -> None:
-    assert all(grants(budget, 200, NONE))
+def granted_in(budget: Budget, clock: FakeClock, seconds: float, step: float = 0.05) -> int:
+    """Requests granted to a caller that asks every ``step`` seconds for ``seconds``."""
+    n, end = 0, clock.now + seconds
+    while clock.now < end:
+        while budget.acquire(1, 1).wait == 0.0:
+            n += 1
+        clock.sleep(step)
+    return n
 
 
-def test_unused_output_is_refunded(budget: Budget) -> None:
-    limits = Limits(otpm=1000)
-    assert budget.acquire(0, 600, limits) == 0.0
-    assert budget.acquire(0, 600, limits) > 0.0
-    budget.settle(Usage(0, 600), Usage(0, 100))  # the verdict took 100 of its 600
-    assert budget.acquire(0, 600, limits) == 0.0
+def serve(budget: Budget, n: int) -> None:
+    """``n`` calls granted and answered."""
+    for _ in range(n):
+        grant = budget.acquire(10, 10)
+        assert grant.wait == 0.0
+        budget.settle(U, U, ok=True, epoch=grant.epoch)
 
 
-def test_input_is_reconciled_with_the_real_count(budget: Budget) -> None:
-    limits = Limits(itpm=1000)
-    assert budget.acquire(500, 0, limits) == 0.0
-    budget.settle(Usage(500, 0), Usage(900, 0))  # the estimate was 400 short
-    assert budget.acquire(500, 0, limits) > 0.0  # 1000 - 900 < 500
+# ---------------------------------------------------------------- known limits: paced, no burst
 
 
-def test_the_server_limit_is_learned_and_the_lower_limit_wins(budget: Budget) -> None:
-    budget.observe({"anthropic-ratelimit-requests-limit": "2"})
-    assert grants(budget, 3, Limits(rpm=10)) == [True, True, False]
+def test_a_configured_limit_is_paced_from_the_first_second(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    budget.configure(Limits(rpm=300))
+    # a new bucket holds one request, then 300 a minute paced at PACE: never a minute's worth
+    assert grants(budget, 3) == [True, False, False]
+    first_second = 1 + granted_in(budget, clock, 1.0)
+    assert first_second <= 300 / 60 + 1
+    # after the first second it sends at the paced rate, never above the limit
+    assert granted_in(budget, clock, 60.0) == pytest.approx(300 * policy.PACE, abs=2)
 
 
-def test_the_server_limit_is_learned_again_after_the_shared_budget_expired() -> None:
+def test_a_full_bucket_holds_one_second_of_the_limit(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    budget.configure(Limits(rpm=600))
+    assert grants(budget, 1) == [True]
+    clock.sleep(3000.0)  # idle for most of an hour: the bucket refills to a second's worth, not a minute's
+    assert sum(grants(budget, 100)) == int(600 * policy.PACE / 60)
+
+
+def test_a_refused_ask_reserves_nothing_and_says_how_long_to_wait(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    budget.configure(Limits(rpm=60))
+    assert grants(budget, 1) == [True]
+    wait = budget.acquire(10, 10).wait
+    assert wait == pytest.approx(60 / (60 * policy.PACE), rel=0.01)
+    assert budget.acquire(10, 10).wait == pytest.approx(wait)  # nothing was reserved
+
+
+def test_without_any_limit_everything_is_granted_after_the_first_answer(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    first = budget.acquire(10, 10)
+    assert first.wait == 0.0
+    # one call goes alone until it is answered: its headers may state the server's limits
+    assert budget.acquire(10, 10).wait == pytest.approx(policy.PROBE_STEP)
+    budget.settle(U, U, ok=True, epoch=first.epoch)
+    assert all(grants(budget, 200))
+
+
+def test_a_probe_never_answered_stops_holding_the_others_back(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    assert budget.acquire(10, 10).wait == 0.0
+    clock.sleep(policy.PROBE)
+    assert all(grants(budget, 50))
+
+
+def test_unused_output_is_refunded(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    budget.configure(Limits(otpm=60_000))  # a bucket of 1,000 output tokens, 950 a second paced
+    g = budget.acquire(0, 600)
+    assert g.wait == 0.0
+    assert budget.acquire(0, 600).wait > 0.0
+    budget.settle(Usage(0, 600), Usage(0, 100), ok=True, epoch=g.epoch)  # the verdict took 100 of 600
+    assert budget.acquire(0, 600).wait == 0.0
+
+
+def test_input_is_reconciled_with_the_real_count(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    budget.configure(Limits(itpm=60_000))  # 1,000 input tokens at once
+    g = budget.acquire(500, 0)
+    budget.settle(Usage(500, 0), Usage(900, 0), ok=True, epoch=g.epoch)  # the estimate was 400 short
+    assert budget.acquire(500, 0).wait > 0.0  # 1000 - 900 < 500
+
+
+def test_a_request_larger_than_the_bucket_waits_for_a_full_one_and_leaves_a_debt(
+    make: Make, clock: FakeClock
+) -> None:
+    budget = make(clock)
+    budget.configure(Limits(itpm=6_000))  # 100 tokens a second, a bucket of 100
+    assert budget.acquire(1_000, 0).wait == 0.0  # a full bucket lets it pass
+    wait = budget.acquire(10, 0).wait  # the debt of 900 is paid back at the paced rate
+    assert wait == pytest.approx(910 / (100 * policy.PACE), rel=0.01)
+
+
+def test_the_server_limit_is_learned_and_the_lower_limit_wins(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    budget.configure(Limits(rpm=6000))
+    budget.observe({"anthropic-ratelimit-requests-limit": "60"})
+    assert grants(budget, 2) == [True, False]
+    clock.sleep(60.0)
+    assert granted_in(budget, clock, 60.0) == pytest.approx(60 * policy.PACE, abs=2)
+
+
+def test_new_limits_take_the_servers_remaining_as_the_level(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    budget.configure(Limits(itpm=600_000))  # 10,000 a second
+    budget.observe(
+        {
+            "anthropic-ratelimit-input-tokens-limit": "6000000",
+            "anthropic-ratelimit-input-tokens-remaining": "30",
+        }
+    )
+    assert grants(budget, 4, (10, 0)) == [True, True, True, False]
+
+
+def test_the_server_limit_is_learned_again_after_the_shared_budget_expired(clock: FakeClock) -> None:
     # a long-running worker learned the limit once; the budget in Redis then expired (an idle
-    # hour, or Redis lost it). The next answer's headers must teach it again (old: the worker
-    # thought it knew them, wrote nothing, and every call was granted: 50 of 50 against 5)
+    # hour, or Redis lost it). The next answer's headers must teach it again
+    r = fakeredis.FakeRedis(decode_responses=True)
+    budget = RedisBudget(r, "anthropic:m:abc", clock=clock)
+    headers = {"anthropic-ratelimit-requests-limit": "60", "anthropic-ratelimit-requests-remaining": "60"}
+    budget.observe(headers)
+    assert grants(budget, 2) == [True, False]
+    r.delete(*budget.keys[:5])  # expired
+    budget.forget_learned()
+    budget.observe(headers)
+    assert grants(budget, 2) == [True, False]
+
+
+# ---------------------------------------------------------------- limits belong to the judge
+
+
+def test_configured_limits_are_the_judges_for_every_caller() -> None:
+    clock = FakeClock()
+    r = fakeredis.FakeRedis(decode_responses=True)
+    RedisBudget(r, "anthropic:m:abc", clock=clock).configure(Limits(rpm=60))
+    other_worker = RedisBudget(r, "anthropic:m:abc", clock=clock)  # a run that gave no flag
+    assert grants(other_worker, 2) == [True, False]
+    assert read_state(r, "anthropic:m:abc").configured == Limits(rpm=60)
+
+
+def test_configure_sets_the_given_limits_and_keeps_the_others(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    budget.configure(Limits(rpm=60))
+    budget.configure(Limits(itpm=1000))
+    assert budget.snapshot().configured == Limits(rpm=60, itpm=1000)
+    budget.configure(None)
+    assert budget.snapshot().configured == NONE
+
+
+def test_a_share_holds_one_run_to_part_of_the_limit_and_counts_against_the_judge(
+    make: Make, clock: FakeClock
+) -> None:
+    budget = make(clock)
+    budget.configure(Limits(rpm=1200))  # 19 a second paced
+    half = Share("run-a", 0.5)
+    assert grants(budget, 1, share=half) == [True]  # both buckets start with one request
+    clock.sleep(10.0)
+    assert sum(grants(budget, 100, share=half)) == 9  # its own bucket holds half a second's worth
+    assert sum(grants(budget, 100)) == 10  # what is left of the judge's bucket: the share counted
+
+
+def test_shares_of_two_runs_add_up_within_the_judges_limit(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    budget.configure(Limits(rpm=600))
+    a, b = Share("run-a", 0.5), Share("run-b", 0.5)
+    n = {"run-a": 0, "run-b": 0}
+    end = clock.now + 30.0
+    while clock.now < end:
+        for share in (a, b, a):  # run-a asks twice as often: it still gets no more than half
+            if budget.acquire(1, 1, share).wait == 0.0:
+                n[share.run] += 1
+        clock.sleep(0.04)
+    limit = 600 * policy.PACE / 2  # in the 30 s
+    assert n["run-a"] <= limit / 2 + 6 and n["run-b"] <= limit / 2 + 6
+    assert n["run-a"] + n["run-b"] == pytest.approx(limit, abs=8)
+
+
+# ---------------------------------------------------------------- congestion
+
+
+def test_a_job_refused_for_itself_is_not_congestion(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    serve(budget, 30)
+    for _ in range(5):  # five jobs, each refused again and again while the others are served
+        first = budget.acquire(10, 10).epoch
+        for nth in range(1, 11):
+            pause = budget.refused(U, 0.0, epoch=first, nth=nth, first_epoch=first)
+            assert pause == 0.0
+        serve(budget, 6)
+    assert budget.snapshot().adaptive_rpm is None  # no limit was made up
+    assert all(grants(budget, 100))
+
+
+def test_congestion_pauses_every_caller_for_retry_after_once_per_episode(
+    make: Make, clock: FakeClock
+) -> None:
+    budget = make(clock)
+    budget.configure(Limits(rpm=6000))
+    clock.sleep(1.0)
+    epochs = [budget.acquire(10, 10).epoch for _ in range(10)]
+    for e in epochs[:7]:
+        budget.settle(U, U, ok=True, epoch=e)
+    pauses = [budget.refused(U, 5.0, epoch=e, nth=1) for e in epochs[7:]]
+    assert pauses == [0.0, 0.0, 5.0]  # the third refused job of ten answered: congestion
+    assert budget.acquire(10, 10).wait == pytest.approx(5.0)
+    # the calls still in flight from before are refused too: no news, no second pause
+    assert budget.refused(U, 30.0, epoch=epochs[0], nth=1) == 0.0
+    clock.sleep(5.0)
+    assert budget.acquire(10, 10).wait == 0.0
+    assert budget.snapshot().configured.rpm == 6000  # a known limit is not cut
+
+
+def test_adaptive_rate_is_cut_from_what_the_server_served_never_below_the_floor(
+    make: Make, clock: FakeClock
+) -> None:
+    budget = make(clock)
+    serve(budget, 1)
+    # 300 served in 2 s, then a server counting a sliding minute refuses: full for another 58 s
+    epochs = []
+    for _ in range(200):
+        clock.sleep(0.01)
+        g = budget.acquire(10, 10)
+        budget.settle(U, U, ok=True, epoch=g.epoch)
+        epochs.append(g.epoch)
+    epochs = [budget.acquire(10, 10).epoch for _ in range(10)]
+    pauses = [budget.refused(U, 58.0, epoch=e, nth=1) for e in epochs[:3]]
+    assert pauses[-1] == 58.0
+    # ~200 served spread over the 58 s the server stays full: 3.4 a second, cut to 3/4 of it
+    rpm = budget.snapshot().adaptive_rpm
+    assert rpm is not None and rpm == pytest.approx(0.75 * 60 * 200 / 58, rel=0.1)
+    clock.sleep(58.0)
+    assert granted_in(budget, clock, 60.0) == pytest.approx(rpm, abs=3)
+
+
+def test_adaptive_rate_never_collapses_below_the_floor(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    serve(budget, 1)
+    for _ in range(20):  # congestion after congestion, nothing served
+        clock.sleep(10.0)
+        epochs = [budget.acquire(1, 1) for _ in range(3)]
+        for g in epochs:
+            if g.wait == 0.0:
+                budget.refused(U, 0.0, epoch=g.epoch, nth=1)
+        epoch = budget.acquire(1, 1).epoch
+        for _ in range(3):
+            budget.refused(U, 0.0, epoch=epoch, nth=1)
+    rpm = budget.snapshot().adaptive_rpm
+    assert rpm is not None and rpm >= policy.FLOOR
+
+
+def test_adaptive_rate_grows_back_only_on_successes_after_clean_intervals(
+    make: Make, clock: FakeClock
+) -> None:
+    budget = make(clock)
+    serve(budget, 20)
+    epoch = budget.acquire(1, 1).epoch
+    for _ in range(3):
+        budget.refused(U, 1.0, epoch=epoch, nth=1)
+    cut = budget.snapshot().adaptive_rpm
+    assert cut is not None
+    clock.sleep(60.0)
+    # failed calls (5xx, timeouts) never grow it
+    for _ in range(50):
+        g = budget.acquire(1, 1)
+        if g.wait == 0.0:
+            budget.settle(U, U, ok=False, epoch=g.epoch)
+        clock.sleep(1.0)
+    assert budget.snapshot().adaptive_rpm == pytest.approx(cut)
+    # successes while the rate holds callers back grow it: minutes, not hours, back to demand
+    for _ in range(600):
+        g = budget.acquire(1, 1)
+        if g.wait == 0.0:
+            budget.settle(U, U, ok=True, epoch=g.epoch)
+        clock.sleep(0.05)
+    grown = budget.snapshot().adaptive_rpm
+    assert grown is not None and grown > cut * 1.2
+
+
+def test_the_adaptive_rate_gives_way_to_the_servers_word(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    serve(budget, 20)
+    epoch = budget.acquire(1, 1).epoch
+    for _ in range(3):
+        budget.refused(U, 0.0, epoch=epoch, nth=1)
+    assert budget.snapshot().adaptive_rpm is not None
+    budget.observe({"anthropic-ratelimit-requests-limit": "6000"})
+    state = budget.snapshot()
+    assert state.adaptive_rpm is None and state.server.rpm == 6000
+
+
+def test_snapshot_counts_the_last_minute(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    serve(budget, 12)
+    g = budget.acquire(1, 1)
+    budget.refused(U, 0.0, epoch=g.epoch, nth=1)
+    state = budget.snapshot()
+    assert (state.requests_last_minute, state.served_last_minute, state.refused_last_minute) == (13, 12, 1)
+    clock.sleep(61.0)
+    state = budget.snapshot()
+    assert (state.requests_last_minute, state.served_last_minute, state.refused_last_minute) == (0, 0, 0)
+
+
+def test_waiting_callers_are_counted(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    budget.configure(Limits(rpm=60))
+    assert budget.acquire(1, 1).wait == 0.0
+    assert budget.acquire(1, 1).wait > 0.0
+    assert budget.snapshot().waiting == 1
+
+
+# ---------------------------------------------------------------- names, helpers
+
+
+def test_budget_names_and_reset() -> None:
     r = fakeredis.FakeRedis(decode_responses=True)
     budget = RedisBudget(r, "anthropic:m:abc")
-    headers = {"anthropic-ratelimit-requests-limit": "5", "anthropic-ratelimit-requests-remaining": "5"}
-    budget.acquire(1, 1, NONE)
-    budget.observe(headers)
-    assert r.ttl(budget.keys[0]) > 0
-    r.delete(*budget.keys)  # expired
-    budget.acquire(1, 1, NONE)
-    budget.observe(headers)
-    assert sum(grants(budget, 50, NONE, (1, 1))) == 5
-
-
-def test_new_limits_take_the_servers_remaining_as_the_level(budget: Budget) -> None:
-    assert all(grants(budget, 5, NONE))  # calls made before any limit was known
-    budget.observe(
-        {"anthropic-ratelimit-requests-limit": "10", "anthropic-ratelimit-requests-remaining": "2"}
-    )
-    assert grants(budget, 3, NONE) == [True, True, False]
-    budget.observe(
-        {"anthropic-ratelimit-requests-limit": "10", "anthropic-ratelimit-requests-remaining": "9"}
-    )
-    assert grants(budget, 1, NONE) == [False]  # known limits: later answers do not reset the level
-
-
-def test_a_429_pauses_every_caller_for_retry_after(budget: Budget) -> None:
-    budget.throttled(5.0, Limits(rpm=100))
-    wait = budget.acquire(1, 1, Limits(rpm=100))
-    assert 2.0 < wait <= 5.0
-
-
-def test_adaptive_mode_halves_the_rate_it_saw_on_a_429(budget: Budget) -> None:
-    assert all(grants(budget, 20, NONE))  # no limit known: 20 granted in this minute
-    budget.throttled(0.0, NONE)  # the server says no: the rate becomes 10 a minute
-    budget.throttled(0.0, NONE)  # another call of the same burst: the same congestion event
-    assert 0.0 < budget.acquire(1, 1, NONE) <= 6.01  # one request every 6 s, bucket emptied
-    budget.settle(Usage(1, 1), Usage(1, 1))  # a success raises the rate slowly, no new grant
-    assert budget.acquire(1, 1, NONE) > 0
+    budget.configure(Limits(rpm=60))
+    budget.acquire(1, 1)
+    assert budget_names(r) == ["anthropic:m:abc"]
+    reset_budget(r, "anthropic:m:abc")
+    assert budget_names(r) == [] and read_state(r, "anthropic:m:abc").configured == NONE
 
 
 def test_budget_key_names_the_judge_never_the_key() -> None:
@@ -116,22 +398,10 @@ def test_server_limits_parses_the_headers() -> None:
     assert server_limits(headers) == {"requests": 50, "input-tokens": 30000}
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, s: float) -> None:
-        self.now += s
-
-
 def test_wait_for_budget_waits_in_steps_and_returns_the_time_waited() -> None:
     clock = FakeClock()
     budget = MemoryBudget(clock=clock)
-    limits = Limits(rpm=60)  # one a second
-    assert [wait_for_budget(budget, Usage(1, 1), limits, sleep=clock.sleep) for _ in range(60)] == [0.0] * 60
-    waited = wait_for_budget(budget, Usage(1, 1), limits, sleep=clock.sleep, max_step=0.25)
-    assert waited == pytest.approx(1.0)
-    assert wait_for_budget(None, Usage(1, 1), limits, sleep=clock.sleep) == 0.0
+    budget.configure(Limits(rpm=60))
+    assert wait_for_budget(budget, Usage(1, 1), sleep=clock.sleep) == (0.0, 0)
+    waited, _ = wait_for_budget(budget, Usage(1, 1), sleep=clock.sleep, max_step=0.25)
+    assert waited == pytest.approx(1 / policy.PACE, abs=0.25)

@@ -13,11 +13,15 @@ import judgeq.producer.cli
 import judgeq.workers
 
 FORBIDDEN = ("celery", "kombu", "redis", "anthropic", "httpx2", "flower")
-EDGE = {"judgeq.redis_store", "judgeq.redis_budget"}  # Redis lives outside the core on purpose
+EDGE = {"judgeq.redis_store", "judgeq.ratelimit.redis"}  # Redis lives outside the core on purpose
+CORE_PACKAGES = ("judgeq.ratelimit",)
 
 
 def core_modules() -> list[str]:
     names = [f"judgeq.{m.name}" for m in pkgutil.iter_modules(judgeq.__path__) if not m.ispkg]
+    for pkg in CORE_PACKAGES:
+        module = __import__(pkg, fromlist=["_"])
+        names += [pkg, *(f"{pkg}.{m.name}" for m in pkgutil.iter_modules(module.__path__))]
     return sorted(n for n in names if n not in EDGE and n != "judgeq.__main__")  # __main__ runs the CLI
 
 
@@ -29,6 +33,7 @@ def run(code: str) -> str:
 def test_every_core_module_imports_no_edge_library() -> None:
     modules = core_modules()
     assert "judgeq._verdict" in modules and "judgeq._pipeline" in modules and "judgeq._timing" in modules
+    assert "judgeq.ratelimit.policy" in modules and "judgeq.ratelimit.memory" in modules
     code = (
         f"import sys, importlib\nfor m in {modules!r}: importlib.import_module(m)\n"
         f"print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r})))"

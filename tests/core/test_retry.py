@@ -17,6 +17,7 @@ from judgeq import (
     call_with_retries,
 )
 from judgeq._render import JudgeRequest
+from judgeq.ratelimit import Limits, MemoryBudget
 
 REQ = JudgeRequest(system=("s",), user="u", output_schema={})
 
@@ -191,38 +192,69 @@ def test_waiting_for_the_gate_does_not_count_against_the_deadline() -> None:
 
 
 def test_waiting_for_budget_does_not_eat_the_deadline() -> None:
-    from judgeq._budget import Limits, MemoryBudget
-
     clock = FakeClock()
     budget = MemoryBudget(clock=clock)
-    limits = Limits(rpm=1)  # one call a minute: the second job waits ~60 s for its request
+    budget.configure(Limits(rpm=1))  # one call a minute: the second job waits ~60 s for its request
     policy = RetryPolicy(timeout=2.0, deadline=5.0)
     judge = Scripted(clock, [], cost=0.1)
-    first = call_with_retries(
-        judge, REQ, policy, clock=clock, sleep=clock.sleep, budget=budget, limits=limits
-    )
+    first = call_with_retries(judge, REQ, policy, clock=clock, sleep=clock.sleep, budget=budget)
     start = clock.now
-    second = call_with_retries(
-        judge, REQ, policy, clock=clock, sleep=clock.sleep, budget=budget, limits=limits
-    )
+    second = call_with_retries(judge, REQ, policy, clock=clock, sleep=clock.sleep, budget=budget)
     assert first.reply is not None and second.reply is not None  # not a timeout null
     assert clock.now - start >= 55.0  # it did wait for the budget, far past its 5 s deadline
     assert judge.timeouts == [2.0, 2.0]  # and its attempt still had its whole timeout
 
 
-def test_429s_are_absorbed_by_the_budget_then_the_job_is_rate_limited() -> None:
-    from judgeq._budget import MemoryBudget
-
+def test_429s_wait_retry_after_outside_the_deadline_then_the_job_is_rate_limited() -> None:
     clock = FakeClock()
     budget = MemoryBudget(clock=clock)
     policy = RetryPolicy(timeout=2.0, deadline=5.0, max_rate_limited=3)
-    # three 429s are absorbed (every caller pauses for retry-after; no attempt is counted),
-    # then the job answers: graded, with its deadline intact
-    judge = Scripted(clock, [JudgeRateLimited("429", retry_after=10.0)] * 3)
+    # two 429s: the job waits the server's retry-after each time (no attempt is counted, the
+    # deadline is not eaten), then answers: graded
+    judge = Scripted(clock, [JudgeRateLimited("429", retry_after=10.0)] * 2)
     out = call_with_retries(judge, REQ, policy, clock=clock, sleep=clock.sleep, budget=budget)
-    assert out.reply is not None and out.errors == ["rate_limited"] * 3
-    assert clock.now >= 30.0
-    # refused more than max_rate_limited times: the job ends rate_limited
+    assert out.reply is not None and out.errors == ["rate_limited"] * 2
+    assert clock.now >= 20.0
+    # refused max_rate_limited times in all: the job ends rate_limited after exactly that many calls
     judge = Scripted(clock, [JudgeRateLimited("429", retry_after=1.0)] * 20)
     out = call_with_retries(judge, REQ, policy, clock=clock, sleep=clock.sleep, budget=budget)
     assert out.reply is None and out.error is not None and out.error.reason == "rate_limited"
+    assert len(judge.timeouts) == 3 and out.errors == ["rate_limited"] * 3
+
+
+def test_the_default_policy_ends_a_job_after_ten_refused_calls_in_all() -> None:
+    clock = FakeClock()
+    budget = MemoryBudget(clock=clock)
+    judge = Scripted(clock, [JudgeRateLimited("429", retry_after=0.0)] * 50)
+    out = call_with_retries(judge, REQ, RetryPolicy(), clock=clock, sleep=clock.sleep, budget=budget)
+    assert out.error is not None and out.error.reason == "rate_limited"
+    assert len(judge.timeouts) == 10
+
+
+def test_a_429_without_retry_after_backs_off_exponentially() -> None:
+    clock = FakeClock()
+    budget = MemoryBudget(clock=clock)
+    judge = Scripted(clock, [JudgeRateLimited("429", retry_after=None)] * 3)
+    out = call_with_retries(
+        judge, REQ, RetryPolicy(), clock=clock, sleep=clock.sleep, budget=budget, rng=random.Random(1)
+    )
+    assert out.reply is not None
+    assert len(clock.sleeps) == 3 and clock.sleeps[0] < clock.sleeps[1] < clock.sleeps[2]
+
+
+def test_a_job_refused_for_itself_does_not_slow_the_others() -> None:
+    # ten calls of one job refused with retry-after 0 while others are served: no pause, no
+    # limit made up for everyone
+    clock = FakeClock()
+    budget = MemoryBudget(clock=clock)
+    ok = Scripted(clock, [], cost=0.02)
+    for _ in range(30):
+        assert call_with_retries(ok, REQ, RetryPolicy(), clock=clock, sleep=clock.sleep, budget=budget).reply
+    bad = Scripted(clock, [JudgeRateLimited("429", retry_after=0.0)] * 50, cost=0.02)
+    for _ in range(3):
+        out = call_with_retries(bad, REQ, RetryPolicy(), clock=clock, sleep=clock.sleep, budget=budget)
+        assert out.error is not None and out.error.reason == "rate_limited"
+        for _ in range(10):
+            call_with_retries(ok, REQ, RetryPolicy(), clock=clock, sleep=clock.sleep, budget=budget)
+    state = budget.snapshot()
+    assert state.adaptive_rpm is None and state.paused_for == 0.0

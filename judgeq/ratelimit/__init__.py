@@ -1,0 +1,34 @@
+"""The judge's rate limit (its "budget"): the policy once (:mod:`.policy`), kept in one process
+(:mod:`.memory`) or in Redis for every worker (:mod:`.redis`, imported by the edges only)."""
+
+from .memory import MemoryBudget
+from .policy import (
+    DIMENSIONS,
+    NO_LIMITS,
+    Budget,
+    BudgetState,
+    Grant,
+    Limits,
+    Share,
+    Usage,
+    budget_key,
+    estimate_input_tokens,
+    server_limits,
+    wait_for_budget,
+)
+
+__all__ = [
+    "DIMENSIONS",
+    "NO_LIMITS",
+    "Budget",
+    "BudgetState",
+    "Grant",
+    "Limits",
+    "MemoryBudget",
+    "Share",
+    "Usage",
+    "budget_key",
+    "estimate_input_tokens",
+    "server_limits",
+    "wait_for_budget",
+]

@@ -1,0 +1,54 @@
+-- acquire: A = {now, caller, input tokens, output tokens, share fraction (0: none), budget name}
+-- returns {wait (string), epoch}
+local caller, fraction = A[2], tonumber(A[5])
+local need = {['requests'] = 1, ['input-tokens'] = tonumber(A[3]), ['output-tokens'] = tonumber(A[4])}
+local st, cfg = hgetall(STATE), hgetall(CONFIG)
+local epoch = num(st['epoch'], 0)
+
+local function waiting(w, fields)
+  if fields ~= nil then save(STATE, st, fields) end
+  redis.call('ZADD', WAITING, now + w, caller)
+  redis.call('EXPIRE', WAITING, C.ttl)
+  return {f(w), epoch}
+end
+
+local pause = num(st['pause'], 0)
+if now < pause then return waiting(pause - now) end
+local lim = effective(st, cfg)
+if next(lim) == nil and st['answered'] == nil then  -- one call alone may find the server's limits
+  if st['probe'] == nil then
+    st['probe'] = now
+  elseif now < tonumber(st['probe']) + C.probe then
+    return waiting(C.probe_step)
+  end
+end
+refill(st, lim)
+local wait = bucket_wait(st, need, lim)
+local run = nil
+local run_lim = {}
+if fraction > 0 and next(lim) ~= nil then
+  for d, l in pairs(lim) do run_lim[d] = l * fraction end
+  run = hgetall(RUN)
+  refill(run, run_lim)
+  wait = math.max(wait, bucket_wait(run, need, run_lim))
+end
+local fields = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens', 'probe', 'bound', 'began'}
+if wait > 0 then
+  if num(st['ada'], 0) > 0 and adaptive_applies(st, cfg) and st['lvl_requests'] < 1 - 1e-6 then
+    st['bound'] = now
+  end
+  return waiting(wait, fields)
+end
+local taken = {}
+for d, _ in pairs(lim) do taken[d] = -need[d] end
+bucket_add(st, taken)
+if run ~= nil then
+  bucket_add(run, taken)
+  save(RUN, run, LEVELS)
+end
+if st['began'] == nil then redis.call('SADD', NAMES_SET, A[6]) end
+if st['began'] == nil or tonumber(st['began']) > now then st['began'] = now end
+save(STATE, st, fields)
+count('a')
+redis.call('ZREM', WAITING, caller)
+return {'0', epoch}

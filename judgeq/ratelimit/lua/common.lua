@@ -1,0 +1,175 @@
+-- The judge budget's shared steps (judgeq/ratelimit/policy.py says what they do and why;
+-- judgeq/ratelimit/memory.py is the same policy in Python). Prepended to every operation's
+-- script by judgeq/ratelimit/redis.py.
+--
+-- KEYS (every operation): 1 state hash, 2 configured limits hash (no expiry), 3 per-second
+-- stats hash, 4 list of this epoch's recent answers (1 refused, 0 served), 5 zset of waiting
+-- callers, 6 the run's share bucket hash, 7 the set of every budget's name.
+-- ARGV: the policy's constants (see CONSTANTS in redis.py), then 'now' ('' = Redis's clock),
+-- then the operation's own arguments.
+
+local C = {}
+local NAMES = {'burst', 'window', 'recent', 'min_refused', 'min_share', 'min_span', 'cut', 'grow',
+  'near', 'grow_near', 'clean', 'floor', 'default_retry_after', 'probe', 'probe_step', 'pace', 'ttl'}
+for i, name in ipairs(NAMES) do C[name] = tonumber(ARGV[i]) end
+local A = {}
+for i = #NAMES + 1, #ARGV do A[#A + 1] = ARGV[i] end
+
+local DIMS = {'requests', 'input-tokens', 'output-tokens'}
+local STATE, CONFIG, STATS, RECENT, WAITING, RUN, NAMES_SET = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5],
+  KEYS[6], KEYS[7]
+
+local function f(x) return string.format('%.17g', x) end
+local function num(v, default)
+  local n = tonumber(v)
+  if n == nil then return default end
+  return n
+end
+
+local now
+if A[1] ~= nil and A[1] ~= '' then
+  now = tonumber(A[1])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
+
+local function hgetall(key)
+  local flat = redis.call('HGETALL', key)
+  local t = {}
+  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
+  return t
+end
+
+local function save(key, t, fields)
+  local args = {}
+  for _, k in ipairs(fields) do
+    if t[k] ~= nil then
+      args[#args + 1] = k
+      args[#args + 1] = type(t[k]) == 'number' and f(t[k]) or t[k]
+    end
+  end
+  if #args > 0 then redis.call('HSET', key, unpack(args)) end
+  redis.call('EXPIRE', key, C.ttl)
+end
+
+local function adaptive_applies(st, cfg)
+  return num(cfg['requests'], 0) <= 0 and num(st['srv_requests'], 0) <= 0
+end
+
+-- the rate each bucket refills at (a minute): the lower of configured and stated, paced; else
+-- the adaptive request rate
+local function effective(st, cfg)
+  local lim = {}
+  for _, d in ipairs(DIMS) do
+    local c, s = num(cfg[d], 0), num(st['srv_' .. d], 0)
+    local l = s
+    if c > 0 and s > 0 then l = math.min(c, s) elseif c > 0 then l = c end
+    if l > 0 then
+      lim[d] = C.pace * l
+    elseif d == 'requests' and num(st['ada'], 0) > 0 then
+      lim[d] = num(st['ada'], 0)
+    end
+  end
+  return lim
+end
+
+local function capacity(d, l)
+  local c = l * C.burst / 60
+  if d == 'requests' then return math.max(c, 1) end
+  return c
+end
+
+local function refill(b, lim)
+  local at = tonumber(b['at'])
+  local elapsed = 0
+  if at ~= nil then elapsed = math.max(0, now - at) end
+  b['at'] = now
+  for d, l in pairs(lim) do
+    local cap = capacity(d, l)
+    local v = tonumber(b['lvl_' .. d])
+    if v == nil then
+      if d == 'requests' then v = math.min(cap, 1) else v = cap end
+    else
+      v = math.min(cap, v + elapsed * l / 60)
+    end
+    b['lvl_' .. d] = v
+  end
+end
+
+local function bucket_wait(b, need, lim)
+  local wait = 0
+  for d, l in pairs(lim) do
+    local want = math.min(need[d], capacity(d, l))
+    local v = b['lvl_' .. d]
+    if v < want - 1e-6 then wait = math.max(wait, (want - v) * 60 / l) end
+  end
+  return wait
+end
+
+local function bucket_add(b, amounts)
+  for d, a in pairs(amounts) do
+    local v = tonumber(b['lvl_' .. d])
+    if v ~= nil then b['lvl_' .. d] = v + a end
+  end
+end
+
+local LEVELS = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens'}
+
+-- per-second counts: 'a' granted, 'o' served, 'r' jobs refused (first refusal), 'q' 429s
+local function count(what)
+  local sec = math.floor(now)
+  local lo = tonumber(redis.call('HGET', STATS, 'lo'))
+  if lo == nil or sec - lo > 240 then
+    redis.call('DEL', STATS)
+    redis.call('HSET', STATS, 'lo', sec)
+  elseif sec - lo > 70 then
+    for s = lo, sec - 61 do
+      redis.call('HDEL', STATS, s .. ':a', s .. ':o', s .. ':r', s .. ':q')
+    end
+    redis.call('HSET', STATS, 'lo', sec - 60)
+  end
+  redis.call('HINCRBY', STATS, sec .. ':' .. what, 1)
+  redis.call('EXPIRE', STATS, 120)
+end
+
+-- sums over the whole seconds of the last 'seconds'
+local function window(seconds)
+  local sec = math.floor(now)
+  local first = sec - math.max(math.ceil(seconds), 1) + 1
+  local out = {a = 0, o = 0, r = 0, q = 0}
+  local fields = {}
+  for s = first, sec do
+    for _, k in ipairs({'a', 'o', 'r', 'q'}) do fields[#fields + 1] = s .. ':' .. k end
+  end
+  local values = redis.call('HMGET', STATS, unpack(fields))
+  for i, v in ipairs(values) do
+    local k = ({'a', 'o', 'r', 'q'})[(i - 1) % 4 + 1]
+    out[k] = out[k] + num(v, 0)
+  end
+  return out
+end
+
+local function congested()
+  local marks = redis.call('LRANGE', RECENT, 0, -1)
+  local refused = 0
+  for _, m in ipairs(marks) do refused = refused + tonumber(m) end
+  return refused >= C.min_refused and refused >= C.min_share * #marks
+end
+
+local function remember(mark)
+  redis.call('LPUSH', RECENT, mark)
+  redis.call('LTRIM', RECENT, 0, C.recent - 1)
+  redis.call('EXPIRE', RECENT, C.ttl)
+end
+
+local function refund(amounts, fraction)
+  local st = hgetall(STATE)
+  bucket_add(st, amounts)
+  save(STATE, st, LEVELS)
+  if fraction > 0 and redis.call('EXISTS', RUN) == 1 then
+    local run = hgetall(RUN)
+    bucket_add(run, amounts)
+    save(RUN, run, LEVELS)
+  end
+end

@@ -1,0 +1,41 @@
+-- refused: A = {now, input refund, output refund, retry-after ('' = none), epoch, nth, first
+-- epoch ('' = none), share fraction}; returns the pause every caller takes (string, '0': none)
+refund({['input-tokens'] = tonumber(A[2]), ['output-tokens'] = tonumber(A[3])}, tonumber(A[8]))
+redis.call('HSET', STATE, 'answered', 1)
+count('q')
+local nth = tonumber(A[6])
+if nth == 1 then count('r') end
+local st, cfg = hgetall(STATE), hgetall(CONFIG)
+local epoch = num(st['epoch'], 0)
+if tonumber(A[5]) ~= epoch then return '0' end  -- sent before the last congestion was acted on
+if nth == 1 then
+  remember(1)
+elseif nth == 2 and tonumber(A[7]) == epoch then
+  -- refused again with no congestion in between: refused for itself, not news
+  if redis.call('LREM', RECENT, 1, 1) == 1 then redis.call('RPUSH', RECENT, 0) end
+end
+if not congested() then return '0' end
+local pause = C.default_retry_after
+if A[4] ~= '' then pause = math.max(0, tonumber(A[4])) end
+redis.call('HSET', STATE, 'pause', f(math.max(num(st['pause'], 0), now + pause)), 'epoch', epoch + 1)
+redis.call('DEL', RECENT)
+if adaptive_applies(st, cfg) then
+  -- the rates of this epoch's calls in the last window (whole seconds: the stats')
+  local begin = math.max(num(st['began'], now), math.floor(now) - math.ceil(C.window) + 1)
+  local span = math.max(now - begin, C.min_span)
+  local w = window(now - math.floor(begin))
+  local rate = math.min(w.a / span, w.o / math.max(span, pause))
+  local ada = num(st['ada'], 0)
+  if ada > 0 then rate = math.min(rate, ada / 60) end
+  local peak = 60 * rate
+  local fields = {'peak', f(peak), 'ada', f(math.max(C.floor, C.cut * peak)), 'changed', f(now),
+    'began', f(now + pause)}
+  local level = tonumber(st['lvl_requests'])
+  if level ~= nil then
+    fields[#fields + 1] = 'lvl_requests'
+    fields[#fields + 1] = f(math.min(level, 0))
+  end
+  redis.call('HSET', STATE, unpack(fields))
+end
+redis.call('EXPIRE', STATE, C.ttl)
+return f(pause)

@@ -1,0 +1,288 @@
+"""The judge's rate limit: requests, input tokens and output tokens per minute, shared by every
+caller of one judge (provider + model + a hash of the API key).
+
+This module defines the policy once, in words and constants; :mod:`judgeq.ratelimit.memory`
+(one process: ``judgeq run``) and :mod:`judgeq.ratelimit.redis` (every worker on every machine,
+one Lua script per operation in ``lua/``) implement it, and one contract test holds both to it.
+
+**Buckets.** Each known limit is a token bucket refilled at limit/60 a second that holds at most
+:data:`BURST_SECONDS` of the limit (at least one request). A minute's worth is never sent at
+once: providers document that a per-minute limit may be enforced over shorter intervals (60
+requests a minute as one a second) and that bursts are refused, and a gateway counting a sliding
+minute refuses everything once a burst used it up. A known limit is paced at :data:`PACE` of
+itself, and a new request bucket starts with one request. A
+request larger than a token bucket waits for a full bucket and leaves it in debt (the average
+rate still holds). Before each attempt the caller reserves one request, its estimated input
+tokens and ``max_tokens`` output tokens (:meth:`Budget.acquire`); afterwards the reservation is
+reconciled with the reported usage (:meth:`Budget.settle`).
+
+**Which limits.** For each of the three, the lower of the judge's configured limit
+(:meth:`Budget.configure`: ``--rpm/--itpm/--otpm``, ``JUDGEQ_JUDGE_RPM/ITPM/OTPM``, ``judgeq
+budget set``; it belongs to the judge, so every run and worker on it obeys it) and the limit the
+server states in its rate-limit headers (:meth:`Budget.observe`). A run may ask for a
+:class:`Share` of them: it is then also held to ``fraction`` x each limit by a bucket of its own.
+
+**Congestion.** A 429 is reported with :meth:`Budget.refused`, saying whether it is the job's
+first refusal. Congestion is decided from refused *jobs*, not refused calls: at least
+:data:`MIN_REFUSED` jobs refused for the first time in the last :data:`WINDOW` seconds, and at
+least :data:`MIN_SHARE` of the jobs answered then (refused or served). One job refused again and
+again (a request the server refuses for itself) is one refused job, so it does not slow the
+others. On congestion every caller pauses for the server's ``retry-after`` (once per episode:
+:data:`WINDOW`, or the ``retry-after`` if longer); a refusal that is no congestion only makes
+its own job wait.
+
+**Adaptive rate** (no request limit configured or stated by the server). No limit until the
+first congestion; then the rate becomes :data:`CUT` x the lowest of the current rate, the rate
+granted in the window, and the rate served in the window (spread over the ``retry-after`` when
+that is longer: a server that counts a sliding minute says how long its window stays full),
+never below :data:`FLOOR`. After :data:`CLEAN` seconds without a refused job while the rate
+was what held callers back, it grows by :data:`GROW` on the next successful call (failed calls
+never grow it): from the floor back to hundreds of requests a second in minutes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
+
+DIMENSIONS = ("requests", "input-tokens", "output-tokens")
+"""The three limits, named as in the provider's headers."""
+
+BURST_SECONDS = 1.0
+"""A bucket holds this many seconds of its limit (requests: at least 1); it starts at that."""
+WINDOW = 5.0
+"""Seconds of recent calls that decide congestion and measure the rates sent and served."""
+RECENT = 30
+"""Congestion is decided over the last this many jobs answered (refused for the first time, or
+served): a count, not a time, so it reacts as fast at 5 requests a second as at 500."""
+MIN_REFUSED = 3
+"""Congestion: at least this many of them refused ..."""
+MIN_SHARE = 0.10
+"""... and at least this share of them."""
+MIN_SPAN = 0.1
+"""Seconds: the shortest span a rate is measured over (at the very start of a budget)."""
+CUT = 0.75
+"""Adaptive rate: multiplicative decrease, once per congestion episode."""
+GROW = 1.25
+"""Adaptive rate: multiplicative increase after a clean interval, up to :data:`NEAR` of the
+capacity estimated at the last cut ..."""
+NEAR = 0.9
+GROW_NEAR = 1.02
+"""... and past it, this slower increase (a server counting a sliding minute shows an overshoot
+only when its whole minute is over the limit)."""
+CLEAN = 5.0
+"""Adaptive rate: seconds without a refused job before it grows."""
+FLOOR = 6.0
+"""Adaptive rate: requests a minute it never goes below."""
+PROBE = 2.0
+"""Seconds a fresh budget with no limit known lets one call alone find the server's limits (its
+answer's headers) before the others go."""
+PROBE_STEP = 0.05
+"""Seconds the others wait between asks meanwhile."""
+PACE = 0.95
+"""A known limit is paced at this share of itself: a server counting a sliding second refuses a
+call that arrives a few milliseconds early, and calls do arrive unevenly."""
+DEFAULT_RETRY_AFTER = 1.0
+"""Seconds to pause on congestion when the server sent no ``retry-after``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-minute limits; None: not set."""
+
+    rpm: int | None = None
+    itpm: int | None = None
+    otpm: int | None = None
+
+    def as_tuple(self) -> tuple[int, int, int]:
+        return (self.rpm or 0, self.itpm or 0, self.otpm or 0)
+
+    def by_dimension(self) -> dict[str, int]:
+        """``{dimension: limit}`` of the limits that are set."""
+        return {d: v for d, v in zip(DIMENSIONS, self.as_tuple(), strict=True) if v}
+
+    @classmethod
+    def of(cls, values: Mapping[str, float]) -> Limits:
+        def get(dim: str) -> int | None:
+            v = values.get(dim)
+            return int(v) if v else None
+
+        return cls(get("requests"), get("input-tokens"), get("output-tokens"))
+
+    def __bool__(self) -> bool:
+        return any(self.as_tuple())
+
+    def describe(self) -> str:
+        """``300 rpm, 40,000 itpm`` (or ``none``)."""
+        parts = [f"{v:,} {n}" for n, v in zip(("rpm", "itpm", "otpm"), self.as_tuple(), strict=True) if v]
+        return ", ".join(parts) or "none"
+
+
+NO_LIMITS = Limits()
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """A run that takes at most ``fraction`` of each of its judge's limits."""
+
+    run: str
+    fraction: float
+
+
+class Grant(NamedTuple):
+    """What :meth:`Budget.acquire` answers: ``wait`` 0.0 when granted (else the seconds to wait
+    before asking again, nothing reserved), and the congestion ``epoch`` the grant belongs to
+    (handed back with the call's outcome: a refusal of a call sent before the last congestion
+    was acted on is no news)."""
+
+    wait: float
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What one judge attempt used (as the API reports it): requests 1, and its tokens."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(slots=True)
+class BudgetState:
+    """What ``judgeq budget`` shows of one judge's budget."""
+
+    name: str
+    configured: Limits = NO_LIMITS
+    server: Limits = NO_LIMITS
+    adaptive_rpm: float | None = None
+    """The adaptive request rate (requests a minute), None while no limit applies."""
+    levels: dict[str, float] = field(default_factory=dict)
+    """Each limited bucket's level now (what may be sent at once)."""
+    paused_for: float = 0.0
+    requests_last_minute: int = 0
+    served_last_minute: int = 0
+    refused_last_minute: int = 0
+    waiting: int = 0
+    """Callers waiting for this budget now."""
+
+    def effective(self) -> dict[str, float]:
+        """The limit that applies per dimension (per minute)."""
+        out: dict[str, float] = {}
+        for dim, given, stated in zip(
+            DIMENSIONS, self.configured.as_tuple(), self.server.as_tuple(), strict=True
+        ):
+            known = [x for x in (given, stated) if x]
+            if known:
+                out[dim] = float(min(known))
+            elif dim == "requests" and self.adaptive_rpm:
+                out[dim] = self.adaptive_rpm
+        return out
+
+
+class Budget(Protocol):
+    """The rate limit shared by every caller of one judge (see the module docstring)."""
+
+    name: str
+
+    def acquire(self, input_tokens: int, output_tokens: int, share: Share | None = None) -> Grant:
+        """Reserve one request and these tokens (see :class:`Grant`)."""
+        ...
+
+    def settle(
+        self, reserved: Usage, used: Usage, *, ok: bool, epoch: int, share: Share | None = None
+    ) -> None:
+        """Reconcile a granted reservation with what the attempt used (refund or charge);
+        ``ok``: the judge answered (only that counts as served and grows the adaptive rate).
+        Not called for a 429 (:meth:`refused`)."""
+        ...
+
+    def refused(
+        self,
+        reserved: Usage,
+        retry_after: float | None,
+        *,
+        first: bool,
+        epoch: int,
+        share: Share | None = None,
+    ) -> float:
+        """The server answered 429 to a granted reservation (its tokens are refunded; the request
+        stays spent). ``first``: the job's first refusal. Returns the pause every caller now
+        takes (0.0 when this is no congestion)."""
+        ...
+
+    def observe(self, headers: Mapping[str, str]) -> None:
+        """Learn the server's limits from an answer's rate-limit headers; when they are new,
+        also take the server's ``remaining`` as the level if it is lower."""
+        ...
+
+    def configure(self, limits: Limits | None) -> None:
+        """Set the judge's configured limits: those given replace the ones set before, the
+        others stay; None clears them all."""
+        ...
+
+    def snapshot(self) -> BudgetState:
+        """The budget's state now."""
+        ...
+
+
+def budget_key(provider: str, model: str, api_key: str | None) -> str:
+    """The budget's name: provider, model and a hash of the key (never the key itself)."""
+    digest = hashlib.sha256((api_key or "").encode()).hexdigest()[:16]
+    return f"{provider}:{model}:{digest}"
+
+
+def estimate_input_tokens(text_chars: int) -> int:
+    """Input tokens estimated before a call: about 4 characters a token, rounded up (an
+    over-estimate for JSON and English; reconciled with the real count afterwards)."""
+    return -(-text_chars // 4)
+
+
+def server_limits(headers: Mapping[str, str], what: str = "limit") -> dict[str, int]:
+    """``{"requests": N, "input-tokens": N, "output-tokens": N}`` from the headers present:
+    the ``limit`` (default) or ``remaining`` values."""
+    out: dict[str, int] = {}
+    lowered = {k.lower(): v for k, v in headers.items()}
+    for dim in DIMENSIONS:
+        value = lowered.get(f"anthropic-ratelimit-{dim}-{what}")
+        if value is not None:
+            try:
+                out[dim] = int(float(value))
+            except ValueError:
+                continue
+    return out
+
+
+def capacity(dim: str, limit: float) -> float:
+    """What the bucket of ``dim`` holds at most (see :data:`BURST_SECONDS`)."""
+    cap = limit * BURST_SECONDS / 60.0
+    return max(cap, 1.0) if dim == "requests" else cap
+
+
+def start(dim: str, cap: float) -> float:
+    """A new bucket's level: one request (the next comes at the paced rate), a full bucket of
+    tokens (a first request must be able to pass)."""
+    return min(cap, 1.0) if dim == "requests" else cap
+
+
+def wait_for_budget(
+    budget: Budget,
+    reserve: Usage,
+    share: Share | None = None,
+    *,
+    sleep: Callable[[float], None],
+    max_step: float = 1.0,
+) -> tuple[float, int]:
+    """Block until ``budget`` grants ``reserve``: the seconds waited and the grant's epoch.
+
+    Sleeps at most ``max_step`` at a time, so a caller notices a budget freed early (another
+    worker's refund)."""
+    waited = 0.0
+    while True:
+        wait, epoch = budget.acquire(reserve.input_tokens, reserve.output_tokens, share)
+        if wait <= 0.0:
+            return waited, epoch
+        step = min(wait, max_step)
+        sleep(step)
+        waited += step
