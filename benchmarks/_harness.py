@@ -70,9 +70,18 @@ def redis_server(
 
 @contextlib.contextmanager
 def fake_api(
-    latency: float, *, timeout_sleep: float = 5.0, rpm: int | None = None, headers: bool = True
+    latency: float,
+    *,
+    timeout_sleep: float = 5.0,
+    rpm: int | None = None,
+    headers: bool = True,
+    limit_model: str = "token_bucket",
 ) -> Iterator[str]:
+    """The fake judge API in its own process; its base URL. ``limit_model``: how ``rpm`` is
+    enforced, ``token_bucket``, ``sliding_window`` or ``per_second`` (see
+    :mod:`judgeq.testing.fake_anthropic`); ``headers=False``: no ``anthropic-ratelimit-*``."""
     limits = (["--rpm", str(rpm)] if rpm else []) + ([] if headers else ["--no-limit-headers"])
+    limits += ["--limit-model", limit_model]
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -8,6 +8,7 @@ import select
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -353,6 +354,10 @@ def test_subprocess_mode() -> None:
             "0.2",
             "--api-key",
             "sub-key",
+            "--limit-model",
+            "sliding_window",
+            "--rpm",
+            "100",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -372,7 +377,9 @@ def test_subprocess_mode() -> None:
         assert time.monotonic() - started >= 0.2
         assert json.loads(text_of(msg))["verdict"] in ("pass", "fail")
         with urllib.request.urlopen(f"{base_url}/_fake/stats", timeout=5) as resp:
-            assert json.loads(resp.read())["request_count"] == 1
+            stats = json.loads(resp.read())
+        assert stats["request_count"] == 1
+        assert stats["limit_model"] == "sliding_window" and stats["limits"]["rpm"] == 100
     finally:
         proc.terminate()
         assert proc.wait(timeout=5) == 0
@@ -415,3 +422,276 @@ def test_input_token_limit() -> None:
             c.messages.create(**big)
         fake.set_limits()  # unlimited again
         c.messages.create(**big)
+
+
+# ----------------------------------------------------------------------------- limit models
+
+
+class FakeClock:
+    """The stand-in's rate-limit clock, moved by hand: the tests do not depend on machine speed."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def limited(clock: FakeClock, model: str, **kwargs: Any) -> FakeMessagesAPI:
+    """A stand-in that is not serving: its admission logic, tested directly."""
+    return FakeMessagesAPI(api_key="k", limit_model=model, clock=clock, **kwargs)
+
+
+def admitted(fake: FakeMessagesAPI, input_tokens: int = 10) -> float:
+    """0.0 when the stand-in admits a request of ``input_tokens``, else the seconds it asks to wait."""
+    wait, _ = fake._admit(input_tokens)
+    return wait
+
+
+def most_in_any_interval(times: list[float], span: float) -> int:
+    """The most of ``times`` in any half-open interval [t, t + span)."""
+    times = sorted(times)
+    return max(sum(1 for u in times if t <= u < t + span) for t in times)
+
+
+def assert_exactly(fake: FakeMessagesAPI, refused: list[float], n: int, span: float) -> None:
+    """At most ``n`` admitted in any ``span``-second interval, and each refusal came when the
+    last ``span`` seconds already held ``n``: the limit is enforced exactly, never early."""
+    times = fake.accepted_times()
+    assert most_in_any_interval(times, span) == n
+    for at in refused:
+        assert sum(1 for t in times if at - span < t <= at) == n, at
+
+
+def limit_headers_of(headers: Any) -> dict[str, str]:
+    return {k.lower(): v for k, v in headers.items() if k.lower().startswith("anthropic-ratelimit-")}
+
+
+def test_limit_models_differ_on_the_same_arrivals() -> None:
+    """5 requests a minute, one every 10 s, then a sixth at 50 s: the bucket has refilled
+    (4 of 5 tokens back), the sliding window still holds 5 and refuses it for 10 s more, and
+    per second (max(1, 5 // 60) = 1 a second) admits it."""
+    outcome = {}
+    for model in ("token_bucket", "sliding_window", "per_second"):
+        clock = FakeClock()
+        fake = limited(clock, model, rpm=5)
+        for _ in range(5):
+            assert admitted(fake) == 0.0, model
+            clock.advance(10)
+        outcome[model] = admitted(fake)
+    assert outcome["token_bucket"] == 0.0
+    assert outcome["sliding_window"] == pytest.approx(10.0)
+    assert outcome["per_second"] == 0.0
+
+
+def test_sliding_window_admits_exactly_n_in_any_60_seconds() -> None:
+    clock = FakeClock()
+    fake = limited(clock, "sliding_window", rpm=5)
+    for _ in range(5):  # a burst of the whole limit at once
+        assert admitted(fake) == 0.0
+    clock.advance(30)
+    assert admitted(fake) == pytest.approx(30.0)  # until the oldest slides out, at 60 s
+    clock.advance(29.9)
+    assert admitted(fake) == pytest.approx(0.1)
+    clock.advance(0.1)  # 60 s after the burst: the whole burst has slid out
+    for _ in range(5):
+        assert admitted(fake) == 0.0
+    assert admitted(fake) == pytest.approx(60.0)
+    refused = [clock.now]
+    # spread arrivals: a request every 7 s for 10 minutes
+    for _ in range(86):
+        clock.advance(7)
+        if admitted(fake) > 0.0:
+            refused.append(clock.now)
+    assert_exactly(fake, refused, 5, 60.0)
+    assert fake.stats()["rate_limited"] == 3 + len(refused) - 1
+
+
+def test_sliding_window_retry_after_waits_for_the_oldest_to_slide_out() -> None:
+    clock = FakeClock()
+    fake = limited(clock, "sliding_window", rpm=3)
+    for _ in range(3):
+        assert admitted(fake) == 0.0
+        clock.advance(10)
+    # at 30 s: full; the oldest (0 s) slides out at 60 s; the next (10 s) at 70 s
+    assert admitted(fake) == pytest.approx(30.0)
+    clock.advance(30)
+    assert admitted(fake) == 0.0
+    assert admitted(fake) == pytest.approx(10.0)
+    assert len(fake.accepted_times()) == 4
+
+
+def test_sliding_window_counts_input_and_output_tokens() -> None:
+    clock = FakeClock()
+    fake = limited(clock, "sliding_window", itpm=100)
+    assert admitted(fake, 60) == 0.0
+    clock.advance(5)
+    assert admitted(fake, 40) == 0.0
+    clock.advance(5)
+    assert admitted(fake, 1) == pytest.approx(50.0)  # the first 60 slide out at 60 s
+    clock.advance(50)
+    assert admitted(fake, 60) == 0.0 and admitted(fake, 1) == pytest.approx(5.0)
+    clock.advance(120)
+    assert admitted(fake, 500) == 0.0  # larger than the limit: admitted by an empty window
+    assert admitted(fake, 1) == pytest.approx(60.0)
+
+    clock = FakeClock()
+    fake = limited(clock, "sliding_window", otpm=50)
+    assert admitted(fake) == 0.0
+    fake._spend_output(60)  # output tokens count from the answer, and may overdraw
+    clock.advance(20)
+    assert admitted(fake) == pytest.approx(40.0)
+
+
+def test_per_second_admits_n_over_60_in_any_second() -> None:
+    clock = FakeClock()
+    fake = limited(clock, "per_second", rpm=180)  # 3 a second
+    assert [admitted(fake) for _ in range(4)][:3] == [0.0, 0.0, 0.0]
+    assert admitted(fake) == pytest.approx(1.0)
+    clock.advance(0.5)
+    assert admitted(fake) == pytest.approx(0.5)
+    clock.advance(0.5)
+    assert [admitted(fake) for _ in range(3)] == [0.0, 0.0, 0.0]
+    # arrivals every 50 ms for 10 s, each asking until it is refused
+    refused = []
+    for _ in range(200):
+        clock.advance(0.05)
+        while admitted(fake) == 0.0:
+            pass
+        refused.append(clock.now)
+    assert_exactly(fake, refused, 3, 1.0)
+    # a per-minute limit below 60 is one request a second
+    clock = FakeClock()
+    fake = limited(clock, "per_second", rpm=30)
+    assert admitted(fake) == 0.0 and admitted(fake) == pytest.approx(1.0)
+    clock.advance(1.0)
+    assert admitted(fake) == 0.0
+
+
+def test_per_second_tokens_and_a_single_large_request() -> None:
+    clock = FakeClock()
+    fake = limited(clock, "per_second", itpm=6000)  # 100 input tokens a second
+    assert admitted(fake, 40) == 0.0 and admitted(fake, 40) == 0.0
+    assert admitted(fake, 40) > 0.0  # 120 > 100
+    assert admitted(fake, 20) == 0.0  # exactly 100
+    clock.advance(1.0)
+    assert admitted(fake, 300) == 0.0  # larger than a second's share: its second is empty
+    assert admitted(fake, 1) == pytest.approx(1.0)
+    clock.advance(0.5)
+    assert admitted(fake, 1) == pytest.approx(0.5)
+    clock.advance(0.5)
+    assert admitted(fake, 40) == 0.0
+    assert admitted(fake, 300) == pytest.approx(1.0)  # large: waits for an empty second
+
+
+def test_token_bucket_unchanged() -> None:
+    clock = FakeClock()
+    fake = limited(clock, "token_bucket", rpm=60, itpm=600)
+    assert all(admitted(fake) == 0.0 for _ in range(60))  # full: a burst of the whole limit
+    assert admitted(fake) == pytest.approx(1.0)  # refilled at 1 a second
+    clock.advance(1.0)
+    assert admitted(fake) == 0.0 and admitted(fake) > 0.0
+    clock.advance(60)
+    assert admitted(fake, 900) == 0.0  # larger than the limit: a full bucket admits it
+    assert admitted(fake, 10) == pytest.approx((10 + 300) / 10)  # overdrawn by 300
+
+
+def test_window_models_through_the_sdk_with_headers() -> None:
+    clock = FakeClock()
+    with FakeMessagesAPI(api_key="k", rpm=3, itpm=6000, limit_model="sliding_window", clock=clock) as fake:
+        c = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0)
+        kwargs: dict[str, Any] = {
+            "model": MODEL,
+            "max_tokens": 20,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        raw = []
+        for _ in range(3):
+            raw.append(c.messages.with_raw_response.create(**kwargs))
+            clock.advance(10)
+        assert [int(r.headers["anthropic-ratelimit-requests-remaining"]) for r in raw] == [2, 1, 0]
+        head = raw[0].headers
+        assert head["anthropic-ratelimit-requests-limit"] == "3"
+        assert head["anthropic-ratelimit-input-tokens-limit"] == "6000"
+        assert int(head["anthropic-ratelimit-input-tokens-remaining"]) < 6000
+        assert head["anthropic-ratelimit-requests-reset"].endswith("Z")
+        with pytest.raises(anthropic.RateLimitError) as info:  # at 30 s: the oldest leaves at 60 s
+            c.messages.create(**kwargs)
+        assert info.value.response.headers["retry-after"] == "30"
+        assert info.value.response.headers["anthropic-ratelimit-requests-remaining"] == "0"
+        clock.advance(30)
+        assert c.messages.create(**kwargs).content
+
+        # the same server, now per second (set over /_fake/config): 180 a minute, 3 a second
+        config = urllib.request.Request(
+            f"{fake.base_url}/_fake/config",
+            data=json.dumps({"limit_model": "per_second", "rpm": 180}).encode(),
+            method="POST",
+        )
+        with urllib.request.urlopen(config, timeout=5) as resp:
+            stats = json.loads(resp.read())
+        assert stats["limit_model"] == "per_second"
+        assert stats["limits"] == {"rpm": 180, "itpm": None, "otpm": None}
+        raw = [c.messages.with_raw_response.create(**kwargs) for _ in range(3)]
+        assert raw[0].headers["anthropic-ratelimit-requests-limit"] == "180"  # the per-minute N
+        assert [int(r.headers["anthropic-ratelimit-requests-remaining"]) for r in raw] == [2, 1, 0]
+        with pytest.raises(anthropic.RateLimitError) as info:
+            c.messages.create(**kwargs)
+        assert info.value.response.headers["retry-after"] == "1"
+        clock.advance(1.0)
+        assert c.messages.create(**kwargs).content
+        stats = fake.stats()
+        assert stats["count_429"] == 2 and stats["rate_limited"] == 2 and stats["injected_429"] == 0
+        assert fake.by_status == {200: 8, 429: 2} and len(fake.accepted_times()) == 8
+
+        bad = urllib.request.Request(
+            f"{fake.base_url}/_fake/config", data=b'{"limit_model": "leaky"}', method="POST"
+        )
+        with pytest.raises(urllib.error.HTTPError) as http_error:
+            urllib.request.urlopen(bad, timeout=5)
+        assert http_error.value.code == 400
+        assert fake.limit_model == "per_second"
+
+
+@pytest.mark.parametrize("model", ["token_bucket", "sliding_window", "per_second"])
+def test_no_limit_headers_but_retry_after(model: str) -> None:
+    clock = FakeClock()
+    with FakeMessagesAPI(api_key="k", rpm=1, limit_model=model, limit_headers=False, clock=clock) as fake:
+        c = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0)
+        kwargs: dict[str, Any] = {
+            "model": MODEL,
+            "max_tokens": 20,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        ok = c.messages.with_raw_response.create(**kwargs)
+        assert limit_headers_of(ok.headers) == {}
+        with pytest.raises(anthropic.RateLimitError) as info:
+            c.messages.create(**kwargs)
+        assert limit_headers_of(info.value.response.headers) == {}
+        expected = {"token_bucket": "60", "sliding_window": "60", "per_second": "1"}[model]
+        assert info.value.response.headers["retry-after"] == expected
+
+
+@pytest.mark.parametrize("model", ["token_bucket", "sliding_window", "per_second"])
+def test_injected_429_with_retry_after_0_takes_nothing_from_the_limits(model: str) -> None:
+    """``[[fake:429,retry_after=0]]``: a request refused for itself, every time, with its own
+    retry-after; the limits never see it, so the one request a minute is still there."""
+    clock = FakeClock()
+    with FakeMessagesAPI(api_key="k", rpm=1, limit_model=model, clock=clock) as fake:
+        c = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0)
+        for _ in range(3):
+            with pytest.raises(anthropic.RateLimitError) as info:
+                ask(c, "[[fake:429,retry_after=0]] refused for itself")
+            assert info.value.response.headers["retry-after"] == "0"
+            assert info.value.response.headers["anthropic-ratelimit-requests-remaining"] == "1"
+        assert fake.accepted_times() == []
+        assert ask(c, "an ordinary request").content
+        with pytest.raises(anthropic.RateLimitError) as info:
+            ask(c, "[[fake:429,retry_after=0]] still refused for itself")
+        assert info.value.response.headers["retry-after"] == "0"
+        stats = fake.stats()
+        assert (stats["count_429"], stats["rate_limited"], stats["injected_429"]) == (4, 0, 4)
+        assert len(fake.accepted_times()) == 1

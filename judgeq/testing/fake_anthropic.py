@@ -9,6 +9,8 @@ Point the real ``anthropic`` SDK at it::
 or run it as a separate process (prints ``READY http://127.0.0.1:PORT`` once serving)::
 
     python -m judgeq.testing.fake_anthropic --port 0 --latency 0.2 [--api-key K] [--batch-latency S]
+        [--rpm N] [--itpm N] [--otpm N] [--limit-model token_bucket|sliding_window|per_second]
+        [--no-limit-headers]
 
 Stdlib only. Endpoints:
 
@@ -42,18 +44,46 @@ Stdlib only. Endpoints:
   request ``latency``, the ``slow`` sleep and the rate limits do not apply. The directive
   ``[[fake:batch=expire]]`` makes a request ``expired`` (it is ignored by ``/v1/messages``). Batch
   requests are counted in ``batch_request_count`` (when the batch is created), never in
-  ``request_count``/``by_status``/``requests``. * ``GET /_fake/stats``, ``GET /_fake/accepted``
-  (monotonic times of the admitted requests), ``GET /_fake/batches`` (``{"batches": {id:
-  processing_status}}``), ``POST /_fake/reset``, ``POST /_fake/config`` (``{"latency": s,
-  "batch_latency": s, "rpm": N, "itpm": N, "otpm": N}``): admin endpoints, no authentication.
+  ``request_count``/``by_status``/``requests``.
 
-Rate limits (``rpm``, ``itpm``, ``otpm``; None = unlimited), like the real API's: one token
-bucket per limit, full at the limit and refilled continuously at limit/60 per second. A
-request needs one request token, its input tokens (``ceil(len(body) / 4)``) and a non-empty
-output bucket; its output tokens are taken after the answer. A request that does not fit is
-answered 429 with ``retry-after`` (whole seconds, rounded up). Every ``/v1/messages`` answer
-carries ``anthropic-ratelimit-{requests,input-tokens,output-tokens}-{limit,remaining,reset}``
-for the configured limits (reset: RFC 3339, when the bucket is full again).
+* Admin endpoints, no authentication: ``GET /_fake/stats`` (counters, the limits and the limit
+  model; ``count_429`` = every 429 of ``/v1/messages``, of which ``rate_limited`` by the rate
+  limits and ``injected_429`` by ``[[fake:429]]``), ``GET /_fake/accepted`` (``{"times": [...]}``:
+  the ``clock()`` -- by default ``time.monotonic()`` -- of every admitted request),
+  ``GET /_fake/batches`` (``{"batches": {id: processing_status}}``), ``POST /_fake/reset``,
+  ``POST /_fake/config`` (any of ``{"latency": s, "batch_latency": s, "rpm": N, "itpm": N,
+  "otpm": N, "limit_model": "sliding_window", "limit_headers": false}``; giving any of
+  rpm/itpm/otpm sets all three, a missing one unlimited; limits start afresh whenever the
+  limits or the model are set; answers the stats).
+
+Rate limits (``rpm``, ``itpm``, ``otpm``: per minute; None = unlimited) follow one of three
+models, ``limit_model`` (constructor, ``--limit-model``, ``/_fake/config``):
+
+* ``token_bucket`` (the default), like the real API's: one bucket per limit, full at the limit
+  and refilled continuously at limit/60 per second. A request larger than the limit is
+  admitted by a full bucket (which it overdraws).
+* ``sliding_window``, as gateways (LiteLLM, Kong) enforce: at most N in ANY 60-second interval
+  (an amount admitted at t counts until t + 60 s). A refused request waits until the oldest
+  admitted amounts slide out far enough to admit it. Output tokens count in the same window,
+  from when the answer is made.
+* ``per_second``, as providers document ("60 RPM may be enforced as 1 request per second"):
+  the same window 1 second wide holding ``max(1, floor(N/60))`` (requests, and tokens alike).
+  A single request larger than that (say 300 input tokens under itpm 6000, 100 a second) is
+  admitted when its second is otherwise empty (so is an oversized amount in
+  ``sliding_window``). Its ``retry-after`` is therefore always ``1``.
+
+In every model a request needs one request, its input tokens (``ceil(len(body) / 4)``) and
+room for one output token; its output tokens are taken after the answer (so a bucket or
+window may be overdrawn by them). A request that does not fit takes nothing and is answered
+429 with ``retry-after`` (whole seconds until it fits, rounded up, at least 1). Every
+``/v1/messages`` answer carries
+``anthropic-ratelimit-{requests,input-tokens,output-tokens}-{limit,remaining,reset}`` for the
+configured limits (a very high limit and remaining when none is): ``limit`` is the per-minute
+limit N in every model (what providers document and send, even when they enforce per
+second), ``remaining`` what is left in the bucket or current window (for ``per_second``: of
+the second's share), ``reset`` (RFC 3339, rounded up to the second) when the bucket is full or
+the window empty again. With ``limit_headers=False`` (``--no-limit-headers``) no
+``anthropic-ratelimit-*`` header is sent, as gateways do; 429s keep their ``retry-after``.
 
 Like current Claude models, ``/v1/messages`` rejects ``temperature``/``top_p``/``top_k``,
 forced tool use (``tool_choice`` type ``tool``/``any``) and assistant prefill with 400.
@@ -62,7 +92,10 @@ Fault injection: put ``[[fake:SPEC]]`` in a user message. SPEC is one of ``429``
 ``529``, ``401``, ``400``, ``slow``, ``garbage``, ``truncated``, ``refusal``, ``empty`` or
 ``prose=URL-ENCODED-TEXT``, optionally with ``*N`` (transient: only the first N attempts of
 this request fail; attempts are counted per sha256 of the last user message) and
-``,retry_after=S`` (429/529 only; default ``0.05``). Modifiers ``score=N`` (every integer or
+``,retry_after=S`` (429/529 only; default ``0.05``; ``0`` allowed). ``429`` is a request refused
+for itself: it is answered before the rate limits are consulted, takes nothing from them, is
+not an admitted request, and carries its own ``retry-after`` (and the limit headers as they
+stand). Modifiers ``score=N`` (every integer or
 number field becomes N, even out of range) and ``verdict=V`` (enum fields containing V, and any
 string field named ``verdict``, become V) combine with a fault. Comma-separated parts may share
 one directive (``[[fake:score=3,verdict=fail]]``); the first fault found wins. ``batch=expire``
@@ -85,6 +118,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -93,7 +127,9 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 __all__ = [
+    "DEFAULT_LIMIT_MODEL",
     "DEFAULT_RETRY_AFTER",
+    "LIMIT_MODELS",
     "DirectiveError",
     "Directives",
     "FakeMessagesAPI",
@@ -496,31 +532,112 @@ _UNLIMITED_HEADERS = {
     for what in ("limit", "remaining")
 }
 
+LIMIT_MODELS = ("token_bucket", "sliding_window", "per_second")
+"""The rate-limit models of :class:`FakeMessagesAPI` (see the module docstring)."""
+DEFAULT_LIMIT_MODEL = "token_bucket"
+_LIMIT_DIMENSIONS = (("requests", "rpm"), ("input-tokens", "itpm"), ("output-tokens", "otpm"))
 
-@dataclass
+
+def _reset_header(seconds_from_now: float) -> str:
+    """RFC 3339 (whole seconds, rounded up so it is never early) of a moment from now."""
+    moment = math.ceil(time.time() + max(0.0, seconds_from_now))
+    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 class _Bucket:
-    """A token bucket: ``limit`` per minute, refilled continuously, full at ``limit``."""
+    """``token_bucket``: ``per_minute`` per minute, refilled continuously, full at the limit.
+    An amount larger than the limit is admitted by a full bucket, which it overdraws."""
 
-    limit: float
-    level: float
-    at: float
-
-    def refill(self, now: float) -> None:
-        self.level = min(self.limit, self.level + (now - self.at) * self.limit / 60.0)
+    def __init__(self, per_minute: int, now: float) -> None:
+        self.per_minute = per_minute
+        self.limit = float(per_minute)
+        self.level = self.limit
         self.at = now
 
-    def wait_for(self, amount: float) -> float:
-        """Seconds until ``amount`` tokens are in the bucket (0: now)."""
+    def _refill(self, now: float) -> None:
+        if now > self.at:
+            self.level = min(self.limit, self.level + (now - self.at) * self.limit / 60.0)
+            self.at = now
+
+    def wait_for(self, amount: float, now: float) -> float:
+        """Seconds until ``amount`` can be taken (0: now)."""
+        self._refill(now)
         return max(0.0, (min(amount, self.limit) - self.level) * 60.0 / self.limit)
 
-    def headers(self, name: str) -> dict[str, str]:
-        full_at = time.time() + max(0.0, self.limit - self.level) * 60.0 / self.limit
-        reset = datetime.fromtimestamp(full_at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-        return {
-            f"anthropic-ratelimit-{name}-limit": str(int(self.limit)),
-            f"anthropic-ratelimit-{name}-remaining": str(max(0, int(self.level))),
-            f"anthropic-ratelimit-{name}-reset": reset,
-        }
+    def take(self, amount: float, now: float) -> None:
+        self._refill(now)
+        self.level -= amount
+
+    def remaining(self, now: float) -> int:
+        self._refill(now)
+        return max(0, int(self.level))
+
+    def replenished_in(self, now: float) -> float:
+        """Seconds until the bucket is full again."""
+        self._refill(now)
+        return max(0.0, self.limit - self.level) * 60.0 / self.limit
+
+
+class _Window:
+    """``sliding_window`` (span 60 s, capacity the per-minute limit) and ``per_second`` (span
+    1 s, capacity ``max(1, per_minute // 60)``): at most ``capacity`` in any ``span``-second
+    interval. An amount taken at ``t`` counts until ``t + span`` (half-open intervals). An
+    amount larger than the capacity is admitted when the window is otherwise empty."""
+
+    def __init__(self, per_minute: int, capacity: int, span: float) -> None:
+        self.per_minute = per_minute
+        self.capacity = capacity
+        self.span = span
+        self.entries: deque[tuple[float, float]] = deque()
+        self.used = 0.0
+
+    def _expire(self, now: float) -> None:
+        while self.entries and self.entries[0][0] + self.span <= now:
+            self.used -= self.entries.popleft()[1]
+        if not self.entries:
+            self.used = 0.0
+
+    def wait_for(self, amount: float, now: float) -> float:
+        """Seconds until the oldest amounts have slid out far enough to admit ``amount``."""
+        self._expire(now)
+        allowed = self.capacity - min(amount, self.capacity)
+        used = self.used
+        if used <= allowed:
+            return 0.0
+        for at, taken in self.entries:
+            used -= taken
+            if used <= allowed:
+                return at + self.span - now
+        return 0.0  # unreachable: an empty window admits anything
+
+    def take(self, amount: float, now: float) -> None:
+        self._expire(now)
+        if amount > 0:
+            self.entries.append((now, amount))
+            self.used += amount
+
+    def remaining(self, now: float) -> int:
+        self._expire(now)
+        return max(0, int(self.capacity - self.used))
+
+    def replenished_in(self, now: float) -> float:
+        """Seconds until the window is empty again (the newest amount has slid out)."""
+        self._expire(now)
+        return self.entries[-1][0] + self.span - now if self.entries else 0.0
+
+
+def _make_limit(model: str, per_minute: int, now: float) -> _Bucket | _Window:
+    if model == "sliding_window":
+        return _Window(per_minute, per_minute, 60.0)
+    if model == "per_second":
+        return _Window(per_minute, max(1, per_minute // 60), 1.0)
+    return _Bucket(per_minute, now)
+
+
+def _check_limit_model(model: str) -> str:
+    if model not in LIMIT_MODELS:
+        raise ValueError(f"limit_model must be one of {', '.join(LIMIT_MODELS)}; got {model!r}")
+    return model
 
 
 class _BadRequest(Exception):
@@ -610,14 +727,21 @@ class FakeMessagesAPI:
         limit_headers: bool = True,
         batch_latency: float = DEFAULT_BATCH_LATENCY,
         models_api: bool = True,
+        limit_model: str = DEFAULT_LIMIT_MODEL,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.latency = latency
         self.models_api = models_api
         self.batch_latency = batch_latency
         self.limit_headers = limit_headers
-        self._buckets: dict[str, _Bucket] = {}
+        self.clock = clock
+        """The rate limits' clock (and that of ``accepted_times``): a test may inject its own."""
+        self._limiters: dict[str, _Bucket | _Window] = {}
         self._accepted: deque[float] = deque(maxlen=1_000_000)
-        self._limits = {"rpm": rpm, "itpm": itpm, "otpm": otpm}
+        self._limits: dict[str, int | None] = {"rpm": None, "itpm": None, "otpm": None}
+        self._limit_model = _check_limit_model(limit_model)
+        self._rate_limited = 0
+        self._injected_429 = 0
         self.api_key = api_key
         self.models = tuple(models) if models is not None else None
         self.timeout_sleep = timeout_sleep
@@ -633,7 +757,7 @@ class FakeMessagesAPI:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._host = "127.0.0.1"
-        self.set_limits(**self._limits)
+        self.set_limits(rpm=rpm, itpm=itpm, otpm=otpm)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -716,50 +840,95 @@ class FakeMessagesAPI:
         with self._lock:
             return {batch.id: batch.processing_status for batch in self._batches.values()}
 
-    def set_limits(self, *, rpm: int | None = None, itpm: int | None = None, otpm: int | None = None) -> None:
-        """Set (or, with None, remove) the per-minute limits; buckets start full."""
-        now = time.monotonic()
+    @property
+    def limit_model(self) -> str:
+        """``token_bucket``, ``sliding_window`` or ``per_second`` (see the module docstring);
+        setting it starts the limits afresh (buckets full, windows empty)."""
         with self._lock:
-            self._buckets = {
-                name: _Bucket(float(limit), float(limit), now)
-                for name, limit in (("requests", rpm), ("input-tokens", itpm), ("output-tokens", otpm))
-                if limit
+            return self._limit_model
+
+    @limit_model.setter
+    def limit_model(self, model: str) -> None:
+        self.set_limits(**self.limits, limit_model=model)
+
+    @property
+    def limits(self) -> dict[str, int | None]:
+        """``{"rpm": N, "itpm": N, "otpm": N}``; None = unlimited."""
+        with self._lock:
+            return dict(self._limits)
+
+    def set_limits(
+        self,
+        *,
+        rpm: int | None = None,
+        itpm: int | None = None,
+        otpm: int | None = None,
+        limit_model: str | None = None,
+    ) -> None:
+        """Set (or, with None, remove) the per-minute limits, and the limit model when given
+        (else the current one); they start afresh: buckets full, windows empty."""
+        limits = {"rpm": rpm, "itpm": itpm, "otpm": otpm}
+        for key, value in limits.items():
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise TypeError(f"{key} must be a number or None; got {value!r}")
+                limits[key] = int(value) if value > 0 else None
+        model = None if limit_model is None else _check_limit_model(limit_model)
+        now = self.clock()
+        with self._lock:
+            if model is not None:
+                self._limit_model = model
+            self._limits = limits
+            self._limiters = {
+                name: _make_limit(self._limit_model, per_minute, now)
+                for name, key in _LIMIT_DIMENSIONS
+                if (per_minute := limits[key])
             }
 
     def accepted_times(self) -> list[float]:
-        """``time.monotonic()`` of every /v1/messages request admitted by the rate limits."""
+        """The ``clock()`` (default ``time.monotonic()``) of every /v1/messages request
+        admitted by the rate limits."""
         with self._lock:
             return list(self._accepted)
 
+    def _limit_headers(self, now: float) -> dict[str, str]:
+        """The ``anthropic-ratelimit-*`` headers now (none when ``limit_headers`` is off);
+        called under ``_lock``."""
+        if not self.limit_headers:
+            return {}
+        if not self._limiters:
+            # like the real API, which always sends its limits: no limit configured here
+            # reads as a very high one
+            return dict(_UNLIMITED_HEADERS)
+        headers: dict[str, str] = {}
+        for name, limiter in self._limiters.items():
+            headers[f"anthropic-ratelimit-{name}-limit"] = str(limiter.per_minute)
+            headers[f"anthropic-ratelimit-{name}-remaining"] = str(limiter.remaining(now))
+            headers[f"anthropic-ratelimit-{name}-reset"] = _reset_header(limiter.replenished_in(now))
+        return headers
+
     def _admit(self, input_tokens: int) -> tuple[float, dict[str, str]]:
-        """Take a request's tokens; (0, headers) when admitted, else (seconds to wait, headers)."""
-        now = time.monotonic()
+        """Take a request's share of the limits: (0, headers) when admitted, else (seconds to
+        wait, headers) with nothing taken."""
+        now = self.clock()
         with self._lock:
-            if not self._buckets:
-                self._accepted.append(now)
-                # like the real API, which always sends its limits: no limit configured here
-                # reads as a very high one
-                return 0.0, dict(_UNLIMITED_HEADERS) if self.limit_headers else {}
-            for bucket in self._buckets.values():
-                bucket.refill(now)
             need = {"requests": 1.0, "input-tokens": float(input_tokens), "output-tokens": 1.0}
-            wait = max(b.wait_for(need[name]) for name, b in self._buckets.items())
+            wait = max((lim.wait_for(need[name], now) for name, lim in self._limiters.items()), default=0.0)
             if wait == 0.0:
-                for name, bucket in self._buckets.items():
-                    if name != "output-tokens":
-                        bucket.level -= need[name]
+                for name, limiter in self._limiters.items():
+                    if name != "output-tokens":  # output tokens are taken after the answer
+                        limiter.take(need[name], now)
                 self._accepted.append(now)
-            headers: dict[str, str] = {}
-            for name, bucket in self._buckets.items() if self.limit_headers else ():
-                headers.update(bucket.headers(name))
-            return wait, headers
+            else:
+                self._rate_limited += 1
+            return wait, self._limit_headers(now)
 
     def _spend_output(self, output_tokens: int) -> None:
+        now = self.clock()
         with self._lock:
-            bucket = self._buckets.get("output-tokens")
-            if bucket is not None:
-                bucket.refill(time.monotonic())
-                bucket.level -= output_tokens
+            limiter = self._limiters.get("output-tokens")
+            if limiter is not None:
+                limiter.take(float(output_tokens), now)
 
     def stats(self) -> dict[str, Any]:
         """What ``GET /_fake/stats`` answers."""
@@ -774,6 +943,12 @@ class FakeMessagesAPI:
                 "batch_request_count": self._batch_request_count,
                 "batches": by_batch_status,
                 "batch_latency": self.batch_latency,
+                "limit_model": self._limit_model,
+                "limits": dict(self._limits),
+                "limit_headers": self.limit_headers,
+                "count_429": self._by_status.get(429, 0),
+                "rate_limited": self._rate_limited,
+                "injected_429": self._injected_429,
             }
 
     def finish_batches(self) -> int:
@@ -787,7 +962,8 @@ class FakeMessagesAPI:
 
     def reset(self) -> None:
         """Forget recorded requests, counters, per-request attempt counts, rate limits and
-        Message Batches (a batch still processing is dropped, never finished)."""
+        Message Batches (a batch still processing is dropped, never finished). The limit
+        model and ``limit_headers`` stay."""
         with self._lock:
             for batch in self._batches.values():
                 batch.wake.set()
@@ -799,7 +975,9 @@ class FakeMessagesAPI:
             self._by_status.clear()
             self._attempts.clear()
             self._accepted.clear()
-            self._buckets = {}
+            self._limiters = {}
+            self._limits = {"rpm": None, "itpm": None, "otpm": None}
+            self._rate_limited = self._injected_429 = 0
 
     # ----------------------------------------------------------------- request handling
 
@@ -841,10 +1019,19 @@ class FakeMessagesAPI:
                     self.latency = float(config["latency"])
                 if "batch_latency" in config:
                     self.batch_latency = float(config["batch_latency"])
+                if "limit_headers" in config:
+                    if not isinstance(config["limit_headers"], bool):
+                        raise TypeError("limit_headers must be true or false")
+                    self.limit_headers = config["limit_headers"]
                 if {"rpm", "itpm", "otpm"} & set(config):
-                    self.set_limits(**{k: config.get(k) for k in ("rpm", "itpm", "otpm")})
-            except (ValueError, TypeError, AttributeError):
-                return _error_reply(400, 'expected a JSON object like {"latency": 0.1}')
+                    self.set_limits(
+                        **{k: config.get(k) for k in ("rpm", "itpm", "otpm")},
+                        limit_model=config.get("limit_model"),
+                    )
+                elif "limit_model" in config:
+                    self.limit_model = config["limit_model"]
+            except (ValueError, TypeError, AttributeError) as exc:
+                return _error_reply(400, f'expected a JSON object like {{"latency": 0.1}}: {exc}')
             return _json_reply(200, self.stats())
         return _error_reply(404, f"Not found: {method} {path}")
 
@@ -906,13 +1093,6 @@ class FakeMessagesAPI:
         model = body["model"]
         if self.models is not None and model not in self.models:
             return _error_reply(404, f"model: {model}")
-        limit_headers: dict[str, str] = {}
-        if not in_batch:
-            wait, limit_headers = self._admit(_tokens(text))
-            if wait > 0:
-                retry = {"retry-after": str(max(1, math.ceil(wait)))}
-                return _error_reply(429, "rate limit exceeded (fake)", headers={**limit_headers, **retry})
-
         user_texts = [_content_text(m.get("content")) for m in messages if m["role"] == "user"]
         key_text = user_texts[-1] if user_texts else ""
         try:
@@ -921,17 +1101,27 @@ class FakeMessagesAPI:
             return _error_reply(400, f"fake: {exc}")
 
         fault = directives.fault
-        if fault is not None and directives.count is not None:
-            key = hashlib.sha256(key_text.encode("utf-8")).hexdigest()
-            with self._lock:
-                attempt = self._attempts.get(key, 0) + 1
-                self._attempts[key] = attempt
-            if attempt > directives.count:
-                fault = None
+        if fault == "429":
+            # a request refused for itself: before the rate limits, which it takes nothing from
+            fault = self._fault_attempt(directives, key_text)
+            if fault == "429":
+                with self._lock:
+                    if not in_batch:
+                        self._injected_429 += 1
+                    headers = {} if in_batch else self._limit_headers(self.clock())
+                return _error_reply(429, headers={**headers, "retry-after": directives.retry_after})
+        limit_headers: dict[str, str] = {}
+        if not in_batch:
+            wait, limit_headers = self._admit(_tokens(text))
+            if wait > 0:
+                retry = {"retry-after": str(max(1, math.ceil(wait)))}
+                return _error_reply(429, "rate limit exceeded (fake)", headers={**limit_headers, **retry})
+        if fault is not None:
+            fault = self._fault_attempt(directives, key_text)
 
         if fault in _STATUS_FAULTS:
             status = _STATUS_FAULTS[fault]
-            extra = {"retry-after": directives.retry_after} if status in (429, 529) else {}
+            extra = {"retry-after": directives.retry_after} if status == 529 else {}
             return _error_reply(status, headers={**limit_headers, **extra})
         if fault == "slow":
             if not in_batch:
@@ -977,6 +1167,17 @@ class FakeMessagesAPI:
         if not in_batch:
             self._spend_output(message["usage"]["output_tokens"])
         return _json_reply(200, message, limit_headers)
+
+    def _fault_attempt(self, directives: Directives, key_text: str) -> str | None:
+        """The fault this attempt gets: ``directives.fault``, or None once a transient fault
+        (``*N``) has failed its first N attempts (counted here, per sha256 of ``key_text``)."""
+        if directives.fault is None or directives.count is None:
+            return directives.fault
+        key = hashlib.sha256(key_text.encode("utf-8")).hexdigest()
+        with self._lock:
+            attempt = self._attempts.get(key, 0) + 1
+            self._attempts[key] = attempt
+        return directives.fault if attempt <= directives.count else None
 
     def _validate(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         for required in ("model", "max_tokens", "messages"):
@@ -1338,6 +1539,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rpm", type=int, default=None, help="requests per minute (429 beyond)")
     parser.add_argument("--itpm", type=int, default=None, help="input tokens per minute")
     parser.add_argument("--otpm", type=int, default=None, help="output tokens per minute")
+    parser.add_argument(
+        "--limit-model",
+        choices=LIMIT_MODELS,
+        default=DEFAULT_LIMIT_MODEL,
+        help="how rpm/itpm/otpm are enforced (see the module docstring)",
+    )
     parser.add_argument("--no-limit-headers", action="store_true", help="send no anthropic-ratelimit-*")
     args = parser.parse_args(argv)
 
@@ -1353,6 +1560,7 @@ def main(argv: list[str] | None = None) -> int:
         otpm=args.otpm,
         limit_headers=not args.no_limit_headers,
         batch_latency=args.batch_latency,
+        limit_model=args.limit_model,
     )
     stop = threading.Event()
 

@@ -37,7 +37,15 @@ def redis_url(redis_server: RedisServer) -> str:
     return redis_server.url
 
 
-SETTABLE = ("api_key", "models", "timeout_sleep", "seed", "limit_headers", "batch_latency")
+SETTABLE = (
+    "api_key",
+    "models",
+    "timeout_sleep",
+    "seed",
+    "limit_headers",
+    "limit_model",
+    "batch_latency",
+)
 """The fake's settings a test may change and ``reset()`` leaves alone."""
 
 
