@@ -158,6 +158,7 @@ def process_jobs(
     spec, ctx = loaded
     out: dict[int, Outcome | Held] = {}
     todo: list[tuple[int, str, Job | None, list[Any]]] = []
+    buffered_at: float | None = None  # the store's clock: other workers judge the buffer's age
     for index, (has, raw) in zip(indices, store.fetch_jobs(run_id, indices), strict=True):
         if has:
             out[index] = Outcome.DUPLICATE
@@ -167,7 +168,8 @@ def process_jobs(
             job = parse_job(raw)
             if job is not None and spec.lane == "batch" and not ctx.cached_replies(job):
                 # the Message Batches lane sends it (judgeq._lane); a cached reply grades at once
-                added = store.lane_add(run_id, index, time.time())
+                buffered_at = store.now() if buffered_at is None else buffered_at
+                added = store.lane_add(run_id, index, buffered_at)
                 out[index] = Outcome.BATCHED if added else Outcome.DUPLICATE
                 continue
             todo.append((index, raw, job, plan_calls(ctx, job) if job is not None else []))
