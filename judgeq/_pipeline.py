@@ -37,7 +37,7 @@ from ._jobs import JOB_MODELS, Job, infer_kind
 from ._judge import Gate, Judge
 from ._report import build_report, new_aggregator
 from ._result import Result
-from ._run import RunSpec, utcnow
+from ._run import RunSpec, iso_time
 from ._store import Store
 
 log = logging.getLogger("judgeq.worker")
@@ -345,9 +345,10 @@ def reduce_run(store: Store, run_id: str, *, partial: bool = False) -> dict[str,
             result = null_for(spec, index, reason, why, store.job(run_id, index))
         agg.add(result)
     started = state.get("started_at") or spec.created_at
-    finished = utcnow()
+    now = store.now()  # started_epoch is on the store's clock too; archiving compares with finished_at
+    finished = iso_time(now)
     epoch = float(state.get("started_epoch") or 0)
-    wall_s = time.time() - epoch if epoch else 0.0
+    wall_s = now - epoch if epoch else 0.0
     report = build_report(spec, agg, started_at=started, finished_at=finished, wall_s=wall_s, missing=missing)
     if partial:
         report["partial"] = True
