@@ -186,7 +186,12 @@ class BatchLane:
     Several workers run it at once: a batch's state changes only by compare-and-set
     (:meth:`Store.lane_set_batch`), and a job goes back to the buffer only while it is still
     in the batch that gives it back (:meth:`Store.lane_return`), so no job is sent twice by two
-    workers acting on the same batch."""
+    workers acting on the same batch.
+
+    Its clock is the store's (:meth:`Store.now`, Redis's ``TIME``) unless ``clock`` is given:
+    a buffered job's age, a batch's ``created``, ``sent`` and ``polled`` are written by one
+    worker and compared by another, so a worker whose own clock is off flushes no batch early
+    and gives up no batch still being created."""
 
     def __init__(
         self,
@@ -195,15 +200,10 @@ class BatchLane:
         config: LaneConfig,
         on_last: Callable[[str], None],
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
     ) -> None:
-        self.store, self.contexts, self.config, self.on_last, self.clock = (
-            store,
-            contexts,
-            config,
-            on_last,
-            clock,
-        )
+        self.store, self.contexts, self.config, self.on_last = store, contexts, config, on_last
+        self.clock: Callable[[], float] = store.now if clock is None else clock
 
     def tick(self) -> None:
         """One pass over every run of the lane; a failing run does not stop the others."""

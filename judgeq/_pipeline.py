@@ -36,7 +36,7 @@ from ._jobs import JOB_MODELS, Job, infer_kind
 from ._judge import Gate, Judge
 from ._report import build_report, new_aggregator
 from ._result import Result
-from ._run import RunSpec, utcnow
+from ._run import RunSpec, iso_time
 from ._store import Store
 from .ratelimit import Budget
 
@@ -158,6 +158,7 @@ def process_jobs(
     spec, ctx = loaded
     out: dict[int, Outcome | Held] = {}
     todo: list[tuple[int, str, Job | None, list[Any]]] = []
+    buffered_at: float | None = None  # the store's clock: other workers judge the buffer's age
     for index, (has, raw) in zip(indices, store.fetch_jobs(run_id, indices), strict=True):
         if has:
             out[index] = Outcome.DUPLICATE
@@ -167,7 +168,8 @@ def process_jobs(
             job = parse_job(raw)
             if job is not None and spec.lane == "batch" and not ctx.cached_replies(job):
                 # the Message Batches lane sends it (judgeq._lane); a cached reply grades at once
-                added = store.lane_add(run_id, index, time.time())
+                buffered_at = store.now() if buffered_at is None else buffered_at
+                added = store.lane_add(run_id, index, buffered_at)
                 out[index] = Outcome.BATCHED if added else Outcome.DUPLICATE
                 continue
             todo.append((index, raw, job, plan_calls(ctx, job) if job is not None else []))
@@ -343,9 +345,10 @@ def reduce_run(store: Store, run_id: str, *, partial: bool = False) -> dict[str,
             result = null_for(spec, index, reason, why, store.job(run_id, index))
         agg.add(result)
     started = state.get("started_at") or spec.created_at
-    finished = utcnow()
+    now = store.now()  # started_epoch is on the store's clock too; archiving compares with finished_at
+    finished = iso_time(now)
     epoch = float(state.get("started_epoch") or 0)
-    wall_s = time.time() - epoch if epoch else 0.0
+    wall_s = now - epoch if epoch else 0.0
     report = build_report(spec, agg, started_at=started, finished_at=finished, wall_s=wall_s, missing=missing)
     if partial:
         report["partial"] = True

@@ -38,6 +38,11 @@ def utcnow() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def iso_time(epoch: float) -> str:
+    """``epoch`` seconds as :func:`utcnow` writes a time (``2025-01-31T12:00:00.000Z``)."""
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 class RunSpec(BaseModel):
     """The registered description of a run (JSON in the store)."""
 

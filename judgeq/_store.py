@@ -14,7 +14,7 @@ import secrets
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from ._aggregate import cost_breakdown
@@ -78,7 +78,15 @@ def live_increments(result: Result) -> dict[str, float]:
 
 
 class Store(Protocol):
-    """Where runs, job payloads, results and reports live."""
+    """Where runs, job payloads, results and reports live.
+
+    Its clock (:meth:`now`) is the one clock of every time that one process writes and another
+    compares with its own (a buffered job's age, a batch's ``creating`` timeout, stall
+    detection, the producer's heartbeat), so machines whose clocks disagree decide alike."""
+
+    def now(self) -> float:
+        """The store's clock, epoch seconds (Redis: its ``TIME``; shared by every process)."""
+        ...
 
     def register(self, spec: RunSpec) -> None: ...
     def spec(self, run_id: str) -> RunSpec | None: ...
@@ -103,6 +111,10 @@ class Store(Protocol):
         ...
 
     def counters(self, run_id: str) -> dict[str, float]: ...
+    def last_progress(self, run_id: str) -> float | None:
+        """When a result was last stored for the run (:meth:`now` of that write), if ever."""
+        ...
+
     def pending_indices(self, run_id: str) -> list[int]:
         """Indices of the jobs sent and without a result yet, in order."""
         ...
@@ -195,9 +207,10 @@ class Store(Protocol):
 
 
 class MemoryStore:
-    """A thread-safe in-process :class:`Store`."""
+    """A thread-safe in-process :class:`Store`; ``clock`` is its :meth:`now` (injectable)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._specs: dict[str, str] = {}
         self._jobs: dict[str, dict[int, str]] = {}
@@ -212,6 +225,10 @@ class MemoryStore:
         self._batches: dict[str, dict[str, str]] = {}
         self._batch_indices: dict[tuple[str, str], list[int]] = {}
         self._lane_runs: set[str] = set()
+        self._last_done: dict[str, float] = {}
+
+    def now(self) -> float:
+        return self._clock()
 
     def register(self, spec: RunSpec) -> None:
         with self._lock:
@@ -251,6 +268,7 @@ class MemoryStore:
             for key, inc in live_increments(result).items():
                 counters[key] += inc  # type: ignore[assignment]
             counters["done"] += 1
+            self._last_done[run_id] = self._clock()
             state = self._state.setdefault(run_id, {})
             state.pop("systemic_streak", None)
             limit = float(state.get("max_cost_usd") or 0)
@@ -273,6 +291,9 @@ class MemoryStore:
     def counters(self, run_id: str) -> dict[str, float]:
         with self._lock:
             return dict(self._counters.get(run_id, {}))
+
+    def last_progress(self, run_id: str) -> float | None:
+        return self._last_done.get(run_id)
 
     def pending_indices(self, run_id: str) -> list[int]:
         return sorted(self._jobs.get(run_id, {}))

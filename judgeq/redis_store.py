@@ -28,6 +28,11 @@ on one slot of a cluster):
 Storing a result is one Lua script: write the result if absent, delete the payload, bump the
 counters and return the done-count, atomically; a redelivered job therefore never counts
 twice, and exactly one worker sees the count reach the total.
+
+Times that one process writes and another compares with (``last_done_at``, the lane's
+buffer times and batch records, ``started_epoch``, ``producer_heartbeat``) are on Redis's
+clock: ``TIME`` (:meth:`RedisStore.now`), or read inside the script that writes them; a
+machine whose own clock is off decides as the others do.
 """
 
 from __future__ import annotations
@@ -59,8 +64,10 @@ local index = tonumber(ARGV[1])
 if redis.call('SETBIT', KEYS[1], index, 1) == 1 then return -1 end
 if redis.call('RPUSH', KEYS[2], ARGV[2]) == 1 then redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3])) end
 redis.call('HDEL', KEYS[3], ARGV[1])
-for i = 5, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[4], ARGV[i], ARGV[i + 1]) end
-redis.call('HSET', KEYS[4], 'last_done_at', ARGV[4])
+for i = 4, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[4], ARGV[i], ARGV[i + 1]) end
+-- when, on Redis's clock (the one every worker's stall detection and status compare with)
+local now = redis.call('TIME')
+redis.call('HSET', KEYS[4], 'last_done_at', now[1] .. '.' .. string.format('%06d', tonumber(now[2])))
 redis.call('HDEL', KEYS[6], 'systemic_streak')
 local done = redis.call('HINCRBY', KEYS[4], 'done', 1)
 -- the run's cost limit: the write that reaches it pauses the run (no new judge calls)
@@ -81,8 +88,8 @@ end
 return done
 """
 """Store one result once: its bit in the ``done`` bitmap decides, the packed result goes to
-the end of its bucket's list; the payload is deleted, the counters bumped, the done-count
-returned (-1: it had a result already)."""
+the end of its bucket's list; the payload is deleted, the counters bumped (with
+``last_done_at``: Redis's ``TIME``), the done-count returned (-1: it had a result already)."""
 
 _TRANSITION = """
 if redis.call('HGET', KEYS[1], 'state') ~= ARGV[1] then return 0 end
@@ -412,6 +419,11 @@ class RedisStore:
         self._lock = threading.Lock()
         self._dictionaries: dict[str, bytes] = {}
 
+    def now(self) -> float:
+        """Redis's clock (``TIME``): every process compares times on it, whatever its own says."""
+        seconds, micros = self.r.time()
+        return int(seconds) + int(micros) / 1e6
+
     # -- runs ----------------------------------------------------------------------
     def register(self, spec: RunSpec) -> None:
         p = self.r.pipeline()
@@ -476,9 +488,8 @@ class RedisStore:
             return []
         dictionary = self._dictionary(run_id)
         p = self.r.pipeline(transaction=False)
-        now = repr(time.time())
         for result in results:
-            args: list[Any] = [result.index, pack_result(result, dictionary), self.retention_s, now]
+            args: list[Any] = [result.index, pack_result(result, dictionary), self.retention_s]
             for key, inc in live_increments(result).items():
                 args += [key, repr(float(inc))]
             where = ("done", _bucket(result.index), "jobs", "counters", "spec", "state")
@@ -516,7 +527,7 @@ class RedisStore:
         return {k: float(v) for k, v in raw.items() if k != "last_done_at"}
 
     def last_progress(self, run_id: str) -> float | None:
-        """When a result was last stored for the run (epoch seconds), if ever."""
+        """When a result was last stored for the run (epoch seconds on Redis's clock), if ever."""
         value = self.r.hget(_k(run_id, "counters"), "last_done_at")
         return float(value) if value else None
 
@@ -634,7 +645,8 @@ class RedisStore:
 
     # -- workers -------------------------------------------------------------------
     def worker_heartbeat(self, queue: str, name: str, ttl: float) -> None:
-        """A worker consuming ``queue`` says it lives (``judgeq:worker:QUEUE:NAME``, expiring)."""
+        """A worker consuming ``queue`` says it lives (``judgeq:worker:QUEUE:NAME``, expiring):
+        a lease on Redis's clock, whoever reads it; its value (the worker's clock) is only shown."""
         self.r.set(f"judgeq:worker:{queue}:{name}", repr(time.time()), ex=max(1, int(ttl)))
 
     def workers(self, queue: str) -> list[str]:

@@ -172,7 +172,7 @@ class EmbeddedRunner:
             enqueue="enqueuing",
             enqueued=0,
             started_at=utcnow(),
-            started_epoch=time.time(),
+            started_epoch=self.store.now(),
         )
         loaded = 0
         for result in iter_results(path):

@@ -6,8 +6,9 @@ the producer checks the queue depth and pauses while it is over the bound
 (``JUDGEQ_MAX_QUEUE_DEPTH``), so Redis holds at most about that many waiting jobs whatever
 the batch size.  Re-submitting a run id skips the jobs that already have a result.
 
-While it works the producer writes a heartbeat (``producer_heartbeat``, epoch seconds) into
-the run state: at registration, with every chunk, at every back-pressure wait (every 0.5 s)
+While it works the producer writes a heartbeat (``producer_heartbeat``, epoch seconds on the
+store's clock, Redis's ``TIME``, which ``status`` on another machine compares with) into the
+run state: at registration, with every chunk, at every back-pressure wait (every 0.5 s)
 and at least every :data:`HEARTBEAT_EVERY` seconds while it reads the batch.  ``status``
 shows a run whose heartbeat is older than
 :data:`~judgeq.producer.progress.PRODUCER_GONE_AFTER` (60 s) and that is not fully enqueued
@@ -102,7 +103,7 @@ def register_and_enqueue(
     *,
     on_progress: Callable[[EnqueueStats], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float] = time.monotonic,
 ) -> EnqueueStats:
     """Register the run (or check a re-submission) and enqueue its jobs.
 
@@ -114,10 +115,12 @@ def register_and_enqueue(
     message lost in transit is the workers' stalled-run repair's business, so nothing is
     graded twice.
 
-    It writes ``producer_heartbeat`` (``clock()`` epoch seconds): at the start, with
-    every chunk, at every back-pressure wait and at least every :data:`HEARTBEAT_EVERY`
-    seconds while reading, so ``status`` can tell a producer that died mid-enqueue (see the
-    module docstring).  ``sleep`` and ``clock`` are injectable for tests.
+    It writes ``producer_heartbeat`` and ``started_epoch`` on the store's clock
+    (:meth:`~judgeq.Store.now`): the heartbeat at the start, with every chunk, at every
+    back-pressure wait and at least every :data:`HEARTBEAT_EVERY` seconds (on the local
+    ``clock``) while reading, so ``status`` can tell a producer that died mid-enqueue (see the
+    module docstring) whatever this machine's clock says.  ``sleep`` and ``clock`` are
+    injectable for tests.
     """
     spec = plan.spec
     existing = store.spec(spec.run_id)
@@ -130,19 +133,20 @@ def register_and_enqueue(
         already_sent = int(float(state.get("enqueued") or 0))
         if state.get("enqueue", "done") != "done":
             # the producer is back: no longer shown as stopped while it re-reads sent lines
-            store.set_state(spec.run_id, enqueue="enqueuing", producer_heartbeat=last_beat)
+            store.set_state(spec.run_id, enqueue="enqueuing", producer_heartbeat=store.now())
     else:
         store.register(spec)
         if spec.lane == "batch":
             store.lane_track(spec.run_id, True)
+        started = store.now()
         store.set_state(
             spec.run_id,
             state="running",
             enqueue="enqueuing",
             started_at=spec.created_at,
-            started_epoch=last_beat,
+            started_epoch=started,
             enqueued=0,
-            producer_heartbeat=last_beat,
+            producer_heartbeat=started,
             **({"max_cost_usd": settings.max_cost} if settings.max_cost else {}),
         )
     stats = EnqueueStats()
@@ -152,7 +156,7 @@ def register_and_enqueue(
     def beat(now: float | None = None, **fields: object) -> None:
         nonlocal last_beat
         last_beat = clock() if now is None else now
-        store.set_state(spec.run_id, producer_heartbeat=last_beat, **fields)
+        store.set_state(spec.run_id, producer_heartbeat=store.now(), **fields)
 
     queue = _QueueView(depth=settings.max_queue_depth)  # unknown: measured before the first send
 

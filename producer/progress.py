@@ -22,11 +22,13 @@ PRODUCER_GONE_AFTER = 60.0
 """Seconds without a producer heartbeat after which a run that is not fully enqueued is shown
 as stopped (the producer died or was interrupted).  The producer
 (:func:`~judgeq.producer.enqueue.register_and_enqueue`) writes ``producer_heartbeat`` (epoch
-seconds) into the run state at registration, at every chunk, while it waits on back-pressure
-(every 0.5 s) and at least every :data:`~judgeq.producer.enqueue.HEARTBEAT_EVERY` seconds
-while it reads the batch, so a live producer is never that quiet (a Redis outage that long
-stops it anyway).  A run state without a heartbeat (written by an older producer) is shown as
-enqueuing: nothing tells whether that producer lives."""
+seconds on the store's clock, which :func:`snapshot` compares with: a machine whose clock is
+off never calls a live producer gone) into the run state at registration, at every chunk,
+while it waits on back-pressure (every 0.5 s) and at least every
+:data:`~judgeq.producer.enqueue.HEARTBEAT_EVERY` seconds while it reads the batch, so a live
+producer is never that quiet (a Redis outage that long stops it anyway).  A run state
+without a heartbeat (written by an older producer) is shown as enqueuing: nothing tells
+whether that producer lives."""
 
 
 @dataclass(slots=True)
@@ -73,11 +75,13 @@ STOPPED = "stopped while enqueuing"
 
 
 def snapshot(store: Store, run_id: str, *, now: float | None = None) -> Snapshot | None:
-    """The run's snapshot at ``now`` (epoch seconds; default: the clock), None if unknown."""
+    """The run's snapshot at ``now`` (epoch seconds; default: the store's clock, the one the
+    producer's heartbeat, ``started_epoch`` and the last result's time are written on, whatever
+    this machine's clock says), None if unknown."""
     spec = store.spec(run_id)
     if spec is None:
         return None
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     c = store.counters(run_id)
     st = store.state(run_id)
     gone = producer_gone(st, now)
@@ -118,9 +122,8 @@ def snapshot(store: Store, run_id: str, *, now: float | None = None) -> Snapshot
 
 
 def _quiet_for(store: Store, run_id: str, now: float) -> float | None:
-    """Seconds since the run's last stored result (None: none yet, or a store that does not say)."""
-    last_progress = getattr(store, "last_progress", None)
-    last = last_progress(run_id) if last_progress is not None else None
+    """Seconds since the run's last stored result (None: none yet)."""
+    last = store.last_progress(run_id)
     return now - last if last else None
 
 

@@ -7,9 +7,9 @@ its result is stored, so no job is ever unknowable. Each worker checks every
 :func:`~judgeq._timing.check_interval` seconds:
 
 * a running run that has made no progress for :func:`~judgeq._timing.stall_after` seconds
-  (visibility timeout + two sweeps + a margin: 350 s with the defaults), with enqueuing
-  finished, gets its pending jobs sent again while the queue is empty (a waiting message may
-  be one of them);
+  (visibility timeout + two sweeps + a margin: 350 s with the defaults; on Redis's clock, not
+  the worker's), with enqueuing finished, gets its pending jobs sent again while the queue is
+  empty (a waiting message may be one of them);
 * a run whose every job is stored but which has no report that long after its last result
   (its reduce message was lost, or the worker reducing it died) gets its reducer sent again,
   whatever waits in the queue (the reducer is idempotent and one holds a run at a time): every
@@ -54,8 +54,11 @@ def repair_stalled_runs(
     """Re-send the pending jobs of every stalled run, and the reducer of every complete run
     without a report; {run_id: jobs re-sent (0: the reducer)}.
 
-    ``depth`` counts the messages waiting on the broker (which may not be the store)."""
-    now = time.time() if now is None else now
+    ``depth`` counts the messages waiting on the broker (which may not be the store). ``now``
+    defaults to the store's clock (Redis's ``TIME``), the clock ``last_done_at`` and
+    ``started_epoch`` are written on: a worker whose own clock runs ahead re-sends no healthy
+    run's jobs."""
+    now = store.now() if now is None else now
     waiting: int | None = None  # messages on the broker, asked once, when a run needs to know
     limit = stall_after(settings)
     repaired: dict[str, int] = {}
@@ -109,10 +112,11 @@ def repair_stalled_runs(
 def archive_ended_runs(store: RedisStore, settings: Settings, *, now: float | None = None) -> list[str]:
     """With ``JUDGEQ_ARCHIVE``: move every run whose report is older than
     ``JUDGEQ_ARCHIVE_AFTER`` seconds out of Redis into ``JUDGEQ_RESULTS_DIR`` (one worker per
-    run, under a lock); the runs archived."""
+    run, under a lock); the runs archived. ``now`` defaults to the store's clock, the one the
+    reducer writes ``finished_at`` on."""
     if not settings.archive:
         return []
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     done = []
     for run_id in store.runs(limit=1000):
         state = store.state(run_id)

@@ -146,8 +146,6 @@ def finalize(run_id: str, force: bool, **flags: Any) -> None:
     redelivery can take), unless --force: finalizing a live run records graded-to-be jobs as
     lost and pays for judge calls whose results are discarded.
     """
-    import time
-
     from judgeq._pipeline import finalize_run
     from judgeq._timing import stall_after
 
@@ -155,7 +153,8 @@ def finalize(run_id: str, force: bool, **flags: Any) -> None:
     if store.spec(run_id) is None:
         raise ConfigError(f"run {run_id!r} is unknown or expired")
     state = store.state(run_id)
-    quiet_for = time.time() - (store.last_progress(run_id) or float(state.get("started_epoch") or 0))
+    # on Redis's clock, as the last result's time and started_epoch were written (not this machine's)
+    quiet_for = store.now() - (store.last_progress(run_id) or float(state.get("started_epoch") or 0))
     if not force and store.report(run_id) is None:
         if state.get("enqueue", "done") != "done":
             snap = snapshot(store, run_id)

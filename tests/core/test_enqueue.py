@@ -126,7 +126,8 @@ class DyingQueue(SlowQueue):
 
 def test_a_producer_killed_mid_enqueue_is_shown_stopped_and_a_resubmit_revives_it(tmp_path: Path) -> None:
     settings = load_settings(enqueue_chunk=25)
-    store, clock = MemoryStore(), Clock()
+    clock = Clock()
+    store = MemoryStore(clock=clock)  # the store's clock: what the heartbeat is written on
     path = batch(tmp_path, 100)
     with pytest.raises(Died):
         register_and_enqueue(
@@ -162,7 +163,8 @@ def test_a_producer_killed_mid_enqueue_is_shown_stopped_and_a_resubmit_revives_i
 def test_the_producer_beats_while_it_waits_on_back_pressure(tmp_path: Path) -> None:
     """A queue that stays full for 10 minutes: the producer waits, and is never shown as gone."""
     settings = load_settings(max_queue_depth=10, enqueue_chunk=10)
-    store, clock = MemoryStore(), Clock()
+    clock = Clock()
+    store = MemoryStore(clock=clock)  # the store's clock: what the heartbeat is written on
     start = clock.t
     states: list[str] = []
 
@@ -195,7 +197,7 @@ def test_the_producer_beats_while_it_reads_a_long_batch(tmp_path: Path) -> None:
                 beats.append(float(fields["producer_heartbeat"]))  # type: ignore[arg-type]
             super().set_state(run_id, **fields)
 
-    store = Recording()
+    store = Recording(clock=clock)
     register_and_enqueue(plan_for(batch(tmp_path, 100), settings), store, SlowQueue(), settings, clock=clock)
     assert len(beats) > 10
     assert max(b - a for a, b in itertools.pairwise(beats)) <= HEARTBEAT_EVERY + 3.0

@@ -90,7 +90,7 @@ class BatchStub:
 
 
 class Clock:
-    """The lane's clock, moved by the test (process_job stamps buffered jobs with time.time())."""
+    """The lane's clock, moved by the test (process_job stamps buffered jobs with store.now())."""
 
     def __init__(self) -> None:
         self.now = time.time()
@@ -473,3 +473,25 @@ def test_a_batch_the_api_no_longer_knows_is_sent_again(store: Store) -> None:
     judge.end_all()
     step(lane)
     assert store.counters(RUN)["done"] == 2
+
+
+def test_a_lane_built_as_a_worker_builds_it_decides_on_the_stores_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 18.8: a worker whose wall clock runs 6 minutes ahead gives up no batch that another
+    worker is still creating; the creating timeout counts on the store's clock (Redis's TIME)."""
+    shared = Clock()  # the store's clock
+    store = MemoryStore(clock=shared)
+    judge = BatchStub()
+    contexts, _, _, _ = setup(store, 3, judge, creating_timeout=600)
+    lane = BatchLane(store, contexts, LaneConfig(creating_timeout=600), lambda run_id: None)  # no clock
+    buffer_all(store, contexts, 3)
+    store.lane_take(RUN, 10, "deadbeef", store.now())  # another worker's batch, being created
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 360)
+    lane.tick()
+    assert {r["state"] for r in store.lane_batches(RUN)} == {"creating"} and judge.batches == {}
+    shared.now += 601  # the timeout, on the store's clock, whatever this machine's says
+    lane.tick()
+    assert {r["state"] for r in store.lane_batches(RUN)} == {"abandoned", "in_progress"}
+    assert judge.requests == 3

@@ -304,6 +304,34 @@ def test_counters_of_unknown_run_are_empty(store: Store) -> None:
     assert store.counters("nope") == {}
 
 
+# -- the store's clock (issue 18.8) ---------------------------------------------------------------
+
+
+def test_the_last_result_is_stamped_on_the_stores_clock(registered: Store) -> None:
+    store = registered
+    assert store.last_progress(RUN) is None and store.last_progress("nope") is None
+    before = store.now()
+    store.store_results(RUN, [graded(0), null(1)])
+    stamped = store.last_progress(RUN)
+    assert stamped is not None and before <= stamped <= store.now()
+    assert abs(store.now() - time.time()) < 60, "epoch seconds"
+    assert "last_done_at" not in store.counters(RUN), "a time, not a counter"
+    assert store.store_result(RUN, graded(0)) is None
+    assert store.last_progress(RUN) == stamped, "a duplicate is no progress"
+
+
+def test_a_memory_store_runs_on_the_clock_it_is_given() -> None:
+    """The Redis store's clock is Redis's TIME (tests/integration/test_clock_skew.py skews the
+    process's clock against a real redis-server); the memory store's is injected."""
+    clock = [1_000.0]
+    store = MemoryStore(clock=lambda: clock[0])
+    store.register(make_spec())
+    assert store.now() == 1_000.0
+    clock[0] = 1_250.5
+    store.store_result(RUN, graded(0))
+    assert store.last_progress(RUN) == 1_250.5
+
+
 # -- reducer, state, report ---------------------------------------------------------------------
 
 
