@@ -67,7 +67,7 @@ class RetryPolicy:
     max_delay: float = 30.0
     max_attempts: int = 10
     min_attempt_time: float = 0.05
-    max_rate_limited: int = 10
+    max_rate_limited: int = default("max_rate_limited")
     """With a budget, a 429 is not an attempt: the job waits the server's ``retry-after`` (not
     counted against the deadline; the budget decides whether every caller pauses too) and asks
     again, up to this many refused calls in all; then it ends ``rate_limited``."""

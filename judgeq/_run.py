@@ -61,6 +61,7 @@ class RunSpec(BaseModel):
     created_at: str = Field(default_factory=utcnow)
     judge_timeout: float = default("judge_timeout")
     judge_deadline: float = default("judge_deadline")
+    max_rate_limited: int = default("max_rate_limited")
     max_tokens: int = default("judge_max_tokens")
     safety_gate: bool | None = None
     safety_cap: float = 0.0
@@ -95,7 +96,9 @@ class RunSpec(BaseModel):
         return rubric if self.pass_threshold is None else rubric.with_pass_threshold(self.pass_threshold)
 
     def policy(self) -> RetryPolicy:
-        return RetryPolicy(timeout=self.judge_timeout, deadline=self.judge_deadline)
+        return RetryPolicy(
+            timeout=self.judge_timeout, deadline=self.judge_deadline, max_rate_limited=self.max_rate_limited
+        )
 
     def budget_share(self) -> Share | None:
         """The run's :class:`~judgeq.ratelimit.Share` of its judges' limits, if it asked for one."""

@@ -34,6 +34,8 @@ class Settings(BaseSettings):
     judge: str | None = None
     judge_timeout: float = Field(30.0, gt=0)
     judge_deadline: float = Field(120.0, gt=0)
+    max_rate_limited: int = Field(10, ge=1, le=1000)
+    """A job the server refuses (429) this many times in all ends ``rate_limited``."""
     judge_max_tokens: int = Field(1024, ge=16, le=64000)
     judge_rpm: int | None = Field(None, ge=1)
     judge_itpm: int | None = Field(None, ge=1)

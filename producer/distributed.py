@@ -44,8 +44,21 @@ def submit_plan(plan: Plan, settings: Settings, *, on_start: Any = None) -> Subm
         checked.result()  # a refused key or model raises here, before anything is registered
     if on_start is not None:
         on_start(plan)
+    set_judge_limits(plan, settings, store)
     stats = register_and_enqueue(plan, store, dispatcher, settings)
     return Submitted(plan.spec.run_id, stats, store, dispatcher)
+
+
+def set_judge_limits(plan: Plan, settings: Settings, store: RedisStore) -> None:
+    """Limits given to ``submit`` (``--rpm/--itpm/--otpm``, ``JUDGEQ_JUDGE_*``) are set on the
+    run's judges' budgets in Redis: they belong to the judge, every run and worker obeys them."""
+    from judgeq.judges import budget_factory
+    from judgeq.ratelimit.redis import RedisBudget
+
+    if settings.judge_limits():
+        budgets = budget_factory(settings, lambda name: RedisBudget(store.r, name))
+        for provider, model in plan.spec.judges:
+            budgets(provider, model)  # configures it
 
 
 def wait_run(

@@ -203,6 +203,7 @@ def make_plan(
         batch_fingerprint=scan.fingerprint,
         judge_timeout=settings.judge_timeout,
         judge_deadline=settings.judge_deadline,
+        max_rate_limited=settings.max_rate_limited,
         max_tokens=settings.judge_max_tokens,
         cache=settings.cache,
         lane="batch" if settings.batch_api else "live",

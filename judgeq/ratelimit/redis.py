@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from importlib import resources
 
@@ -61,6 +62,8 @@ CONSTANTS = (
 """In the order ``lua/common.lua`` reads them."""
 
 NAMES = "judgeq:budgets"
+RELEARN = 10.0
+"""Seconds after which a worker writes the server's limits again though they did not change."""
 
 
 def _script(name: str) -> str:
@@ -95,7 +98,7 @@ class RedisBudget:
             op: client.register_script(_script(op)) for op in ("acquire", "settle", "refused", "observe")
         }
         self._learned: dict[str, int] = {}
-        self._lock = threading.Lock()
+        self._learned_at = 0.0
 
     def _call(self, op: str, share: Share | None, *args: object) -> object:
         keys = budget_keys(self.name, share.run) if share is not None else self.keys
@@ -150,14 +153,18 @@ class RedisBudget:
     @store_errors
     def observe(self, headers: Mapping[str, str]) -> None:
         learned = server_limits(headers)
-        if not learned or learned == self._learned:  # written when they change, not on every call
+        if not learned:
+            return
+        # written when they change, and again now and then (the budget may have expired or been
+        # reset since), not on every call
+        if learned == self._learned and time.monotonic() - self._learned_at < RELEARN:
             return
         remaining = server_limits(headers, "remaining")
         args: list[object] = []
         for dim, limit in learned.items():
             args += [dim, limit, remaining.get(dim, "")]
         self._call("observe", None, *args)
-        self._learned = learned
+        self._learned, self._learned_at = learned, time.monotonic()
 
     @store_errors
     def configure(self, limits: Limits | None) -> None:
@@ -171,10 +178,6 @@ class RedisBudget:
             pipe.hdel(self.keys[0], "ada")
         pipe.sadd(NAMES, self.name)
         pipe.execute()
-
-    def forget_learned(self) -> None:
-        """Teach the server's limits again with the next answer (after ``judgeq budget reset``)."""
-        self._learned = {}
 
     @store_errors
     def snapshot(self) -> BudgetState:

@@ -90,7 +90,7 @@ def entry() -> None:
 
 
 def _register() -> None:
-    from . import flower, manage, resume, rubrics, run, status, submit, wait, worker
+    from . import budget, flower, manage, resume, rubrics, run, status, submit, wait, worker
 
     main.add_command(rubrics.rubrics)
     main.add_command(run.run)
@@ -105,6 +105,7 @@ def _register() -> None:
         main.add_command(command)
     main.add_command(worker.worker)
     main.add_command(flower.flower)
+    main.add_command(budget.budget)
 
 
 _register()

@@ -19,6 +19,7 @@ from judgeq.ratelimit import (
     server_limits,
     wait_for_budget,
 )
+from judgeq.ratelimit import redis as redis_budget
 from judgeq.ratelimit.redis import RedisBudget, budget_names, read_state, reset_budget
 
 NONE = Limits()
@@ -174,7 +175,9 @@ def test_new_limits_take_the_servers_remaining_as_the_level(make: Make, clock: F
     assert grants(budget, 4, (10, 0)) == [True, True, True, False]
 
 
-def test_the_server_limit_is_learned_again_after_the_shared_budget_expired(clock: FakeClock) -> None:
+def test_the_server_limit_is_learned_again_after_the_shared_budget_expired(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # a long-running worker learned the limit once; the budget in Redis then expired (an idle
     # hour, or Redis lost it). The next answer's headers must teach it again
     r = fakeredis.FakeRedis(decode_responses=True)
@@ -183,8 +186,11 @@ def test_the_server_limit_is_learned_again_after_the_shared_budget_expired(clock
     budget.observe(headers)
     assert grants(budget, 2) == [True, False]
     r.delete(*budget.keys[:5])  # expired
-    budget.forget_learned()
     budget.observe(headers)
+    assert budget.snapshot().server == NONE  # the worker wrote them a moment ago: not again yet
+    monkeypatch.setattr(redis_budget, "RELEARN", 0.0)  # ... but after a while it does
+    budget.observe(headers)
+    assert budget.snapshot().server == Limits(rpm=60)
     assert grants(budget, 2) == [True, False]
 
 

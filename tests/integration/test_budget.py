@@ -47,3 +47,55 @@ def test_workers_share_the_judge_budget_and_no_job_is_rate_limited(
         # through at a clock edge of the two buckets (at most the calls in flight: 2 workers x 8):
         # never a storm.
         assert fake_api.by_status.get(429, 0) <= in_flight, fake_api.by_status
+
+
+def test_a_job_refused_for_itself_costs_ten_calls_and_no_other_job(
+    tmp_path: Path,
+    env: dict[str, str],
+    fake_api: FakeMessagesAPI,
+    start_worker: Callable[..., Worker],
+) -> None:
+    # a gateway without rate-limit headers that refuses five requests for themselves, every time
+    fake_api.limit_headers = False
+    start_worker("w1")
+    start_worker("w2")
+    bad = {3, 17, 29, 41, 55}
+    rows = response_rows(60, directive=dict.fromkeys(bad, "429,retry_after=0"))
+    batch = write_batch(tmp_path / "b.jsonl", rows)
+    out = tmp_path / "out"
+    proc = judgeq_cli("submit", str(batch), *SUBMIT, "--wait", "--out", str(out), env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_id = proc.stdout.splitlines()[0]
+    report = json.loads((out / run_id / "report.json").read_text())
+    assert report["counts"]["graded"] == 55
+    assert report["counts"]["null_by_reason"] == {"rate_limited": 5}
+    # each refused job made exactly JUDGEQ_MAX_RATE_LIMITED (10) calls in all, not 20
+    assert fake_api.stats()["injected_429"] == 50
+    # the others were not held back: no limit was made up for the judge and nothing is paused
+    budget = judgeq_cli("budget", env=env)
+    assert budget.returncode == 0, budget.stderr
+    assert "adaptive" not in budget.stdout and "paused" not in budget.stdout, budget.stdout
+
+
+def test_judgeq_budget_sets_shows_and_resets_a_judges_limits(
+    tmp_path: Path, env: dict[str, str], fake_api: FakeMessagesAPI, start_worker: Callable[..., Worker]
+) -> None:
+    set_ = judgeq_cli("budget", "set", "anthropic:claude-test", "--rpm", "6000", "--otpm", "900000", env=env)
+    assert set_.returncode == 0, set_.stderr
+    assert "6,000 rpm, 900,000 otpm" in set_.stdout
+    # a run submitted without any flag obeys the judge's limits, and its calls are counted there
+    start_worker("w1")
+    batch = write_batch(tmp_path / "b.jsonl", response_rows(12))
+    proc = judgeq_cli("submit", str(batch), *SUBMIT, "--wait", "--out", str(tmp_path / "o"), env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shown = judgeq_cli("budget", "anthropic:claude-test", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "6,000/min set" in shown.stdout and "900,000/min set" in shown.stdout
+    assert "12 requests sent, 12 served, 0 refused" in shown.stdout, shown.stdout
+    assert "SECRET" not in shown.stdout  # the key never shows, only a hash of it
+    reset = judgeq_cli("budget", "reset", "anthropic:claude-test", env=env)
+    assert reset.returncode == 0, reset.stderr
+    assert "no judge budgets yet" in judgeq_cli("budget", env=env).stdout
+    # bad input: one line, exit 2
+    bad = judgeq_cli("budget", "set", "anthropic:claude-test", env=env)
+    assert bad.returncode == 2 and bad.stderr.startswith("judgeq: error:") and "Traceback" not in bad.stderr
