@@ -43,7 +43,8 @@ def prompt_cache_note(rubric: Rubric, model: str) -> dict[str, Any]:
     long enough for the model to cache it: ``prefix_tokens`` is an estimate (4 characters a
     token), ``min_cacheable_tokens`` the model's minimum (``judgeq/data/prices.json``)."""
     prefix = estimate_input_tokens(sum(len(block) for block in render_system(rubric)))
-    minimum = (price_for(model) or {}).get("min_cache_tokens")
+    price = price_for(model)
+    minimum = price.min_cache_tokens if price is not None else None
     below = minimum is not None and prefix < minimum
     return {
         "prefix_tokens": prefix,

@@ -1,0 +1,185 @@
+"""Issue 18.6, prices: a model id is priced exactly or by the alias table, never by a prefix of
+another family; ``JUDGEQ_PRICES`` (``--prices``) adds and overrides prices and is validated."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judgeq import ConfigError, load_settings
+from judgeq._prices import load_prices, shipped_prices
+
+ROOT = Path(__file__).parent.parent.parent
+RESPONSES = ROOT / "examples" / "responses.jsonl"
+
+
+def write(path: Path, data: Any) -> Path:
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return path
+
+
+# -- lookup ------------------------------------------------------------------------------------
+
+
+def test_an_id_is_priced_by_its_own_entry_or_its_alias_and_never_by_a_prefix() -> None:
+    prices = shipped_prices()
+    sonnet45 = prices.entries["claude-sonnet-4-5"]
+    assert prices.lookup("claude-sonnet-4-5") is sonnet45
+    assert prices.lookup("claude-sonnet-4-5-20250929") is sonnet45  # a documented alias
+    assert prices.lookup("claude-3-7-sonnet-latest") is prices.entries["claude-3-7-sonnet"]
+    # newer or unlisted ids of a family take no older family's price (the old prefix match
+    # priced claude-sonnet-4-6 as claude-sonnet-4 and claude-opus-4-7 as claude-opus-4)
+    for model in (
+        "claude-sonnet-4-6",
+        "claude-opus-4-7",
+        "claude-sonnet-4-5-20991231",
+        "claude-haiku-4-5-latest",
+        "claude-sonnet-4-",
+        "claude",
+        "claude-sonnet-4-5 ",
+    ):
+        assert prices.lookup(model) is None, model
+    assert prices.cost("claude-sonnet-4-6", 1000, 1000) is None, "unknown, not $0"
+    # every alias points at an entry, and no entry hides behind a prefix of another
+    assert all(target in prices.entries for target in prices.aliases.values())
+
+
+def test_missing_cache_prices_follow_the_apis_rules() -> None:
+    p = load_prices(None).entries["claude-opus-4-5"]
+    assert (p.cache_write, p.cache_read) == (6.25, 0.5)
+
+
+# -- the user's file -----------------------------------------------------------------------------
+
+
+def test_a_users_file_adds_and_overrides_prices_and_aliases(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "prices.json",
+        {
+            "_taken": "2027-01-10",
+            "_note": "keys starting with _ are notes",
+            "_aliases": {"claude-sonnet-4-6-20270101": "claude-sonnet-4-6"},
+            "claude-sonnet-4-6": {"input": 4.0, "output": 20.0},
+            "claude-sonnet-4-5": {"input": 2.0, "output": 10.0, "batch_discount": 0.25},
+        },
+    )
+    prices = load_prices(path)
+    new = prices.lookup("claude-sonnet-4-6-20270101")
+    assert new is not None and (new.input, new.output) == (4.0, 20.0)
+    assert (new.cache_write, new.cache_read, new.batch_discount) == (5.0, 0.4, 0.5)  # the API's rules
+    over = prices.lookup("claude-sonnet-4-5-20250929")  # the shipped alias now finds the override
+    assert over is not None and (over.input, over.batch_discount) == (2.0, 0.25)
+    assert prices.lookup("claude-haiku-4-5") == shipped_prices().lookup("claude-haiku-4-5")
+    assert prices.cost("claude-sonnet-4-6", 1_000_000, 1_000_000) == {
+        "input": 4.0,
+        "output": 20.0,
+        "cache_read": 0.0,
+        "cache_write": 0.0,
+        "batch_discount": 0.0,
+        "total": 24.0,
+    }
+    assert prices.taken == f"2026-11-23, with {path} of 2027-01-10"
+    assert shipped_prices().lookup("claude-sonnet-4-6") is None, "the shipped table is untouched"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object of model id -> prices"),
+        ({"m": {"input": -1, "output": 2}}, "m.input: Input should be greater than or equal to 0"),
+        ({"m": {"input": 1}}, "m.output: Field required"),
+        ({"m": {"input": 1, "ouput": 2, "output": 2}}, "m.ouput: Extra inputs are not permitted"),
+        ({"m": {"input": "3", "output": 2}}, "m.input: Input should be a valid number"),
+        ({"m": {"input": 1, "output": 2, "batch_discount": 2}}, "m.batch_discount: Input should be less"),
+        ({"m": {"input": 1, "output": 2, "min_cache_tokens": 1.5}}, "m.min_cache_tokens: Input should be"),
+        ({"m": 3}, "m: Input should be a valid dictionary"),
+        ('{"m": {"input": NaN, "output": 1}}', "m.input: Input should be a finite number"),
+        ({"_aliases": {"x": "no-such-model"}}, "_aliases.x: 'no-such-model' has no prices entry"),
+        ({"_aliases": ["x"]}, "_aliases: Input should be a valid dictionary"),
+        ({"": {"input": 1, "output": 1}}, "a model id is empty"),
+    ],
+)
+def test_a_bad_prices_file_is_one_line_naming_the_file_and_the_field(
+    tmp_path: Path, content: Any, expected: str
+) -> None:
+    path = write(tmp_path / "mine.json", content)
+    with pytest.raises(ConfigError) as err:
+        load_prices(path)
+    text = str(err.value)
+    assert "\n" not in text and text.startswith(f"prices file {path}: ")
+    assert expected in text
+
+
+def test_a_prices_file_that_cannot_be_read(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"prices file .*nope\.json \(JUDGEQ_PRICES / --prices\): cannot"):
+        load_prices(tmp_path / "nope.json")
+
+
+def test_the_setting_reads_judgeq_prices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("JUDGEQ_PRICES", str(tmp_path / "p.json"))
+    assert load_settings().prices == tmp_path / "p.json"
+    from judgeq._settings import known_variables
+
+    assert "JUDGEQ_PRICES" in known_variables()
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "JUDGEQ_"))}
+    return {**env, **extra}
+
+
+def judgeq(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "judgeq", *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(**env),
+        timeout=120,
+    )
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str] | Any) -> str:
+    """The one error line of a refused command (exit 2), and nothing else on stderr."""
+    cli = isinstance(proc, subprocess.CompletedProcess)
+    assert (proc.returncode if cli else proc.exit_code) == 2
+    stderr = proc.stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("judgeq: error: "), stderr
+    assert "Traceback" not in stderr
+    return lines[0].removeprefix("judgeq: error: ")
+
+
+def test_a_bad_prices_file_stops_judgeq_run_with_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["run", str(RESPONSES), "--rubric", "quality", "--judge", "anthropic:claude-test"]
+    bad = write(tmp_path / "bad.json", {"claude-test": {"input": 1.0, "output": -2}})
+    proc = judgeq(*args, "--out", str(out), JUDGEQ_PRICES=str(bad))
+    assert one_error_line(proc) == (
+        f"prices file {bad}: claude-test.output: Input should be greater than or equal to 0"
+    )
+    proc = judgeq(*args, "--prices", str(tmp_path / "missing.json"), "--out", str(out))
+    assert "missing.json (JUDGEQ_PRICES / --prices): cannot be read" in one_error_line(proc)
+    assert not out.exists(), "nothing graded, nothing written"
+
+
+def test_the_dry_run_prices_with_the_users_file(tmp_path: Path) -> None:
+    args = ["run", str(RESPONSES), "--rubric", "quality", "--judge", "anthropic:claude-test", "--dry-run"]
+    proc = judgeq(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert "cost: unknown (no price for 'claude-test': add it to a prices file given with JUDGEQ_PRICES" in (
+        proc.stdout
+    )
+    mine = write(tmp_path / "p.json", {"claude-test": {"input": 1.0, "output": 5.0}})
+    proc = judgeq(*args, "--prices", str(mine))
+    assert proc.returncode == 0, proc.stderr
+    assert f"estimated cost for claude-test (prices of 2026-11-23, with {mine}):" in proc.stdout
