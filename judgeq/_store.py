@@ -18,19 +18,22 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from ._aggregate import cost_breakdown
+from ._prices import Prices
 from ._result import Result
 from ._run import RunSpec
 
 
-def result_cost(result: Result) -> float:
-    """USD a stored result spent on the judge (0 for a cached reply or an unknown price; the
-    Message Batches lane's discount taken off)."""
+def result_cost(result: Result, prices: Prices | None = None) -> float:
+    """USD a stored result spent on the judge, at ``prices`` (the run's:
+    :meth:`RunSpec.price_book`; default: the shipped ones), the Message Batches lane's discount
+    taken off; 0 for a cached reply, and for a model without a price (whose cost is unknown:
+    reports and ``status`` say so, and a run with a cost limit needs every judge priced)."""
     if result.cached or not (result.input_tokens or result.output_tokens):
         return 0.0
     if result.judge_usage:  # a council: each judge's tokens at its own price
         total = 0.0
         for model, used in result.judge_usage.items():
-            part = cost_breakdown(model, *used[:4], batch=result.batch)
+            part = cost_breakdown(model, *used[:4], batch=result.batch, prices=prices)
             total += part["total"] if part else 0.0
         return total
     parts = cost_breakdown(
@@ -40,6 +43,7 @@ def result_cost(result: Result) -> float:
         result.cache_read_input_tokens,
         result.cache_creation_input_tokens,
         batch=result.batch,
+        prices=prices,
     )
     return parts["total"] if parts else 0.0
 
@@ -51,11 +55,11 @@ def cost_pause_reason(spent: float, limit: float) -> str:
     )
 
 
-def live_increments(result: Result) -> dict[str, float]:
+def live_increments(result: Result, prices: Prices | None = None) -> dict[str, float]:
     """The live counters a stored result adds (for progress lines, ``status`` and the cost
-    limit: ``cost_usd``)."""
+    limit: ``cost_usd``, at the run's ``prices``)."""
     inc: dict[str, float] = {}
-    cost = result_cost(result)
+    cost = result_cost(result, prices)
     if cost:
         inc["cost_usd"] = cost
     if result.status == "graded":
@@ -212,10 +216,12 @@ class MemoryStore:
         self._batches: dict[str, dict[str, str]] = {}
         self._batch_indices: dict[tuple[str, str], list[int]] = {}
         self._lane_runs: set[str] = set()
+        self._prices: dict[str, Prices] = {}
 
     def register(self, spec: RunSpec) -> None:
         with self._lock:
             self._specs[spec.run_id] = spec.model_dump_json()
+            self._prices[spec.run_id] = spec.price_book()
             self._jobs.setdefault(spec.run_id, {})
             self._results.setdefault(spec.run_id, {})
             self._counters.setdefault(spec.run_id, Counter())
@@ -248,7 +254,7 @@ class MemoryStore:
             results[result.index] = payload
             self._jobs.get(run_id, {}).pop(result.index, None)
             counters = self._counters.setdefault(run_id, Counter())
-            for key, inc in live_increments(result).items():
+            for key, inc in live_increments(result, self._prices.get(run_id)).items():
                 counters[key] += inc  # type: ignore[assignment]
             counters["done"] += 1
             state = self._state.setdefault(run_id, {})

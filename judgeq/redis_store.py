@@ -49,6 +49,7 @@ from redis.retry import Retry
 from judgeq._cache import decode_reply, encode_reply
 from judgeq._errors import ConfigError, RubricError, StoreError
 from judgeq._judge import JudgeReply
+from judgeq._prices import Prices, shipped_prices
 from judgeq._result import Result, pack_result, packing_dictionary, unpack_result
 from judgeq._run import RunSpec
 from judgeq._settings import RETENTION_S, Settings, mask_url
@@ -410,7 +411,7 @@ class RedisStore:
         self._release = client.register_script(_RELEASE)
         self._renew = client.register_script(_RENEW)
         self._lock = threading.Lock()
-        self._dictionaries: dict[str, bytes] = {}
+        self._dictionaries: dict[str, tuple[bytes, Prices]] = {}
 
     # -- runs ----------------------------------------------------------------------
     def register(self, spec: RunSpec) -> None:
@@ -474,12 +475,12 @@ class RedisStore:
         """Store each result once, atomically (:data:`_STORE_RESULT`), all in one round trip."""
         if not results:
             return []
-        dictionary = self._dictionary(run_id)
+        dictionary, prices = self._constants(run_id)
         p = self.r.pipeline(transaction=False)
         now = repr(time.time())
         for result in results:
             args: list[Any] = [result.index, pack_result(result, dictionary), self.retention_s, now]
-            for key, inc in live_increments(result).items():
+            for key, inc in live_increments(result, prices).items():
                 args += [key, repr(float(inc))]
             where = ("done", _bucket(result.index), "jobs", "counters", "spec", "state")
             keys = [_k(run_id, w) for w in where]
@@ -488,13 +489,18 @@ class RedisStore:
 
     def _dictionary(self, run_id: str) -> bytes:
         """The deflate dictionary of the run's packed results (from its spec; kept per process)."""
+        return self._constants(run_id)[0]
+
+    def _constants(self, run_id: str) -> tuple[bytes, Prices]:
+        """What the run's spec fixes for storing its results, kept per process: the deflate
+        dictionary of its packed results and its prices (:meth:`RunSpec.price_book`)."""
         with self._lock:
             hit = self._dictionaries.get(run_id)
         if hit is None:
             spec = self.spec(run_id)
             if spec is None:  # not registered (yet): not kept, the spec decides once it exists
-                return packing_dictionary({}, [])
-            hit = packing_dictionary(*run_constants(spec))
+                return packing_dictionary({}, []), shipped_prices()
+            hit = packing_dictionary(*run_constants(spec)), spec.price_book()
             with self._lock:
                 self._dictionaries[run_id] = hit
                 while len(self._dictionaries) > 256:

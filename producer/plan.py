@@ -223,6 +223,8 @@ def make_plan(
         retrieval=retrieval,
         rejected_count=scan.invalid,
         rejected=scan.rejected[:1000],
+        prices=prices.resolve(j.model for j in judges),  # the lexical judge's too: it costs $0
+        prices_taken=prices.taken,
     )
     return Plan(
         spec=spec, scan=scan, judge=judge_spec, notice=notice, council=tuple(judges[1:]), prices=prices

@@ -515,7 +515,9 @@ def test_render_zero_graded_run() -> None:
     report, md = render(spec, [res(i, None, null_reason="auth_error", attempts=1) for i in range(3)])
     assert report["overall"]["mean"] is None
     assert report["usage"]["estimated_cost_usd"] is None
-    assert "unknown (no price for this model" in md
+    assert "estimated cost unknown (no price for 'some-unpriced-model': add it to a prices file" in md
+    assert report["usage"]["unpriced_models"] == ["some-unpriced-model"]
+    assert "None" not in md and "nan" not in md
     assert "| **overall** | 0 | – | – | – | – | – |" in md
     # and a run with no jobs at all
     report, md = render(spec_for("quality", 0), [])

@@ -1,5 +1,7 @@
 """Issue 18.6, prices: a model id is priced exactly or by the alias table, never by a prefix of
-another family; ``JUDGEQ_PRICES`` (``--prices``) adds and overrides prices and is validated."""
+another family; ``JUDGEQ_PRICES`` (``--prices``) adds and overrides prices and is validated; a
+run records its judges' prices, so the workers price it without the user's file, and a cost
+that has no price is shown as unknown."""
 
 from __future__ import annotations
 
@@ -10,10 +12,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import fakeredis
 import pytest
 
-from judgeq import ConfigError, load_settings
+from judgeq import ConfigError, Result, load_settings
 from judgeq._prices import load_prices, shipped_prices
+from judgeq._report import render_markdown
+from judgeq._run import RunSpec
+from judgeq._store import MemoryStore, Store
+from judgeq.producer.plan import make_plan
+from judgeq.redis_store import RedisStore
 
 ROOT = Path(__file__).parent.parent.parent
 RESPONSES = ROOT / "examples" / "responses.jsonl"
@@ -128,6 +136,83 @@ def test_the_setting_reads_judgeq_prices(monkeypatch: pytest.MonkeyPatch, tmp_pa
     from judgeq._settings import known_variables
 
     assert "JUDGEQ_PRICES" in known_variables()
+
+
+# -- a run records its prices ----------------------------------------------------------------------
+
+
+def plan(tmp_path: Path, *judges: str, **settings: Any) -> Any:
+    return make_plan(
+        batch_path=RESPONSES,
+        batch_name="responses.jsonl",
+        rubric_ref="quality",
+        settings=load_settings(**settings),
+        judge=judges,
+    )
+
+
+def graded(i: int, model: str, **kw: Any) -> Result:
+    base: dict[str, Any] = {
+        "job_id": f"j{i}",
+        "index": i,
+        "status": "graded",
+        "overall": 7.0,
+        "input_tokens": 1_000_000,
+        "output_tokens": 0,
+        "rubric_name": "quality",
+        "rubric_version": "1.0.0",
+        "judge_model": model,
+    }
+    return Result(**{**base, **kw})
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+def test_workers_price_a_run_with_the_prices_its_producer_recorded(tmp_path: Path, kind: str) -> None:
+    path = write(tmp_path / "p.json", {"claude-test": {"input": 7.0, "output": 0.0}})
+    p = plan(tmp_path, "anthropic:claude-test", "anthropic:claude-haiku-4-5", prices=path)
+    spec: RunSpec = p.spec
+    assert set(spec.prices or {}) == {"claude-test", "claude-haiku-4-5"}  # a council: every judge
+    assert spec.prices["claude-test"].input == 7.0  # type: ignore[index]
+    path.unlink()  # the workers never see the user's file
+    store: Store = (
+        MemoryStore() if kind == "memory" else RedisStore(fakeredis.FakeRedis(decode_responses=True))
+    )
+    store.register(RunSpec.model_validate_json(spec.model_dump_json()))
+    store.store_result(spec.run_id, graded(0, "claude-test"))
+    assert store.counters(spec.run_id)["cost_usd"] == pytest.approx(7.0)
+    usage = {"claude-test": [1_000_000, 0, 0, 0], "claude-haiku-4-5": [1_000_000, 0, 0, 0]}
+    store.store_result(spec.run_id, graded(1, "claude-test", input_tokens=2_000_000, judge_usage=usage))
+    assert store.counters(spec.run_id)["cost_usd"] == pytest.approx(7.0 + 7.0 + 1.0)
+
+
+def test_a_report_of_a_judge_without_a_price_says_unknown(tmp_path: Path) -> None:
+    from judgeq._pipeline import reduce_run
+
+    spec = plan(tmp_path, "anthropic:claude-test").spec
+    assert spec.prices == {} and spec.unpriced_models() == ["claude-test"]
+    store = MemoryStore()
+    store.register(spec)
+    store.set_state(spec.run_id, state="running")
+    for i in range(spec.total):
+        store.store_result(spec.run_id, graded(i, "claude-test", input_tokens=1000))
+    assert store.counters(spec.run_id).get("cost_usd", 0.0) == 0.0
+    report = reduce_run(store, spec.run_id)
+    use = report["usage"]
+    assert use["estimated_cost_usd"] is None and use["cost_usd"] is None
+    assert use["unpriced_models"] == ["claude-test"]
+    md = render_markdown(report)
+    assert "estimated cost unknown (no price for 'claude-test'" in md and "$0.0000" not in md
+    from judgeq.producer.progress import snapshot, summary_text
+
+    line = summary_text(report)
+    assert "est. cost unknown (no price for 'claude-test'" in line and "None" not in line
+    snap = snapshot(store, spec.run_id)
+    assert snap is not None and snap.unpriced == ("claude-test",)
+
+
+def test_a_lexical_run_needs_no_price(tmp_path: Path) -> None:
+    spec = plan(tmp_path, "lexical", max_cost=1.0).spec
+    assert spec.unpriced_models() == []
 
 
 # -- the command line ------------------------------------------------------------------------------
