@@ -20,7 +20,7 @@ from typing import Any
 from judgeq._batch import BatchLimits, BatchScan, scan_batch
 from judgeq._errors import ConfigError, JudgeError
 from judgeq._jobs import Job
-from judgeq._prices import Prices, load_prices, shipped_prices
+from judgeq._prices import Prices, load_prices, no_price_message, shipped_prices
 from judgeq._retrieval import parse_position_weights
 from judgeq._rubric import (
     RetrievalConfig,
@@ -173,6 +173,11 @@ def make_plan(
     judges, notice = resolve_judges(judge, settings)
     judge_spec = judges[0]
     prices = load_prices(settings.prices) if settings.prices else shipped_prices()
+    llm_models = [j.model for j in judges if j.provider != "lexical"]
+    if settings.max_cost is not None:
+        unpriced = [m for m in llm_models if prices.lookup(m) is None]
+        if unpriced:  # the limit could not be held: a call without a price counts as nothing
+            raise ConfigError(no_price_message(unpriced[0]))
     if council_mode == "z" and len(judges) < 2:
         raise ConfigError("--council z combines several judges: give two --judge options or more")
     if disagreement is not None and not (disagreement >= 0 and math.isfinite(disagreement)):

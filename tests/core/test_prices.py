@@ -1,12 +1,14 @@
 """Issue 18.6, prices: a model id is priced exactly or by the alias table, never by a prefix of
 another family; ``JUDGEQ_PRICES`` (``--prices``) adds and overrides prices and is validated; a
 run records its judges' prices, so the workers price it without the user's file, and a cost
-that has no price is shown as unknown."""
+that has no price is shown as unknown; ``--max-cost`` with a judge that has no price is refused
+(submit, run, resume) before anything is enqueued."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 
 import fakeredis
 import pytest
+from click.testing import CliRunner
 
 from judgeq import ConfigError, Result, load_settings
 from judgeq._prices import load_prices, shipped_prices
@@ -25,6 +28,10 @@ from judgeq.redis_store import RedisStore
 
 ROOT = Path(__file__).parent.parent.parent
 RESPONSES = ROOT / "examples" / "responses.jsonl"
+NO_PRICE = (
+    "no price for model 'claude-test': add it to a prices file given with JUDGEQ_PRICES=path "
+    "(format of judgeq/data/prices.json), or leave out --max-cost"
+)
 
 
 def write(path: Path, data: Any) -> Path:
@@ -215,6 +222,21 @@ def test_a_lexical_run_needs_no_price(tmp_path: Path) -> None:
     assert spec.unpriced_models() == []
 
 
+# -- the refusal -----------------------------------------------------------------------------------
+
+
+def test_a_cost_limit_with_a_judge_without_a_price_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        plan(tmp_path, "anthropic:claude-test", max_cost=1.0)
+    assert str(err.value) == NO_PRICE
+    # a council: the judge without a price is named, whichever it is
+    with pytest.raises(ConfigError, match="no price for model 'claude-sonnet-4-6'"):
+        plan(tmp_path, "anthropic:claude-haiku-4-5", "anthropic:claude-sonnet-4-6", max_cost=1.0)
+    # a price from the user's file lifts it
+    path = write(tmp_path / "p.json", {"claude-test": {"input": 1.0, "output": 5.0}})
+    assert plan(tmp_path, "anthropic:claude-test", max_cost=1.0, prices=path).spec.prices
+
+
 # -- the command line ------------------------------------------------------------------------------
 
 
@@ -268,3 +290,98 @@ def test_the_dry_run_prices_with_the_users_file(tmp_path: Path) -> None:
     proc = judgeq(*args, "--prices", str(mine))
     assert proc.returncode == 0, proc.stderr
     assert f"estimated cost for claude-test (prices of 2026-11-23, with {mine}):" in proc.stdout
+
+
+def test_judgeq_run_refuses_a_cost_limit_it_could_not_hold_and_a_price_lifts_it(tmp_path: Path) -> None:
+    from judgeq.testing.fake_anthropic import FakeMessagesAPI
+
+    out = tmp_path / "out"
+    args = ["run", str(RESPONSES), "--rubric", "quality", "--judge", "anthropic:claude-test", "-c", "1"]
+    args += ["--no-cache", "--out", str(out)]
+    with FakeMessagesAPI(api_key="k") as fake:
+        api = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake.base_url}
+        proc = judgeq(*args, "--max-cost", "0.01", **api)
+        assert one_error_line(proc) == NO_PRICE
+        assert not out.exists(), "nothing graded, nothing written"
+        assert fake.request_count == 0 and fake.model_checks == 0, "refused before the preflight"
+        # with a price of the user's own the limit holds: the run stops on it
+        mine = write(tmp_path / "p.json", {"claude-test": {"input": 30.0, "output": 150.0}})
+        proc = judgeq(*args, "--max-cost", "0.01", **api, JUDGEQ_PRICES=str(mine))
+        assert proc.returncode == 1, proc.stderr
+        assert re.search(r"stopped: max_cost: \$0\.\d{4} spent of the \$0\.0100 allowed", proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert fake.request_count == 1, "one job in hand (-c 1): the first one past the limit pauses the run"
+
+
+def test_submit_refuses_it_before_anything_is_enqueued(monkeypatch: pytest.MonkeyPatch) -> None:
+    from judgeq.producer.cli import main
+
+    client = fakeredis.FakeRedis(decode_responses=True)
+    monkeypatch.setattr(RedisStore, "open", classmethod(lambda cls, settings, c=None: cls(client)))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    result = CliRunner().invoke(
+        main,
+        [
+            "submit",
+            str(RESPONSES),
+            "--rubric",
+            "quality",
+            "--judge",
+            "anthropic:claude-test",
+            "--max-cost",
+            "1",
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert one_error_line(result) == NO_PRICE
+    assert client.keys("*") == [], "nothing registered, nothing enqueued"
+
+
+def test_resume_refuses_a_cost_limit_for_a_run_without_prices(monkeypatch: pytest.MonkeyPatch) -> None:
+    from judgeq.producer.cli import main
+
+    client = fakeredis.FakeRedis(decode_responses=True)
+    store = RedisStore(client)
+    monkeypatch.setattr(RedisStore, "open", classmethod(lambda cls, settings, c=None: store))
+    text = (ROOT / "rubrics" / "quality.md").read_text()
+    store.register(
+        RunSpec(
+            run_id="r",
+            rubric_text=text,
+            rubric_source="builtin:quality",
+            judge_provider="anthropic",
+            judge_model="claude-test",
+            prices={},
+        )
+    )
+    store.set_state("r", state="paused", pause_reason="auth_error: 401")
+    result = CliRunner().invoke(main, ["resume", "r", "--max-cost", "5"])
+    line = one_error_line(result)
+    assert line.startswith("run r has no price for model 'claude-test', so a cost limit cannot hold")
+    assert store.state("r")["state"] == "paused" and "max_cost_usd" not in store.state("r")
+
+
+def test_resume_of_a_run_paused_on_its_cost_limit_needs_a_higher_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from judgeq.producer.cli import main
+
+    store = RedisStore(fakeredis.FakeRedis(decode_responses=True))
+    monkeypatch.setattr(RedisStore, "open", classmethod(lambda cls, settings, c=None: store))
+    text = (ROOT / "rubrics" / "quality.md").read_text()
+    spec = RunSpec(
+        run_id="r",
+        rubric_text=text,
+        rubric_source="builtin:quality",
+        judge_provider="anthropic",
+        judge_model="claude-haiku-4-5",
+        lane="batch",
+    )
+    store.register(spec)
+    # the batch lane paused before a batch that would pass the limit, with $0.40 of $0.50 spent
+    reason = "max_cost: $0.4000 spent of the $0.5000 allowed; the next Message Batch ..."
+    store.set_state("r", state="paused", pause_reason=reason, max_cost_usd=0.5)
+    line = one_error_line(CliRunner().invoke(main, ["resume", "r"]))
+    assert (
+        line.startswith("run r paused on its cost limit (max_cost: $0.4000 spent")
+        and "higher --max-cost" in line
+    )
+    assert store.state("r")["state"] == "paused"
