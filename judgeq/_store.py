@@ -48,6 +48,10 @@ def result_cost(result: Result, prices: Prices | None = None) -> float:
     return parts["total"] if parts else 0.0
 
 
+IN_FLIGHT = ("creating", "in_progress")
+"""States of a Message Batch in flight: it holds its cost reservation."""
+
+
 def cost_pause_reason(spent: float, limit: float) -> str:
     return (
         f"max_cost: ${spent:.4f} spent of the ${limit:.4f} allowed "
@@ -170,7 +174,22 @@ class Store(Protocol):
 
     def lane_set_batch(self, run_id: str, record: dict[str, Any], expect: tuple[str, ...]) -> bool:
         """Write a batch record (``record["token"]`` names it, ``record["state"]`` its new
-        state) only if its current state is one of ``expect``; False (nothing written) if not."""
+        state) only if its current state is one of ``expect``; False (nothing written) if not.
+        A batch whose new state is not one of :data:`IN_FLIGHT` gives back its cost
+        reservation (:meth:`lane_reserve`) in the same step."""
+        ...
+
+    def lane_reserve(self, run_id: str, token: str, usd: float) -> bool:
+        """Reserve ``usd`` for batch ``token``, still ``creating``, against the run's cost limit
+        (``max_cost_usd`` in its state), atomically: only when what its results spent
+        (``cost_usd``), every reservation held and this one stay within the limit (no limit:
+        always). False, nothing reserved, when it would pass the limit or the batch is no longer
+        ``creating``. Reservations live in the store (a dead worker's stay held until its batch
+        is given up or ingested)."""
+        ...
+
+    def lane_reserved(self, run_id: str) -> float:
+        """USD the run's batches in flight hold reserved."""
         ...
 
     def lane_batches(self, run_id: str) -> list[dict[str, Any]]:
@@ -217,6 +236,7 @@ class MemoryStore:
         self._batch_indices: dict[tuple[str, str], list[int]] = {}
         self._lane_runs: set[str] = set()
         self._prices: dict[str, Prices] = {}
+        self._reserved: dict[str, dict[str, float]] = {}
 
     def register(self, spec: RunSpec) -> None:
         with self._lock:
@@ -399,7 +419,26 @@ class MemoryStore:
             if current is None or json.loads(current)["state"] not in expect:
                 return False
             records[record["token"]] = json.dumps(record)
+            if record["state"] not in IN_FLIGHT:
+                self._reserved.get(run_id, {}).pop(record["token"], None)
             return True
+
+    def lane_reserve(self, run_id: str, token: str, usd: float) -> bool:
+        with self._lock:
+            current = self._batches.get(run_id, {}).get(token)
+            if current is None or json.loads(current)["state"] != "creating":
+                return False
+            limit = float(self._state.get(run_id, {}).get("max_cost_usd") or 0)
+            held = self._reserved.setdefault(run_id, {})
+            spent = float(self._counters.get(run_id, Counter())["cost_usd"])
+            if limit > 0 and spent + sum(held.values()) + usd > limit:
+                return False
+            held[token] = usd
+            return True
+
+    def lane_reserved(self, run_id: str) -> float:
+        with self._lock:
+            return sum(self._reserved.get(run_id, {}).values())
 
     def lane_batches(self, run_id: str) -> list[dict[str, Any]]:
         with self._lock:
