@@ -19,15 +19,13 @@ Policies (each metric states its denominator):
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from typing import Any
 
+from ._prices import Price, Prices, shipped_prices
 from ._result import Result
 from ._settings import default_thresholds
 from ._stats import t_interval, wilson
@@ -263,23 +261,15 @@ class Summary:
         return out
 
 
-@cache
-def _prices() -> dict[str, dict[str, float]]:
-    text = resources.files("judgeq").joinpath("data/prices.json").read_text()
-    return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
+def price_for(model: str, prices: Prices | None = None) -> Price | None:
+    """The price of ``model`` in ``prices`` (default: the shipped file): its own entry or its
+    alias's, never a prefix's (:mod:`judgeq._prices`)."""
+    return (prices or shipped_prices()).lookup(model)
 
 
-def price_for(model: str) -> dict[str, float] | None:
-    """Prices (USD per million tokens) of the longest known prefix of ``model``."""
-    prices = _prices()
-    best = max((k for k in prices if model.startswith(k)), key=len, default=None)
-    return prices[best] if best else None
-
-
-def prices_taken() -> str:
-    """The date the prices in ``judgeq/data/prices.json`` were taken."""
-    text = resources.files("judgeq").joinpath("data/prices.json").read_text()
-    return str(json.loads(text).get("_taken", "unknown"))
+def prices_taken(prices: Prices | None = None) -> str:
+    """Where and when the prices were taken (default: the date of ``judgeq/data/prices.json``)."""
+    return (prices or shipped_prices()).taken
 
 
 def cost_breakdown(
@@ -290,41 +280,36 @@ def cost_breakdown(
     cache_write: int = 0,
     *,
     batch: bool = False,
+    prices: Prices | None = None,
 ) -> dict[str, float] | None:
-    """USD per part of a usage: ``input`` (uncached input tokens), ``output``, ``cache_read``,
-    ``cache_write`` (prompt caching), ``batch_discount`` (negative: the Message Batches lane's
-    share off everything, when ``batch``) and their ``total``. None: no price for the model.
-
-    The counts have the Messages API's meaning: cache reads and writes are apart from
-    ``input_tokens``. Missing prices default to the API's rules (writes 1.25 x input)."""
-    p = price_for(model)
-    if p is None:
-        return None
-    parts = {
-        "input": input_tokens * p["input"] / 1e6,
-        "output": output_tokens * p["output"] / 1e6,
-        "cache_read": cache_read * p.get("cache_read", p["input"]) / 1e6,
-        "cache_write": cache_write * p.get("cache_write", 1.25 * p["input"]) / 1e6,
-    }
-    gross = sum(parts.values())
-    parts["batch_discount"] = -gross * p.get("batch_discount", 0.5) if batch else 0.0
-    parts["total"] = gross + parts["batch_discount"]
-    return {k: round(v, 6) for k, v in parts.items()}
+    """USD per part of a usage (:meth:`judgeq._prices.Prices.cost`): ``input``, ``output``,
+    ``cache_read``, ``cache_write``, ``batch_discount`` (negative, when ``batch``) and their
+    ``total``. None: no price for the model (``prices``, default: the shipped file)."""
+    table = prices or shipped_prices()
+    return table.cost(model, input_tokens, output_tokens, cache_read, cache_write, batch=batch)
 
 
 def estimate_cost(
-    model: str, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    *,
+    prices: Prices | None = None,
 ) -> float | None:
     """The total of :func:`cost_breakdown` for the live lane; None: no price."""
-    parts = cost_breakdown(model, input_tokens, output_tokens, cache_read, cache_write)
+    parts = cost_breakdown(model, input_tokens, output_tokens, cache_read, cache_write, prices=prices)
     return None if parts is None else parts["total"]
 
 
-def lane_cost(model: str, live: list[int], batch: list[int]) -> dict[str, float] | None:
+def lane_cost(
+    model: str, live: list[int], batch: list[int], prices: Prices | None = None
+) -> dict[str, float] | None:
     """:func:`cost_breakdown` of the tokens spent in the live lane plus those spent in the
     Message Batches lane (discounted), part by part; None: no price for the model."""
-    a = cost_breakdown(model, *live)
-    b = cost_breakdown(model, *batch, batch=True)
+    a = cost_breakdown(model, *live, prices=prices)
+    b = cost_breakdown(model, *batch, batch=True, prices=prices)
     if a is None or b is None:
         return None
     return {k: round(a[k] + b[k], 6) for k in a}
@@ -373,6 +358,7 @@ class Aggregator:
         council_mode: str = "mean",
         swap: bool = True,
         lane: str = "live",
+        prices: Prices | None = None,
     ) -> None:
         self._args = (
             tuple(dimensions),
@@ -393,6 +379,8 @@ class Aggregator:
         """The same per judge model (a council's judges price differently; "": the run's judge)."""
         self.lane = lane
         """The run's lane: a cached reply spared a call priced at that lane's rate."""
+        self.prices = prices or shipped_prices()
+        """The run's prices (:meth:`judgeq.RunSpec.price_book`)."""
         self.lo, self.hi = lo, hi
         mode = "pairwise" if scale == "pairwise" else "pass-fail" if pass_fail else "numeric"
         self.agreement = AgreementStats(mode, lo, hi, threshold)
@@ -450,10 +438,10 @@ class Aggregator:
         """:func:`lane_cost` of the run; a council's is the sum of its judges' (None when any
         judge has no price)."""
         if not self.judge_spent:
-            return lane_cost(judge_model, self.spent["live"], self.spent["batch"])
+            return lane_cost(judge_model, self.spent["live"], self.spent["batch"], self.prices)
         total: dict[str, float] = {}
         for model, row in self.judge_spent.items():
-            part = lane_cost(model, row[:4], row[4:])
+            part = lane_cost(model, row[:4], row[4:], self.prices)
             if part is None:
                 return None
             for k, v in part.items():
@@ -465,7 +453,7 @@ class Aggregator:
         no price)."""
         total = 0.0
         for model, row in self.saved_by.items():
-            parts = cost_breakdown(model or judge_model, *row, batch=self.lane == "batch")
+            parts = cost_breakdown(model or judge_model, *row, batch=self.lane == "batch", prices=self.prices)
             if parts is None:
                 return None
             total += parts["total"]
@@ -504,7 +492,7 @@ class Aggregator:
                     "output_tokens": self.spent["batch"][1],
                     "discount_usd": None if cost is None else cost["batch_discount"],
                 },
-                "prices_taken": prices_taken(),
+                "prices_taken": self.prices.taken,
                 "reply_cache": {
                     "hits": self.cache_hits,
                     "saved_input_tokens": self.saved[0],
@@ -537,7 +525,7 @@ class Aggregator:
                     model: {
                         "input_tokens": row[0] + row[4],
                         "output_tokens": row[1] + row[5],
-                        "cost_usd": (lane_cost(model, row[:4], row[4:]) or {}).get("total"),
+                        "cost_usd": (lane_cost(model, row[:4], row[4:], self.prices) or {}).get("total"),
                     }
                     for model, row in sorted(self.judge_spent.items())
                 }

@@ -16,7 +16,7 @@
 ``grade`` runs in this process (``judgeq run``); ``submit``/``wait`` use Redis and workers
 (``judgeq submit``/``judgeq wait``).  Options are the CLI's, as keyword arguments (``weights``,
 ``thresholds``, ``run_id``, ``skip_invalid``, ``batch_api``, ``no_swap``, ``council``,
-``max_cost``, ``rpm``, ...), and settings come from ``JUDGEQ_*`` as for the CLI.  Errors are
+``max_cost``, ``prices``, ``rpm``, ...), and settings come from ``JUDGEQ_*`` as for the CLI.  Errors are
 :class:`~judgeq.JudgeqError` subclasses with the CLI's one-line messages.
 
 This module imports the producer (and through it Redis and Celery) only when a function is
@@ -57,7 +57,7 @@ OPTIONS = frozenset(
         "hit_k", "council", "no_swap", "disagreement",
         # settings (judgeq.producer.settings.settings_for)
         "safety_gate", "judge_timeout", "judge_deadline", "no_cache", "batch_api", "max_cost",
-        "rpm", "itpm", "otpm", "share",
+        "prices", "rpm", "itpm", "otpm", "share",
     }
 )  # fmt: skip
 """The CLI's options a :func:`grade` or :func:`submit` call takes as keyword arguments."""

@@ -36,6 +36,18 @@ at a later tick; a systemic refusal (key, credit, model) pauses the run; any oth
 request itself is invalid) makes its jobs nulls with that reason. A batch the API no longer
 knows (404) is given up and its jobs sent again.
 
+The cost limit (``--max-cost``): a batch is paid whole once sent, so the limit is held before
+sending. Each batch reserves, in the store and atomically against the run's limit together with
+what its stored results spent and what the other batches in flight hold
+(:meth:`Store.lane_reserve`), the most it can cost (:func:`request_bound`: every request's
+``max_tokens`` of output and one input token per byte of its JSON, at the batch price); a batch
+that would not fit is made smaller (the oldest jobs that fit), or not sent: the lane waits while
+batches in flight hold reservations, and pauses the run (``max_cost: ...``) when none does. A
+batch gives its reservation back when it leaves flight (ingested: its results' real cost counted
+instead; given up, refused, canceled), in the same step as its state changes, so a dead worker's
+reservation is held until its batch is polled and ingested or given up. The spend therefore
+stays within the limit as long as no request has more input tokens than bytes.
+
 Pure core: no Celery, Redis or SDK import; the judge (:class:`BatchJudge`) and the store are
 passed in.
 """
@@ -55,10 +67,11 @@ from ._errors import JudgeAPIError, JudgeCanceled, JudgeError, JudgeModelNotFoun
 from ._grading import CallResult, GradingContext, combine, job_calls
 from ._judge import CallOutcome, JudgeReply
 from ._pipeline import Contexts, Outcome, null_for, parse_job, store_once
+from ._prices import Prices, unpriced_text
 from ._result import Result
 from ._run import RunSpec
 from ._settings import Settings
-from ._store import Store
+from ._store import IN_FLIGHT, Store
 
 log = logging.getLogger("judgeq.lane")
 
@@ -173,9 +186,26 @@ POLL_LOCK = 120.0
 """Seconds a worker may hold a batch's poll lock (released when the poll is done; a lock left
 by a dead worker expires)."""
 
-ACTIVE = ("creating", "in_progress")
+ACTIVE = IN_FLIGHT
 """Record states of a batch still in flight (``ended`` is the API's; ours end ``ingested``,
 ``abandoned`` or ``refused``)."""
+
+MARGIN_USD = 1e-9
+"""Kept free below the cost limit when fitting a batch, so float rounding never makes the
+store refuse a reservation the lane computed to fit (which it would then try again each tick)."""
+
+
+def request_bound(prices: Prices, model: str, params_bytes: int, max_tokens: int) -> float | None:
+    """The most one Message Batches request can cost (USD; None: the model has no price):
+    ``max_tokens`` output tokens (the API never exceeds them) and one input token per byte of
+    the request's JSON (a token is at least one byte of text: typical text runs 3-4 bytes a
+    token, so this over-estimates its input about fourfold), input priced at the model's
+    dearest input rate (a prompt-cache write), all with the batch discount."""
+    price = prices.lookup(model)
+    if price is None:
+        return None
+    gross = (params_bytes * price.dearest_input + max_tokens * price.output) / 1e6
+    return gross * (1 - price.batch_discount)
 
 
 class BatchLane:
@@ -204,6 +234,9 @@ class BatchLane:
     ) -> None:
         self.store, self.contexts, self.config, self.on_last = store, contexts, config, on_last
         self.clock: Callable[[], float] = store.now if clock is None else clock
+        self._held: dict[str, tuple[float, float, float]] = {}
+        """Runs whose next batch did not fit under their cost limit, with (limit, spent,
+        reserved) at the time: not tried again (not rendered again) until one of them changes."""
 
     def tick(self) -> None:
         """One pass over every run of the lane; a failing run does not stop the others."""
@@ -295,14 +328,37 @@ class BatchLane:
         the same batch); False when nothing was sent (and should not be tried again at once).
 
         The jobs are taken with their batch's record (state ``creating``) in one step, so a
-        worker dying anywhere from here on leaves a record :meth:`_recover` finds."""
+        worker dying anywhere from here on leaves a record :meth:`_recover` finds.
+
+        Under a cost limit the batch holds only the jobs whose cost bound
+        (:func:`request_bound`) fits in what the limit leaves (the spend so far and the
+        reservations of the batches in flight taken off), and that bound is reserved in the
+        store, atomically against the limit, before the batch is sent; the reservation is given
+        back when the batch is ingested (its results' real cost counted instead), given up or
+        refused. When not even the next job fits: the lane waits while batches in flight hold
+        reservations, and pauses the run (``max_cost: ...``) when none does."""
         store, run_id, now = self.store, spec.run_id, self.clock()
         loaded = self.contexts.get(store, run_id)
         if loaded is None:
             return False
         ctx = loaded[1]
-        token = secrets.token_hex(6)
+        prices = spec.price_book()
         per_batch = per_batch or max(1, self.config.max_requests // calls_per_job(ctx))
+        budget = self._budget(run_id)
+        room: float | None = None
+        if budget is not None:
+            if self._held.get(run_id) == budget:
+                return False  # nothing changed since the next job did not fit
+            limit, spent, reserved = budget
+            room = limit - spent - reserved - MARGIN_USD
+            least = self._least_job_cost(ctx, prices)
+            if least is None:
+                return self._unpriced(spec, ctx, prices)
+            if room < least:
+                return self._hold(spec, budget, least)
+            if least > 0:
+                per_batch = max(1, min(per_batch, int(room // least)))
+        token = secrets.token_hex(6)
         indices = store.lane_take(run_id, per_batch, token, now)
         if not indices:
             return False
@@ -310,7 +366,12 @@ class BatchLane:
         sent: list[int] = []
         rest: list[int] = []
         size = 0
+        reserve = 0.0
+        misfit: float | None = None  # the cost bound of the first job that did not fit
         for index in indices:
+            if misfit is not None:  # jobs keep their order: none jumps the one that did not fit
+                rest.append(index)
+                continue
             raw = store.job(run_id, index)
             job = parse_job(raw)
             if job is None:
@@ -328,13 +389,24 @@ class BatchLane:
                 )
                 for call in calls
             ]
-            body = sum(len(json.dumps(p, ensure_ascii=False).encode()) + ENVELOPE_BYTES for _, p in items)
+            sizes = [len(json.dumps(p, ensure_ascii=False).encode()) for _, p in items]
+            body = sum(sizes) + ENVELOPE_BYTES * len(items)
             if requests and size + body > self.config.max_bytes:
+                rest.append(index)
+                continue
+            bounds = [
+                request_bound(prices, p["model"], n, p["max_tokens"])
+                for (_, p), n in zip(items, sizes, strict=True)
+            ]
+            cost = sum(b or 0.0 for b in bounds)
+            if room is not None and (None in bounds or reserve + cost > room):
+                misfit = cost
                 rest.append(index)
                 continue
             requests += items
             sent.append(index)
             size += body
+            reserve += cost
         store.lane_return(run_id, rest, now, token)
         record: dict[str, Any] = {
             "token": token,
@@ -344,13 +416,26 @@ class BatchLane:
             "jobs": len(sent),
             "requests": len(requests),
             "bytes": size,
+            "reserved_usd": reserve,
             "created": self.clock(),  # the upload starts now: the creating timeout counts from here
             "counts": {},
         }
         if not requests:
             record["state"] = "abandoned"
+            if misfit is not None:
+                record["error"] = "not sent: it would pass the run's cost limit"
             store.lane_set_batch(run_id, record, ("creating",))
+            if misfit is not None and budget is not None:
+                return self._hold(spec, budget, misfit)
             return bool(rest)
+        if not store.lane_reserve(run_id, token, reserve):
+            # the spend or the reservations moved since they were read (results were stored), or
+            # another worker gave this batch up: nothing is sent now, the jobs go back
+            store.lane_return(run_id, sent, now, token)
+            record.update(state="abandoned", error="not sent: its cost reservation was refused")
+            store.lane_set_batch(run_id, record, ("creating",))
+            return False
+        self._held.pop(run_id, None)
         if not store.lane_set_batch(run_id, record, ("creating",)):
             return False  # another worker gave this batch up meanwhile: its jobs are back
         try:
@@ -370,14 +455,77 @@ class BatchLane:
                 judge.batch_cancel(info.id)
             return True
         log.info(
-            "run %s: sent Message Batch %s (%d jobs, %d requests, %d bytes)",
+            "run %s: sent Message Batch %s (%d jobs, %d requests, %d bytes, $%.4f reserved)",
             run_id,
             info.id,
             len(sent),
             len(requests),
             size,
+            reserve,
         )
         return True
+
+    # -- the cost limit ----------------------------------------------------------------
+    def _budget(self, run_id: str) -> tuple[float, float, float] | None:
+        """(limit, spent, reserved) of a run with a cost limit; None without one."""
+        limit = float(self.store.state(run_id).get("max_cost_usd") or 0)
+        if limit <= 0:
+            return None
+        spent = float(self.store.counters(run_id).get("cost_usd", 0.0))
+        return limit, spent, self.store.lane_reserved(run_id)
+
+    @staticmethod
+    def _least_job_cost(ctx: GradingContext, prices: Prices) -> float | None:
+        """The least a job's reservation can be: its calls' ``max_tokens`` of output alone
+        (None: a judge has no price)."""
+        per_judge = calls_per_job(ctx) // len(ctx.judges)
+        total = 0.0
+        for judge, _ in ctx.judges:
+            bound = request_bound(prices, judge.model, 0, ctx.max_tokens)
+            if bound is None:
+                return None
+            total += per_judge * bound
+        return total
+
+    def _hold(self, spec: RunSpec, budget: tuple[float, float, float], need: float) -> bool:
+        """The next job (its cost bound: ``need``) does not fit under the run's cost limit. While
+        batches in flight hold reservations, wait: what they do not spend comes back when they
+        are ingested. When none does, pause the run, as the live lane does when a stored result
+        reaches the limit. False: nothing was sent."""
+        limit, spent, reserved = budget
+        if reserved > 0:
+            if self._held.get(spec.run_id) != budget:
+                log.info(
+                    "run %s: the next Message Batch waits: a job may cost up to $%.4f and $%.4f of the "
+                    "$%.4f limit is left once the batches in flight have their $%.4f reserved",
+                    spec.run_id,
+                    need,
+                    max(0.0, limit - spent - reserved),
+                    limit,
+                    reserved,
+                )
+            self._held[spec.run_id] = budget
+            return False
+        self._held.pop(spec.run_id, None)
+        reason = (
+            f"max_cost: ${spent:.4f} spent of the ${limit:.4f} allowed, and the next Message Batch "
+            f"could cost up to ${need:.4f} (raise it with: judgeq resume RUN --max-cost USD)"
+        )
+        if self.store.pause(spec.run_id, reason):
+            log.warning("run %s paused: %s", spec.run_id, reason)
+        return False
+
+    def _unpriced(self, spec: RunSpec, ctx: GradingContext, prices: Prices) -> bool:
+        """A run with a cost limit whose judge has no price (registered before the limit was
+        refused for it): no batch can be bounded, none is sent; the run pauses."""
+        missing = [j.model for j, _ in ctx.judges if prices.lookup(j.model) is None]
+        reason = (
+            f"max_cost: the cost of a Message Batch cannot be bounded ({unpriced_text(missing)}); "
+            "nothing more is sent (judgeq resume RUN --max-cost USD after submitting with a price)"
+        )
+        if self.store.pause(spec.run_id, reason):
+            log.error("run %s paused: %s", spec.run_id, reason)
+        return False
 
     def _refused(self, spec: RunSpec, record: dict[str, Any], indices: list[int], exc: JudgeError) -> bool:
         store, run_id, token = self.store, spec.run_id, record["token"]
@@ -545,18 +693,26 @@ def lane_loop(lane: BatchLane, idle: Callable[[], bool] = lambda: False) -> None
 
 
 def lane_summary(store: Store, run_id: str) -> dict[str, Any]:
-    """What ``status`` and the progress line show of a run's batch lane: jobs buffered, and
-    batches by state with their requests."""
+    """What ``status`` and the progress line show of a run's batch lane: jobs buffered, batches
+    by state with their requests (a batch that sent nothing is left out), and, under a cost
+    limit, the USD the batches in flight hold reserved against it."""
     buffered, in_lane, _ = store.lane_counts(run_id)
     by_state: dict[str, dict[str, int]] = {}
     for record in store.lane_batches(run_id):
+        if record["state"] == "abandoned" and not record.get("requests"):
+            continue  # never sent: its jobs went back to the buffer
         state = record.get("status") or record["state"]
         if record["state"] in ("ingested", "abandoned", "refused"):
             state = record["state"]
         slot = by_state.setdefault(state, {"batches": 0, "requests": 0})
         slot["batches"] += 1
         slot["requests"] += int(record.get("requests") or 0)
-    return {"buffered": buffered, "in_lane": in_lane, "batches": by_state}
+    return {
+        "buffered": buffered,
+        "in_lane": in_lane,
+        "batches": by_state,
+        "reserved_usd": store.lane_reserved(run_id) if store.state(run_id).get("max_cost_usd") else 0.0,
+    }
 
 
 def lane_text(summary: dict[str, Any]) -> str:
@@ -566,6 +722,8 @@ def lane_text(summary: dict[str, Any]) -> str:
         for state, v in sorted(summary["batches"].items())
     ]
     text = ", ".join(parts) or "no batch sent yet"
+    if summary.get("reserved_usd"):
+        text += f" (${summary['reserved_usd']:.4f} reserved against the cost limit)"
     if summary["buffered"]:
         text += f"; {summary['buffered']:,} job(s) waiting to be batched"
     return text

@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._aggregate import Aggregator, price_for
+from ._aggregate import Aggregator
 from ._html import MAX_ROWS, render_html
+from ._prices import Prices, shipped_prices, unpriced_text
 from ._render import render_system
 from ._result import Result
 from ._rubric import Rubric
@@ -38,12 +39,14 @@ def _rubric(spec: RunSpec) -> tuple[Rubric | None, str | None]:
         return None, f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
-def prompt_cache_note(rubric: Rubric, model: str) -> dict[str, Any]:
+def prompt_cache_note(rubric: Rubric, model: str, prices: Prices | None = None) -> dict[str, Any]:
     """Whether the rubric's stable prefix (the system prompt, marked for prompt caching) is
     long enough for the model to cache it: ``prefix_tokens`` is an estimate (4 characters a
-    token), ``min_cacheable_tokens`` the model's minimum (``judgeq/data/prices.json``)."""
+    token), ``min_cacheable_tokens`` the model's minimum (its price entry: the run's
+    ``prices``, default ``judgeq/data/prices.json``; None when it has none)."""
     prefix = estimate_input_tokens(sum(len(block) for block in render_system(rubric)))
-    minimum = (price_for(model) or {}).get("min_cache_tokens")
+    price = (prices or shipped_prices()).lookup(model)
+    minimum = price.min_cache_tokens if price is not None else None
     below = minimum is not None and prefix < minimum
     return {
         "prefix_tokens": prefix,
@@ -74,6 +77,7 @@ def new_aggregator(spec: RunSpec) -> Aggregator:
         council_mode=spec.council_mode,
         swap=spec.swap,
         lane=spec.lane,
+        prices=spec.price_book(),
     )
 
 
@@ -90,12 +94,14 @@ def build_report(
     rubric, error = _rubric(spec)
     body = agg.report(judge_model=spec.judge_model)
     if rubric is not None and spec.judge_provider != "lexical":
-        notes = {model: prompt_cache_note(rubric, model) for provider, model in spec.judges}
+        book = spec.price_book()
+        notes = {model: prompt_cache_note(rubric, model, book) for provider, model in spec.judges}
         body["usage"]["prompt_cache"] = note = dict(notes[spec.judge_model])
         if len(notes) > 1:  # a council: each judge's model has its own minimum
             note["by_judge"] = notes
             note["below_minimum"] = any(n["below_minimum"] for n in notes.values())
             note["note"] = "; ".join(n["note"] for n in notes.values() if n["note"]) or None
+    body["usage"]["unpriced_models"] = spec.unpriced_models()
     counts = body.pop("counts")
     counts["rejected"] = spec.rejected_count
     if missing:
@@ -516,7 +522,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         + (
             f"${use['estimated_cost_usd']:.4f}"
             if use["estimated_cost_usd"] is not None
-            else "unknown (no price for this model in judgeq/data/prices.json)"
+            else f"unknown ({unpriced_text(use.get('unpriced_models'))})"
         ),
     ]
     parts = use.get("cost_usd")

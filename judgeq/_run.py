@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._cache import ReplyCache
 from ._grading import GradingContext
 from ._judge import Gate, Judge, RetryPolicy
+from ._prices import Price, Prices, shipped_prices
 from ._rubric import RetrievalConfig, Rubric, parse_rubric
 from ._settings import default, default_thresholds
 from .ratelimit import Budget, Share
@@ -88,6 +89,29 @@ class RunSpec(BaseModel):
 
     pass_threshold: float | None = None
     """Overrides the rubric's pass threshold (``judgeq rescore --pass-threshold``)."""
+
+    prices: dict[str, Price] | None = None
+    """The price of each LLM judge model of the run that has one, resolved by the producer
+    (the shipped prices with the user's ``JUDGEQ_PRICES`` file on top): workers and the reducer
+    price the run's calls with these alone. None: a run registered before prices were recorded
+    (the shipped prices apply)."""
+    prices_taken: str = ""
+    """Where and when :attr:`prices` were taken."""
+
+    def price_book(self) -> Prices:
+        """The prices of this run's judge calls (see :attr:`prices`)."""
+        if self.prices is None:
+            return shipped_prices()
+        return Prices(self.prices, {}, self.prices_taken or shipped_prices().taken)
+
+    def unpriced_models(self) -> list[str]:
+        """The run's LLM judge models without a price: their cost is unknown (never $0)."""
+        book = self.price_book()
+        return [
+            model
+            for provider, model in dict.fromkeys(self.judges)
+            if provider != "lexical" and book.lookup(model) is None
+        ]
 
     @cached_property
     def rubric(self) -> Rubric:

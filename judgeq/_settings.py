@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     """A run takes at most this share of its judges' limits (``--share``)."""
     max_cost: float | None = Field(None, gt=0)
     """USD: a run stops sending judge calls once its spend reaches this (it pauses)."""
+    prices: Path | None = None
+    """A prices file of the user's own (the format of ``judgeq/data/prices.json``): its entries
+    add models or replace the shipped ones (:func:`judgeq._prices.load_prices`). Read by the
+    producer only: a run records its judges' prices in its spec."""
     cache: bool = True
     archive: bool = False
     """Workers move finished runs out of Redis into ``results_dir`` (verdicts.jsonl.gz + report)."""

@@ -18,19 +18,22 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from ._aggregate import cost_breakdown
+from ._prices import Prices
 from ._result import Result
 from ._run import RunSpec
 
 
-def result_cost(result: Result) -> float:
-    """USD a stored result spent on the judge (0 for a cached reply or an unknown price; the
-    Message Batches lane's discount taken off)."""
+def result_cost(result: Result, prices: Prices | None = None) -> float:
+    """USD a stored result spent on the judge, at ``prices`` (the run's:
+    :meth:`RunSpec.price_book`; default: the shipped ones), the Message Batches lane's discount
+    taken off; 0 for a cached reply, and for a model without a price (whose cost is unknown:
+    reports and ``status`` say so, and a run with a cost limit needs every judge priced)."""
     if result.cached or not (result.input_tokens or result.output_tokens):
         return 0.0
     if result.judge_usage:  # a council: each judge's tokens at its own price
         total = 0.0
         for model, used in result.judge_usage.items():
-            part = cost_breakdown(model, *used[:4], batch=result.batch)
+            part = cost_breakdown(model, *used[:4], batch=result.batch, prices=prices)
             total += part["total"] if part else 0.0
         return total
     parts = cost_breakdown(
@@ -40,8 +43,13 @@ def result_cost(result: Result) -> float:
         result.cache_read_input_tokens,
         result.cache_creation_input_tokens,
         batch=result.batch,
+        prices=prices,
     )
     return parts["total"] if parts else 0.0
+
+
+IN_FLIGHT = ("creating", "in_progress")
+"""States of a Message Batch in flight: it holds its cost reservation."""
 
 
 def cost_pause_reason(spent: float, limit: float) -> str:
@@ -51,11 +59,11 @@ def cost_pause_reason(spent: float, limit: float) -> str:
     )
 
 
-def live_increments(result: Result) -> dict[str, float]:
+def live_increments(result: Result, prices: Prices | None = None) -> dict[str, float]:
     """The live counters a stored result adds (for progress lines, ``status`` and the cost
-    limit: ``cost_usd``)."""
+    limit: ``cost_usd``, at the run's ``prices``)."""
     inc: dict[str, float] = {}
-    cost = result_cost(result)
+    cost = result_cost(result, prices)
     if cost:
         inc["cost_usd"] = cost
     if result.status == "graded":
@@ -178,7 +186,22 @@ class Store(Protocol):
 
     def lane_set_batch(self, run_id: str, record: dict[str, Any], expect: tuple[str, ...]) -> bool:
         """Write a batch record (``record["token"]`` names it, ``record["state"]`` its new
-        state) only if its current state is one of ``expect``; False (nothing written) if not."""
+        state) only if its current state is one of ``expect``; False (nothing written) if not.
+        A batch whose new state is not one of :data:`IN_FLIGHT` gives back its cost
+        reservation (:meth:`lane_reserve`) in the same step."""
+        ...
+
+    def lane_reserve(self, run_id: str, token: str, usd: float) -> bool:
+        """Reserve ``usd`` for batch ``token``, still ``creating``, against the run's cost limit
+        (``max_cost_usd`` in its state), atomically: only when what its results spent
+        (``cost_usd``), every reservation held and this one stay within the limit (no limit:
+        always). False, nothing reserved, when it would pass the limit or the batch is no longer
+        ``creating``. Reservations live in the store (a dead worker's stay held until its batch
+        is given up or ingested)."""
+        ...
+
+    def lane_reserved(self, run_id: str) -> float:
+        """USD the run's batches in flight hold reserved."""
         ...
 
     def lane_batches(self, run_id: str) -> list[dict[str, Any]]:
@@ -229,10 +252,13 @@ class MemoryStore:
 
     def now(self) -> float:
         return self._clock()
+        self._prices: dict[str, Prices] = {}
+        self._reserved: dict[str, dict[str, float]] = {}
 
     def register(self, spec: RunSpec) -> None:
         with self._lock:
             self._specs[spec.run_id] = spec.model_dump_json()
+            self._prices[spec.run_id] = spec.price_book()
             self._jobs.setdefault(spec.run_id, {})
             self._results.setdefault(spec.run_id, {})
             self._counters.setdefault(spec.run_id, Counter())
@@ -265,7 +291,7 @@ class MemoryStore:
             results[result.index] = payload
             self._jobs.get(run_id, {}).pop(result.index, None)
             counters = self._counters.setdefault(run_id, Counter())
-            for key, inc in live_increments(result).items():
+            for key, inc in live_increments(result, self._prices.get(run_id)).items():
                 counters[key] += inc  # type: ignore[assignment]
             counters["done"] += 1
             self._last_done[run_id] = self._clock()
@@ -414,7 +440,26 @@ class MemoryStore:
             if current is None or json.loads(current)["state"] not in expect:
                 return False
             records[record["token"]] = json.dumps(record)
+            if record["state"] not in IN_FLIGHT:
+                self._reserved.get(run_id, {}).pop(record["token"], None)
             return True
+
+    def lane_reserve(self, run_id: str, token: str, usd: float) -> bool:
+        with self._lock:
+            current = self._batches.get(run_id, {}).get(token)
+            if current is None or json.loads(current)["state"] != "creating":
+                return False
+            limit = float(self._state.get(run_id, {}).get("max_cost_usd") or 0)
+            held = self._reserved.setdefault(run_id, {})
+            spent = float(self._counters.get(run_id, Counter())["cost_usd"])
+            if limit > 0 and spent + sum(held.values()) + usd > limit:
+                return False
+            held[token] = usd
+            return True
+
+    def lane_reserved(self, run_id: str) -> float:
+        with self._lock:
+            return sum(self._reserved.get(run_id, {}).values())
 
     def lane_batches(self, run_id: str) -> list[dict[str, Any]]:
         with self._lock:

@@ -21,6 +21,7 @@ on one slot of a cluster):
 ``judgeq:run:{ID}:batches``           hash    batch lane: token -> Message Batch record JSON
 ``judgeq:run:{ID}:batch_states``      hash    batch lane: token -> state (changed by compare-and-set)
 ``judgeq:run:{ID}:batch:{TOKEN}``     list    batch lane: the job indices of one batch
+``judgeq:run:{ID}:reserved``          hash    batch lane: token -> USD reserved by a batch in flight
 ``judgeq:runs``                       zset    run ids by creation time (for listings)
 ``judgeq:lane:runs``                  set     runs with buffered jobs or batches in flight
 ====================================  ======  ==================================================
@@ -44,6 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any, TypeVar
 
 import redis
@@ -54,6 +56,7 @@ from redis.retry import Retry
 from judgeq._cache import decode_reply, encode_reply
 from judgeq._errors import ConfigError, RubricError, StoreError
 from judgeq._judge import JudgeReply
+from judgeq._prices import Prices, shipped_prices
 from judgeq._result import Result, pack_result, packing_dictionary, unpack_result
 from judgeq._run import RunSpec
 from judgeq._settings import RETENTION_S, Settings, mask_url
@@ -162,9 +165,14 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 local ttl = tonumber(ARGV[4])
 redis.call('EXPIRE', KEYS[1], ttl)
 redis.call('EXPIRE', KEYS[2], ttl)
+if ARGV[2] ~= 'creating' and ARGV[2] ~= 'in_progress' then redis.call('HDEL', KEYS[3], ARGV[1]) end
 return 1
 """
-"""Write a batch record if its state is still one of the expected ones (compare-and-set)."""
+"""Write a batch record if its state is still one of the expected ones (compare-and-set); a
+batch no longer in flight gives back its cost reservation."""
+
+_LANE_RESERVE = resources.files("judgeq").joinpath("data/lane_reserve.lua").read_text(encoding="utf-8")
+"""Reserve a batch's estimated cost against the run's cost limit (``judgeq/data/lane_reserve.lua``)."""
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -414,10 +422,11 @@ class RedisStore:
         self._lane_take = client.register_script(_LANE_TAKE)
         self._lane_return = client.register_script(_LANE_RETURN)
         self._lane_set = client.register_script(_LANE_SET)
+        self._lane_reserve = client.register_script(_LANE_RESERVE)
         self._release = client.register_script(_RELEASE)
         self._renew = client.register_script(_RENEW)
         self._lock = threading.Lock()
-        self._dictionaries: dict[str, bytes] = {}
+        self._dictionaries: dict[str, tuple[bytes, Prices]] = {}
 
     def now(self) -> float:
         """Redis's clock (``TIME``): every process compares times on it, whatever its own says."""
@@ -486,11 +495,11 @@ class RedisStore:
         """Store each result once, atomically (:data:`_STORE_RESULT`), all in one round trip."""
         if not results:
             return []
-        dictionary = self._dictionary(run_id)
+        dictionary, prices = self._constants(run_id)
         p = self.r.pipeline(transaction=False)
         for result in results:
             args: list[Any] = [result.index, pack_result(result, dictionary), self.retention_s]
-            for key, inc in live_increments(result).items():
+            for key, inc in live_increments(result, prices).items():
                 args += [key, repr(float(inc))]
             where = ("done", _bucket(result.index), "jobs", "counters", "spec", "state")
             keys = [_k(run_id, w) for w in where]
@@ -499,13 +508,18 @@ class RedisStore:
 
     def _dictionary(self, run_id: str) -> bytes:
         """The deflate dictionary of the run's packed results (from its spec; kept per process)."""
+        return self._constants(run_id)[0]
+
+    def _constants(self, run_id: str) -> tuple[bytes, Prices]:
+        """What the run's spec fixes for storing its results, kept per process: the deflate
+        dictionary of its packed results and its prices (:meth:`RunSpec.price_book`)."""
         with self._lock:
             hit = self._dictionaries.get(run_id)
         if hit is None:
             spec = self.spec(run_id)
             if spec is None:  # not registered (yet): not kept, the spec decides once it exists
-                return packing_dictionary({}, [])
-            hit = packing_dictionary(*run_constants(spec))
+                return packing_dictionary({}, []), shipped_prices()
+            hit = packing_dictionary(*run_constants(spec)), spec.price_book()
             with self._lock:
                 self._dictionaries[run_id] = hit
                 while len(self._dictionaries) > 256:
@@ -598,9 +612,16 @@ class RedisStore:
         return int(buffered), int(in_lane), float(oldest.partition(":")[2]) if oldest else None
 
     def lane_set_batch(self, run_id: str, record: dict[str, Any], expect: tuple[str, ...]) -> bool:
-        keys = [_k(run_id, "batches"), _k(run_id, "batch_states")]
+        keys = [_k(run_id, "batches"), _k(run_id, "batch_states"), _k(run_id, "reserved")]
         args = [record["token"], record["state"], json.dumps(record), self.retention_s, *expect]
         return bool(self._lane_set(keys=keys, args=args))
+
+    def lane_reserve(self, run_id: str, token: str, usd: float) -> bool:
+        keys = [_k(run_id, w) for w in ("counters", "state", "reserved", "batch_states")]
+        return int(self._lane_reserve(keys=keys, args=[token, repr(float(usd)), self.retention_s])) == 1
+
+    def lane_reserved(self, run_id: str) -> float:
+        return sum(float(v) for v in self.r.hvals(_k(run_id, "reserved")))
 
     def lane_batches(self, run_id: str) -> list[dict[str, Any]]:
         p = self.r.pipeline(transaction=False)
@@ -674,7 +695,7 @@ class RedisStore:
         p = self.r.pipeline()
         p.set(_k(run_id, "report"), json.dumps(report), ex=self.retention_s)
         # the run is complete: keep everything until the same retention from now
-        for what in ("spec", "done", "counters", "state", "jobs", "batches", "batch_states"):
+        for what in ("spec", "done", "counters", "state", "jobs", "batches", "batch_states", "reserved"):
             p.expire(_k(run_id, what), self.retention_s)
         for what in self._buckets(run_id):
             p.expire(_k(run_id, what), self.retention_s)
@@ -698,7 +719,7 @@ class RedisStore:
         """Drop every key of the run (and, unless ``keep_listing``, its place in the list)."""
         names = (
             "spec", "jobs", "done", "counters", "state", "reducer", "reducing", "report",
-            "lane", "buffer", "batches", "batch_states", "repair", "archive",
+            "lane", "buffer", "batches", "batch_states", "reserved", "repair", "archive",
         )  # fmt: skip
         self.r.delete(*(_k(run_id, w) for w in (*names, *self._buckets(run_id))))
         for key in self.r.scan_iter(match=_k(run_id, "batch:*"), count=1000):

@@ -20,6 +20,7 @@ from typing import Any
 from judgeq._batch import BatchLimits, BatchScan, scan_batch
 from judgeq._errors import ConfigError, JudgeError
 from judgeq._jobs import Job
+from judgeq._prices import Prices, load_prices, no_price_message, shipped_prices
 from judgeq._retrieval import parse_position_weights
 from judgeq._rubric import (
     RetrievalConfig,
@@ -50,6 +51,9 @@ class Plan:
     notice: str | None = None
     council: tuple[JudgeSpec, ...] = ()
     """The other judges of a council (``--judge A --judge B``)."""
+    prices: Prices | None = None
+    """The prices the run was planned with (the shipped ones and the user's ``JUDGEQ_PRICES``);
+    :attr:`RunSpec.prices` holds those of its judges."""
 
     @property
     def judges(self) -> list[JudgeSpec]:
@@ -168,6 +172,12 @@ def make_plan(
     rubric, rubric_text, overrides = load_rubric_for_run(rubric_ref, weights, settings)
     judges, notice = resolve_judges(judge, settings)
     judge_spec = judges[0]
+    prices = load_prices(settings.prices) if settings.prices else shipped_prices()
+    llm_models = [j.model for j in judges if j.provider != "lexical"]
+    if settings.max_cost is not None:
+        unpriced = [m for m in llm_models if prices.lookup(m) is None]
+        if unpriced:  # the limit could not be held: a call without a price counts as nothing
+            raise ConfigError(no_price_message(unpriced[0]))
     if council_mode == "z" and len(judges) < 2:
         raise ConfigError("--council z combines several judges: give two --judge options or more")
     if disagreement is not None and not (disagreement >= 0 and math.isfinite(disagreement)):
@@ -220,8 +230,12 @@ def make_plan(
         retrieval=retrieval,
         rejected_count=scan.invalid,
         rejected=scan.rejected[:1000],
+        prices=prices.resolve(j.model for j in judges),  # the lexical judge's too: it costs $0
+        prices_taken=prices.taken,
     )
-    return Plan(spec=spec, scan=scan, judge=judge_spec, notice=notice, council=tuple(judges[1:]))
+    return Plan(
+        spec=spec, scan=scan, judge=judge_spec, notice=notice, council=tuple(judges[1:]), prices=prices
+    )
 
 
 KIND_RUBRIC = {"response": "quality", "question": "retrieval-relevance", "pair": "pairwise"}

@@ -15,6 +15,7 @@ from kombu.exceptions import OperationalError
 
 from judgeq._errors import ConfigError, JudgeqError
 from judgeq._lane import lane_summary, lane_text
+from judgeq._prices import unpriced_text
 from judgeq._report import batch_texts, write_report_files
 from judgeq._store import Store
 
@@ -62,6 +63,8 @@ class Snapshot:
     mean: float | None = None
     """The running mean overall score of the graded jobs."""
     cost_usd: float = 0.0
+    unpriced: tuple[str, ...] = ()
+    """The run's judge models without a price: ``cost_usd`` leaves their calls out (unknown)."""
     started_at: str = ""
     last_done_s: float | None = None
     """Seconds since a result was last stored (None: never)."""
@@ -116,6 +119,7 @@ def snapshot(store: Store, run_id: str, *, now: float | None = None) -> Snapshot
         graded=int(c.get("graded", 0)),
         mean=round(c["overall_sum"] / c["graded"], 4) if c.get("graded") and "overall_sum" in c else None,
         cost_usd=float(c.get("cost_usd", 0.0)),
+        unpriced=tuple(spec.unpriced_models()),
         started_at=st.get("started_at") or spec.created_at,
         last_done_s=_quiet_for(store, run_id, now),
     )
@@ -379,13 +383,22 @@ def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -
         )
     use = report["usage"]
     cost = use["estimated_cost_usd"]
-    latency = f"latency p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms"
+    lat = report["latency_ms"]
+    latency = (
+        f"latency p50 {lat['p50']} ms, p95 {lat['p95']} ms"
+        if lat["p50"] is not None
+        else "latency – (no judge call was made)"
+    )
     if report["judge"]["provider"] == "lexical":
         lines.append(f"tokens: none (the lexical judge calls no LLM); {latency}")
     else:
         lines.append(
             f"tokens: {use['input_tokens']:,} in / {use['output_tokens']:,} out; est. cost "
-            + (f"${cost:.4f}" if cost is not None else "unknown")
+            + (
+                f"${cost:.4f}"
+                if cost is not None
+                else f"unknown ({unpriced_text(use.get('unpriced_models'))})"
+            )
             + f"; {latency}"
         )
         lane = use.get("batch_api") or {}

@@ -20,6 +20,7 @@ def settings_for(**flags: Any) -> Settings:
         "cache": False if flags.get("no_cache") else None,
         "batch_api": True if flags.get("batch_api") else None,
         "max_cost": flags.get("max_cost"),
+        "prices": Path(flags["prices"]) if flags.get("prices") else None,
         "judge_rpm": flags.get("rpm"),
         "judge_itpm": flags.get("itpm"),
         "judge_otpm": flags.get("otpm"),

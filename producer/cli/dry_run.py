@@ -6,12 +6,13 @@ import math
 
 import click
 
-from judgeq._aggregate import cost_breakdown, price_for, prices_taken
+from judgeq._aggregate import cost_breakdown
 from judgeq._batch import BatchLimits, iter_jobs
 from judgeq._cache import ReplyCache, cache_key, get_many
 from judgeq._errors import JudgeError
 from judgeq._grading import GradingContext
 from judgeq._jobs import PairJob
+from judgeq._prices import Prices, shipped_prices, unpriced_text
 from judgeq._settings import Settings
 from judgeq.judges.lexical import LexicalJudge
 
@@ -124,8 +125,9 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
         f"(~{EST_OUTPUT_TOKENS} per verdict, max {spec.max_tokens})"
         + (per if len(plan.judges) > 1 or calls > 1 else "")
     )
+    prices = plan.prices or shipped_prices()
     for judge in llm:
-        _cost_rows(judge.model, n * calls, input_tokens, output_tokens, system_tokens)
+        _cost_rows(prices, judge.model, n * calls, input_tokens, output_tokens, system_tokens)
         if in_cache.cache is not None:
             hits, total = in_cache.hits.get(judge.model, 0), in_cache.calls.get(judge.model, 0)
             share = 1 - hits / total if total else 1.0
@@ -139,26 +141,29 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
         click.echo("  no reply cache to look in: every call is counted")
 
 
-def _cost_rows(model: str, n: int, input_tokens: int, output_tokens: int, system_tokens: int) -> None:
+def _cost_rows(
+    prices: Prices, model: str, n: int, input_tokens: int, output_tokens: int, system_tokens: int
+) -> None:
     """The cost table of one judge model: live and batch lane, with and without prompt caching."""
-    if price_for(model) is None:
-        click.echo(f"  cost: no price known for {model!r} (judgeq/data/prices.json)")
+    price = prices.lookup(model)
+    if price is None:
+        click.echo(f"  cost: unknown ({unpriced_text([model])})")
         return
     # with prompt caching: the first job writes the prefix to the cache, the others read it
     # (only when the prefix reaches the model's minimum cacheable length)
-    minimum = int(price_for(model).get("min_cache_tokens", 0))  # type: ignore[union-attr]
+    minimum = price.min_cache_tokens
     cacheable = system_tokens >= minimum
     reads = max(system_tokens * (n - 1), 0) if cacheable else 0
     writes = system_tokens if cacheable else 0
     plain = (input_tokens, output_tokens)
     cached = (input_tokens - reads - writes, output_tokens, reads, writes)
     rows = {
-        ("live", "no"): cost_breakdown(model, *plain),
-        ("live", "yes"): cost_breakdown(model, *cached),
-        ("batch", "no"): cost_breakdown(model, *plain, batch=True),
-        ("batch", "yes"): cost_breakdown(model, *cached, batch=True),
+        ("live", "no"): cost_breakdown(model, *plain, prices=prices),
+        ("live", "yes"): cost_breakdown(model, *cached, prices=prices),
+        ("batch", "no"): cost_breakdown(model, *plain, batch=True, prices=prices),
+        ("batch", "yes"): cost_breakdown(model, *cached, batch=True, prices=prices),
     }
-    click.echo(f"  estimated cost for {model} (prices of {prices_taken()}):")
+    click.echo(f"  estimated cost for {model} (prices of {prices.taken}):")
     click.echo(f"    {'lane':<6}  {'prompt caching':<14} " + " ".join(f"{h:>10}" for h in COLUMNS))
     for (lane, caching), c in rows.items():
         assert c is not None

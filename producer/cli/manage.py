@@ -50,7 +50,7 @@ def runs(limit: int, **flags: Any) -> None:
                 "rubric": f"{spec.rubric_source.removeprefix('builtin:')}",
                 "judge": _judge(spec.judge_provider, spec.judge_model, spec.council),
                 "started": spec.created_at[:19].replace("T", " "),
-                "cost": f"${cost:.4f}",
+                "cost": f"${cost:.4f}" if not spec.unpriced_models() else "unknown",
             }
     except (StoreError, ConfigError) as exc:
         click.echo(f"judgeq: Redis not reachable ({exc}); listing results folders only", err=True)
@@ -88,7 +88,7 @@ def _folder_row(folder: Path) -> dict[str, Any] | None:
         "rubric": (report.get("rubric") or {}).get("name", "?"),
         "judge": _judge(judge.get("provider", "?"), judge.get("model", "?"), judge.get("council", [])[1:]),
         "started": str(report.get("started_at", ""))[:19].replace("T", " "),
-        "cost": f"${cost:.4f}" if isinstance(cost, (int, float)) else "?",
+        "cost": f"${cost:.4f}" if isinstance(cost, (int, float)) else "unknown",
     }
 
 

@@ -135,6 +135,13 @@ def grading_options(f: F) -> F:
             help="Pause the run (no new judge calls) once it has spent this many USD [JUDGEQ_MAX_COST].",
         ),
         click.option(
+            "--prices",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="A prices file of your own, the format of judgeq/data/prices.json: adds or "
+            "replaces model prices [JUDGEQ_PRICES].",
+        ),
+        click.option(
             "--no-cache",
             "no_cache",
             is_flag=True,

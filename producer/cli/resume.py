@@ -35,8 +35,16 @@ def resume(run_id: str, max_cost: float | None, **flags: Any) -> None:
 
     settings = settings_from(**flags)
     store = RedisStore.open(settings)
-    if store.spec(run_id) is None:
+    spec = store.spec(run_id)
+    if spec is None:
         raise ConfigError(f"run {run_id!r} is unknown or expired")
+    unpriced = spec.unpriced_models()
+    if max_cost is not None and unpriced:  # its calls would count as nothing against the limit
+        raise ConfigError(
+            f"run {run_id} has no price for model {unpriced[0]!r}, so a cost limit cannot hold: "
+            "resume it without --max-cost, or submit the batch again with a prices file "
+            "(JUDGEQ_PRICES=path, the format of judgeq/data/prices.json)"
+        )
     state = store.state(run_id)
     reason = state.get("pause_reason") or "?"
     spent = store.counters(run_id).get("cost_usd", 0.0)
@@ -45,6 +53,11 @@ def resume(run_id: str, max_cost: float | None, **flags: Any) -> None:
         raise ConfigError(
             f"run {run_id} has spent ${spent:.4f} of its ${limit:.4f} limit: resume it with a higher "
             "--max-cost"
+        )
+    if state.get("state") == "paused" and reason.startswith("max_cost:") and max_cost is None:
+        # the Message Batches lane pauses before a batch that would pass the limit
+        raise ConfigError(
+            f"run {run_id} paused on its cost limit ({reason}): resume it with a higher --max-cost"
         )
     if max_cost is not None:
         store.set_state(run_id, max_cost_usd=max_cost)

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from judgeq._errors import ConfigError
+from judgeq._prices import unpriced_text
 
 from ..progress import fmt_duration, pause_line, snapshot, state_text, summary_text, write_files
 from .options import out_option, redis_option, settings_from
@@ -54,7 +55,8 @@ def status(run_id: str | None, **flags: Any) -> None:
     click.echo(f"  started  {snap.started_at.replace('T', ' ').removesuffix('Z')} UTC; batch {spec.batch}")
     click.echo(f"  done     {snap.done}/{snap.total} ({pct:.1f}%)")
     mean = f"{snap.mean:g} over {snap.graded} graded" if snap.mean is not None else "– (nothing graded yet)"
-    click.echo(f"  score    mean {mean}; cost so far ${snap.cost_usd:.4f}")
+    cost = f"${snap.cost_usd:.4f}" if not snap.unpriced else f"unknown ({unpriced_text(snap.unpriced)})"
+    click.echo(f"  score    mean {mean}; cost so far {cost}")
     if snap.enqueued < snap.total:
         if snap.producer_gone:
             why = f"the producer is gone: re-run the same submit with --run-id {run_id}"

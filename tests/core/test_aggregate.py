@@ -18,11 +18,11 @@ from judgeq._aggregate import (
     Aggregator,
     RetrievalStats,
     Stats,
-    _prices,
     estimate_cost,
     price_for,
     quantile,
 )
+from judgeq._prices import shipped_prices
 from judgeq._report import build_report, new_aggregator, render_markdown
 from judgeq._result import Result
 from judgeq._rubric import read_rubric_text
@@ -278,22 +278,20 @@ def test_estimated_cost_with_api_usage_semantics() -> None:
     assert rep["usage"]["estimated_cost_usd"] == pytest.approx(expected, abs=1e-9)
 
 
-def test_price_prefix_matching() -> None:
-    prices = _prices()
-    assert not any(k.startswith("_") for k in prices)
-    # dated ids use their family's prices; the longest prefix wins
-    assert price_for("claude-sonnet-4-5-20250929") is prices["claude-sonnet-4-5"]
-    assert price_for("claude-sonnet-4-20250514") is prices["claude-sonnet-4"]
+def test_prices_match_an_id_exactly_or_by_the_alias_table() -> None:
+    prices = shipped_prices()
+    assert not any(k.startswith("_") for k in prices.entries)
+    # dated ids use their family's prices through the explicit alias table
+    assert price_for("claude-sonnet-4-5-20250929") is prices.entries["claude-sonnet-4-5"]
+    assert price_for("claude-sonnet-4-20250514") is prices.entries["claude-sonnet-4"]
     opus45 = price_for("claude-opus-4-5-20251101")
-    assert opus45 is not None and (opus45["input"], opus45["output"], opus45["cache_read"]) == (
-        5.0,
-        25.0,
-        0.5,
-    )
-    assert (opus45["cache_write"], opus45["batch_discount"], opus45["min_cache_tokens"]) == (6.25, 0.5, 4096)
-    assert price_for("claude-opus-4-1-20250805") == PRICES["claude-opus-4-1"]
-    assert price_for("claude-opus-4-20250514") == PRICES["claude-opus-4"]
-    assert price_for("claude-haiku-4-5") == PRICES["claude-haiku-4-5"]
+    assert opus45 is not None and (opus45.input, opus45.output, opus45.cache_read) == (5.0, 25.0, 0.5)
+    assert (opus45.cache_write, opus45.batch_discount, opus45.min_cache_tokens) == (6.25, 0.5, 4096)
+    assert price_for("claude-opus-4-1-20250805") == price_for("claude-opus-4-1")
+    assert price_for("claude-opus-4-20250514") == price_for("claude-opus-4")
+    assert price_for("claude-3-5-haiku-latest") == price_for("claude-3-5-haiku")
+    assert price_for("claude-haiku-4-5") is not None
+    assert price_for("claude-haiku-4-5").model_dump() == PRICES["claude-haiku-4-5"]  # type: ignore[union-attr]
     assert price_for("gpt-4o") is None
     assert price_for("scripted") is None
     assert price_for("") is None
@@ -517,7 +515,9 @@ def test_render_zero_graded_run() -> None:
     report, md = render(spec, [res(i, None, null_reason="auth_error", attempts=1) for i in range(3)])
     assert report["overall"]["mean"] is None
     assert report["usage"]["estimated_cost_usd"] is None
-    assert "unknown (no price for this model" in md
+    assert "estimated cost unknown (no price for 'some-unpriced-model': add it to a prices file" in md
+    assert report["usage"]["unpriced_models"] == ["some-unpriced-model"]
+    assert "None" not in md and "nan" not in md
     assert "| **overall** | 0 | – | – | – | – | – |" in md
     # and a run with no jobs at all
     report, md = render(spec_for("quality", 0), [])

@@ -1,5 +1,6 @@
 """--max-cost: the stored result that reaches the limit pauses the run (both stores), resume
-raises the limit, cached replies cost nothing."""
+raises the limit, cached replies cost nothing; in the live lane the spend passes the limit by
+at most the jobs already in hand (the Message Batches lane's bound: tests/core/test_lane.py)."""
 
 from __future__ import annotations
 
@@ -98,3 +99,66 @@ def test_judgeq_run_stops_at_its_cost_limit(tmp_path) -> None:  # type: ignore[n
         assert ok.returncode == 0, ok.stderr
         report = json.loads(next(tmp_path.glob("*/report.json")).read_text())
         assert report["usage"]["cost_usd"]["total"] == report["usage"]["estimated_cost_usd"] > 0.01
+
+
+class InHandJudge:
+    """A live judge that answers its first ``together`` calls only once they are all in flight:
+    that many jobs are in hand when the first result reaches the limit."""
+
+    provider, model = "anthropic", MODEL
+
+    def __init__(self, together: int) -> None:
+        import threading
+
+        self.together = together
+        self.barrier = threading.Barrier(together, timeout=60)
+        self.lock = threading.Lock()
+        self.calls = 0
+
+    def complete(self, request, *, timeout: float):  # type: ignore[no-untyped-def]
+        import json
+
+        from judgeq import JudgeReply
+        from judgeq.testing.mock_messages import verdict_for_schema
+
+        with self.lock:
+            self.calls += 1
+            first_round = self.calls <= self.together
+        if first_round:
+            self.barrier.wait()
+        text = json.dumps(verdict_for_schema(request.output_schema, 7))
+        return JudgeReply(text=text, input_tokens=10_000, output_tokens=1_000)  # $0.045
+
+
+def test_the_live_lane_passes_the_limit_by_at_most_the_jobs_in_hand(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The live lane's bound (README, Budget and cost): the result that reaches the limit pauses
+    the run; jobs already in hand (here the 4 of ``judgeq run -c 4``) finish, nothing more is sent."""
+    import time
+    from pathlib import Path
+
+    from judgeq import load_settings
+    from judgeq.producer.embedded import EmbeddedRunner
+    from judgeq.producer.plan import make_plan
+
+    c, limit, job_cost = 4, 0.01, 0.045
+    settings = load_settings(max_cost=limit, concurrency=c, cache=False, results_dir=tmp_path)
+    plan = make_plan(
+        batch_path=Path(__file__).parent.parent.parent / "examples" / "responses.jsonl",
+        batch_name="responses.jsonl",
+        rubric_ref="quality",
+        settings=settings,
+        judge=("anthropic:claude-sonnet-4-5",),
+    )
+    judge = InHandJudge(c)
+    with EmbeddedRunner(lambda provider, model: judge, c, settings) as runner:
+        run_id = runner.submit(plan, settings)
+        deadline = time.monotonic() + 60
+        while runner.store.counters(run_id).get("done", 0) < c and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert runner.store.state(run_id)["state"] == "paused"
+        runner.stop()
+    spent = runner.store.counters(run_id)["cost_usd"]
+    assert judge.calls == c, "no job was sent after the pause"
+    assert spent == pytest.approx(c * job_cost)
+    assert spent <= limit + c * job_cost, "the bound: the limit plus the jobs in hand"
+    assert runner.store.state(run_id)["pause_reason"].startswith("max_cost: $0.0450 spent of the $0.0100")

@@ -13,7 +13,15 @@ import pytest
 
 import judgeq
 from judgeq._cache import MemoryCache
-from judgeq._lane import BatchInfo, BatchItem, BatchLane, LaneConfig, batch_item_error, index_of
+from judgeq._lane import (
+    BatchInfo,
+    BatchItem,
+    BatchLane,
+    LaneConfig,
+    batch_item_error,
+    index_of,
+    lane_summary,
+)
 from judgeq._pipeline import Contexts, Outcome, process_job, reduce_run
 from judgeq._render import JudgeRequest
 from judgeq._rubric import read_rubric_text
@@ -495,3 +503,165 @@ def test_a_lane_built_as_a_worker_builds_it_decides_on_the_stores_clock(
     lane.tick()
     assert {r["state"] for r in store.lane_batches(RUN)} == {"abandoned", "in_progress"}
     assert judge.requests == 3
+
+
+# -- the cost limit (issue 18.6): no batch is sent whose cost bound would pass it --------------
+
+
+class Snapshots(BatchStub):
+    """A batch judge that notes, as each batch is created, what the run has spent and what the
+    batches in flight hold reserved (this one included)."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store = store
+        self.at_send: list[tuple[float, float]] = []
+
+    def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
+        spent = self.store.counters(RUN).get("cost_usd", 0.0)
+        self.at_send.append((spent, self.store.lane_reserved(RUN)))
+        return super().batch_create(requests)
+
+
+def request_cost_bound(params: dict[str, Any]) -> float:
+    """Haiku 4.5 at the batch price: one input token per byte of the request's JSON at the
+    cache-write price, max_tokens output (the bound the lane reserves, computed here anew)."""
+    size = len(json.dumps(params, ensure_ascii=False).encode())
+    return (size * 1.25 + params["max_tokens"] * 5.0) / 1e6 * 0.5
+
+
+def test_the_store_reserves_against_the_limit_atomically_and_releases_when_a_batch_leaves_flight(
+    store: Store,
+) -> None:
+    judge = BatchStub()
+    contexts, _, clock, _ = setup(store, 4, judge)
+    store.set_state(RUN, max_cost_usd=1.0)
+    buffer_all(store, contexts, 4)
+    tokens = ["t1", "t2", "t3"]
+    for i, token in enumerate(tokens):
+        assert store.lane_take(RUN, 1, token, clock.now) == [i]
+    assert store.lane_reserve(RUN, "t1", 0.6)
+    assert not store.lane_reserve(RUN, "t2", 0.5), "0.6 held + 0.5 would pass $1"
+    assert store.lane_reserved(RUN) == pytest.approx(0.6)
+    # $0.30 spent by a stored result: 0.3 + 0.6 + 0.1 reaches the limit exactly, no more
+    spent = judgeq.Result(
+        job_id="r3", index=3, status="graded", overall=7.0, input_tokens=600_000, output_tokens=0,
+        rubric_name="quality", rubric_version="1.0.0", judge_model=MODEL, batch=True,
+    )  # fmt: skip
+    store.store_result(RUN, spent)
+    assert store.counters(RUN)["cost_usd"] == pytest.approx(0.3)
+    assert store.lane_reserve(RUN, "t2", 0.1)
+    assert not store.lane_reserve(RUN, "t3", 0.01)
+    # a batch leaving flight (ingested, given up, refused, canceled) gives its reservation back
+    record = {**store.lane_batch(RUN, "t1"), "state": "in_progress"}  # type: ignore[dict-item]
+    assert store.lane_set_batch(RUN, record, ("creating",))
+    assert store.lane_reserved(RUN) == pytest.approx(0.7), "in flight: still held"
+    assert store.lane_set_batch(RUN, {**record, "state": "ingested"}, ("in_progress",))
+    assert store.lane_reserved(RUN) == pytest.approx(0.1)
+    assert store.lane_reserve(RUN, "t3", 0.5)
+    # only a batch still being created can reserve (not one given up meanwhile)
+    assert store.lane_set_batch(RUN, {**record, "token": "t3", "state": "abandoned"}, ("creating",))
+    assert store.lane_reserved(RUN) == pytest.approx(0.1)
+    assert not store.lane_reserve(RUN, "t3", 0.01) and not store.lane_reserve(RUN, "nope", 0.01)
+    # no limit: every reservation is taken (and counted, should a limit come later)
+    store.set_state(RUN, max_cost_usd=0)
+    assert store.lane_reserve(RUN, "t2", 50.0) and store.lane_reserved(RUN) == pytest.approx(50.0)
+
+
+def test_under_a_cost_limit_no_batch_is_sent_that_could_pass_it(store: Store) -> None:
+    n, limit = 20, 0.02  # a job costs $0.00075 (the stub's usage) and reserves ~$0.0087: 2 fit at first
+    judge = Snapshots(store)
+    contexts, lane, _, reduced = setup(store, n, judge)
+    store.set_state(RUN, max_cost_usd=limit)
+    buffer_all(store, contexts, n)
+    for _ in range(4 * n):  # send what fits, end every batch, again: until the run pauses
+        step(lane)
+        if store.state(RUN)["state"] == "paused":
+            break
+        judge.end_all()
+    state = store.state(RUN)
+    assert state["state"] == "paused"
+    assert state["pause_reason"].startswith("max_cost: $")
+    assert "the next Message Batch could cost up to $" in state["pause_reason"]
+    assert len(judge.batches) > 2, "batches kept being sent as earlier ones gave back what they did not spend"
+    for spent, reserved in judge.at_send:
+        assert spent + reserved <= limit, "a batch is sent only when its bound fits under the limit"
+    records = {r["id"]: r for r in store.lane_batches(RUN) if r.get("id")}
+    assert set(records) == set(judge.batches)
+    for batch_id, requests in judge.batches.items():  # each reserved the bound of its requests
+        bound = sum(request_cost_bound(p) for _, p in requests)
+        assert records[batch_id]["reserved_usd"] == pytest.approx(bound, rel=1e-5)
+        assert bound > len(requests) * (1000 * 1.0 + 100 * 5.0) / 1e6 / 2, "above the real cost"
+    done = int(store.counters(RUN)["done"])
+    spent = store.counters(RUN)["cost_usd"]
+    assert 0 < done < n and not reduced
+    assert spent <= limit, "the spend never passes the limit"
+    assert spent == pytest.approx(done * (1000 * 1.0 + 100 * 5.0) / 1e6 / 2)  # each job's real cost
+    assert store.lane_reserved(RUN) == 0, "every reservation was given back"
+    assert store.lane_counts(RUN)[0] == n - done, "the rest wait in the buffer"
+    summary = lane_summary(store, RUN)
+    assert "abandoned" not in summary["batches"], "a batch that sent nothing is not shown"
+    # a higher limit continues the run where it stopped
+    store.set_state(RUN, max_cost_usd=10.0)
+    assert store.resume(RUN)
+    step(lane)
+    judge.end_all()
+    step(lane)
+    assert store.counters(RUN)["done"] == n and reduced == [RUN]
+    assert judge.requests == n, "every job was sent once"
+
+
+def test_a_batch_waits_for_the_reservations_of_the_batches_in_flight(store: Store) -> None:
+    judge = Snapshots(store)
+    contexts, lane, clock, _ = setup(store, 6, judge)
+    store.set_state(RUN, max_cost_usd=0.02)  # room for two jobs' bounds, not three
+    buffer_all(store, contexts, 6)
+    step(lane)
+    (first,) = judge.batches.values()
+    assert len(first) == 2
+    held = store.lane_reserved(RUN)
+    assert 0 < held <= 0.02
+    clock.now += 120  # past the flush interval: the buffer is due, but nothing fits
+    step(lane)
+    step(lane)
+    assert len(judge.batches) == 1 and store.state(RUN)["state"] == "running", "it waits, not pauses"
+    # another worker (a new process: nothing in memory) sees the same reservation in the store
+    other = BatchLane(store, Contexts(lambda p, m: judge), lane.config, lambda r: None, clock=clock)
+    step(other)
+    assert len(judge.batches) == 1
+    judge.end_all()
+    step(other)  # ingests the first batch: its reservation goes, its real cost counts
+    assert store.counters(RUN)["done"] == 2
+    step(other)
+    assert len(judge.batches) == 2 and judge.at_send[1][0] == pytest.approx(2 * 0.00075)
+
+
+def test_a_reservation_of_a_dead_worker_is_held_until_its_batch_is_given_up(store: Store) -> None:
+    judge = Snapshots(store)
+    contexts, lane, clock, _ = setup(store, 3, judge, creating_timeout=600)
+    store.set_state(RUN, max_cost_usd=0.02)
+    buffer_all(store, contexts, 3)
+    # a worker took two jobs, reserved their cost and died before sending the batch
+    assert store.lane_take(RUN, 2, "deadbeef", clock.now) == [0, 1]
+    assert store.lane_reserve(RUN, "deadbeef", 0.015)
+    step(lane)
+    assert judge.batches == {} and store.state(RUN)["state"] == "running", "job 2 waits for it"
+    clock.now += 601
+    step(lane)  # given up: its reservation is released and its jobs are sent again
+    assert store.lane_batch(RUN, "deadbeef")["state"] == "abandoned"  # type: ignore[index]
+    assert judge.requests == 2 and judge.at_send[0] == (0.0, store.lane_reserved(RUN))
+
+
+def test_a_refused_batch_gives_its_reservation_back(store: Store) -> None:
+    judge = BatchStub()
+    judge.refuse = [judgeq.JudgeOverloaded("529 overloaded")]
+    contexts, lane, _, _ = setup(store, 2, judge)
+    store.set_state(RUN, max_cost_usd=5.0)
+    buffer_all(store, contexts, 2)
+    step(lane)
+    assert judge.batches == {} and store.lane_reserved(RUN) == 0
+    step(lane)
+    assert judge.requests == 2 and store.lane_reserved(RUN) > 0
+    judge.end_all()
+    step(lane)
+    assert store.lane_reserved(RUN) == 0 and store.counters(RUN)["done"] == 2

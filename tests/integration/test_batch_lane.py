@@ -119,3 +119,44 @@ def test_embedded_run_with_the_batch_api(tmp_path: Path, fake_api: FakeMessagesA
         "run", str(batch), "--rubric", "quality", "--judge", "lexical", "--batch-api", env=base
     )
     assert lexical.returncode == 2 and "--batch-api" in lexical.stderr and "Traceback" not in lexical.stderr
+
+
+def test_under_a_cost_limit_the_batches_never_pass_it(
+    tmp_path: Path,
+    env: dict[str, str],
+    fake_api: FakeMessagesAPI,
+    start_worker: Callable[..., Worker],
+    redis_server: RedisServer,
+) -> None:
+    """Issue 18.6: with --batch-api the spend passed a $0.05 limit 15 times, because batches
+    kept being sent while earlier ones were in flight. Now each batch reserves its cost bound in
+    Redis before it is sent: two workers, real Redis, the limit holds, and the run pauses when
+    the next batch could pass it. The workers never see the producer's prices file."""
+    fake_api.batch_latency = 0.2
+    n, limit = 24, 0.25  # a job reserves ~$0.08 and really costs ~$0.012 at these prices
+    batch = write_batch(tmp_path / "b.jsonl", response_rows(n))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"claude-test": {"input": 10.0, "output": 50.0}}))
+    start_worker("w1", env=LANE_ENV)
+    start_worker("w2", env=LANE_ENV)
+    args = ("submit", str(batch), *SUBMIT, "--batch-api", "--run-id", "capped", "--max-cost", str(limit))
+    refused = judgeq_cli(*args, env={**env, **LANE_ENV})
+    assert refused.returncode == 2 and "no price for model 'claude-test'" in refused.stderr
+    assert not redis_server.client().exists("judgeq:run:{capped}:spec"), "nothing registered"
+    proc = judgeq_cli(*args, env={**env, **LANE_ENV, "JUDGEQ_PRICES": str(prices)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = redis_server.client()
+    wait_for(lambda: r.hget("judgeq:run:{capped}:state", "state") == "paused", 180, "the cost pause")
+    reason = r.hget("judgeq:run:{capped}:state", "pause_reason") or ""
+    assert reason.startswith("max_cost: $") and "the next Message Batch could cost up to $" in reason
+    spent = float(r.hget("judgeq:run:{capped}:counters", "cost_usd") or 0)
+    done = int(r.hget("judgeq:run:{capped}:counters", "done") or 0)
+    assert 0 < spent <= limit, spent
+    assert 0 < done < n
+    sent = [b for b in records(redis_server, "capped") if b.get("id")]
+    assert len(sent) >= 2, "batches went on being sent as earlier ones gave back what they did not spend"
+    assert sum(b["reserved_usd"] for b in sent) > spent, "each batch reserved more than it spent"
+    assert fake_api.batch_request_count == done == sum(b["requests"] for b in sent)
+    assert not r.exists("judgeq:run:{capped}:reserved"), "every reservation was given back"
+    status = judgeq_cli("status", "capped", env=env)
+    assert "PAUSED: max_cost: $" in status.stdout and "judgeq resume capped --max-cost" in status.stdout
