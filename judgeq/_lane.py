@@ -344,18 +344,18 @@ class BatchLane:
         ctx = loaded[1]
         prices = spec.price_book()
         per_batch = per_batch or max(1, self.config.max_requests // calls_per_job(ctx))
-        budget = self._budget(run_id)
+        spend = self._cost_limit(run_id)
         room: float | None = None
-        if budget is not None:
-            if self._held.get(run_id) == budget:
+        if spend is not None:
+            if self._held.get(run_id) == spend:
                 return False  # nothing changed since the next job did not fit
-            limit, spent, reserved = budget
+            limit, spent, reserved = spend
             room = limit - spent - reserved - MARGIN_USD
             least = self._least_job_cost(ctx, prices)
             if least is None:
                 return self._unpriced(spec, ctx, prices)
             if room < least:
-                return self._hold(spec, budget, least)
+                return self._hold(spec, spend, least)
             if least > 0:
                 per_batch = max(1, min(per_batch, int(room // least)))
         token = secrets.token_hex(6)
@@ -425,8 +425,8 @@ class BatchLane:
             if misfit is not None:
                 record["error"] = "not sent: it would pass the run's cost limit"
             store.lane_set_batch(run_id, record, ("creating",))
-            if misfit is not None and budget is not None:
-                return self._hold(spec, budget, misfit)
+            if misfit is not None and spend is not None:
+                return self._hold(spec, spend, misfit)
             return bool(rest)
         if not store.lane_reserve(run_id, token, reserve):
             # the spend or the reservations moved since they were read (results were stored), or
@@ -466,7 +466,7 @@ class BatchLane:
         return True
 
     # -- the cost limit ----------------------------------------------------------------
-    def _budget(self, run_id: str) -> tuple[float, float, float] | None:
+    def _cost_limit(self, run_id: str) -> tuple[float, float, float] | None:
         """(limit, spent, reserved) of a run with a cost limit; None without one."""
         limit = float(self.store.state(run_id).get("max_cost_usd") or 0)
         if limit <= 0:
@@ -487,14 +487,14 @@ class BatchLane:
             total += per_judge * bound
         return total
 
-    def _hold(self, spec: RunSpec, budget: tuple[float, float, float], need: float) -> bool:
+    def _hold(self, spec: RunSpec, spend: tuple[float, float, float], need: float) -> bool:
         """The next job (its cost bound: ``need``) does not fit under the run's cost limit. While
         batches in flight hold reservations, wait: what they do not spend comes back when they
         are ingested. When none does, pause the run, as the live lane does when a stored result
         reaches the limit. False: nothing was sent."""
-        limit, spent, reserved = budget
+        limit, spent, reserved = spend
         if reserved > 0:
-            if self._held.get(spec.run_id) != budget:
+            if self._held.get(spec.run_id) != spend:
                 log.info(
                     "run %s: the next Message Batch waits: a job may cost up to $%.4f and $%.4f of the "
                     "$%.4f limit is left once the batches in flight have their $%.4f reserved",
@@ -504,7 +504,7 @@ class BatchLane:
                     limit,
                     reserved,
                 )
-            self._held[spec.run_id] = budget
+            self._held[spec.run_id] = spend
             return False
         self._held.pop(spec.run_id, None)
         reason = (

@@ -249,11 +249,11 @@ class MemoryStore:
         self._batch_indices: dict[tuple[str, str], list[int]] = {}
         self._lane_runs: set[str] = set()
         self._last_done: dict[str, float] = {}
+        self._prices: dict[str, Prices] = {}
+        self._reserved: dict[str, dict[str, float]] = {}
 
     def now(self) -> float:
         return self._clock()
-        self._prices: dict[str, Prices] = {}
-        self._reserved: dict[str, dict[str, float]] = {}
 
     def register(self, spec: RunSpec) -> None:
         with self._lock:

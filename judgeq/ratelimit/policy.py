@@ -203,13 +203,14 @@ class Budget(Protocol):
         reserved: Usage,
         retry_after: float | None,
         *,
-        first: bool,
         epoch: int,
+        nth: int = 1,
+        first_epoch: int | None = None,
         share: Share | None = None,
     ) -> float:
         """The server answered 429 to a granted reservation (its tokens are refunded; the request
-        stays spent). ``first``: the job's first refusal. Returns the pause every caller now
-        takes (0.0 when this is no congestion)."""
+        stays spent). ``nth``: the job's how-manieth refusal; ``first_epoch``: the epoch of its
+        first. Returns the pause every caller now takes (0.0 when this is no congestion)."""
         ...
 
     def observe(self, headers: Mapping[str, str]) -> None:

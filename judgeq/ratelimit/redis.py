@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from importlib import resources
+from typing import Any
 
 import redis
 
@@ -100,7 +101,7 @@ class RedisBudget:
         self._learned: dict[str, int] = {}
         self._learned_at = 0.0
 
-    def _call(self, op: str, share: Share | None, *args: object) -> object:
+    def _call(self, op: str, share: Share | None, *args: str | int | float) -> Any:
         keys = budget_keys(self.name, share.run) if share is not None else self.keys
         now = "" if self._clock is None else repr(self._clock())
         return self._ops[op](keys=keys, args=[*CONSTANTS, now, *args])
@@ -109,7 +110,7 @@ class RedisBudget:
     def acquire(self, input_tokens: int, output_tokens: int, share: Share | None = None) -> Grant:
         caller = f"{os.getpid()}:{threading.get_ident()}"
         fraction = share.fraction if share is not None else 0
-        wait, epoch = self._call("acquire", share, caller, input_tokens, output_tokens, fraction, self.name)  # type: ignore[misc]
+        wait, epoch = self._call("acquire", share, caller, input_tokens, output_tokens, fraction, self.name)
         return Grant(float(wait), int(epoch))
 
     @store_errors
@@ -148,7 +149,7 @@ class RedisBudget:
             "" if first_epoch is None else first_epoch,
             share.fraction if share is not None else 0,
         )
-        return float(pause)  # type: ignore[arg-type]
+        return float(pause)
 
     @store_errors
     def observe(self, headers: Mapping[str, str]) -> None:
@@ -160,7 +161,7 @@ class RedisBudget:
         if learned == self._learned and time.monotonic() - self._learned_at < RELEARN:
             return
         remaining = server_limits(headers, "remaining")
-        args: list[object] = []
+        args: list[str | int] = []
         for dim, limit in learned.items():
             args += [dim, limit, remaining.get(dim, "")]
         self._call("observe", None, *args)
