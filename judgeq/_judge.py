@@ -122,7 +122,7 @@ def call_with_retries(
     end = start + policy.deadline
     attempts = 0
     refusals = 0  # 429s under a budget: not attempts
-    first_epoch: int | None = None
+    refused_in, nth = -1, 0  # the epoch of this job's last 429, and its 429s in that epoch
     errors: list[str] = []
     last: JudgeError | None = None
     reserve = Usage(estimate_input_tokens(request.size_chars()), request.max_tokens)
@@ -138,6 +138,8 @@ def call_with_retries(
                 end += waited
             remaining = end - clock()
             if remaining < policy.min_attempt_time:
+                if budget is not None:  # granted but never sent: give it back
+                    budget.settle(reserve, Usage(0, 0), ok=False, epoch=epoch, share=share)
                 break
             attempts += 1
             cut_short = remaining < policy.timeout
@@ -163,15 +165,18 @@ def call_with_retries(
         errors.append(exc.reason)
         if budget is not None and isinstance(exc, JudgeRateLimited):
             refusals += 1
-            first_epoch = epoch if first_epoch is None else first_epoch
-            budget.refused(
-                reserve, exc.retry_after, epoch=epoch, nth=refusals, first_epoch=first_epoch, share=share
-            )
+            # how many times this job was refused in this epoch (a congestion acted on since
+            # makes its next refusal news again)
+            nth = nth + 1 if epoch == refused_in else 1
+            refused_in = epoch
+            budget.refused(reserve, exc.retry_after, epoch=epoch, nth=nth, share=share)
             last = exc
             if refusals >= policy.max_rate_limited:
                 break
-            # this job waits the server's word; whether every caller does is the budget's call
+            # this job waits the server's word (at most max_delay: a longer wait for everyone is
+            # the budget's pause); whether every caller waits is the budget's call
             delay = exc.retry_after if exc.retry_after is not None else _backoff(policy, refusals, rng)
+            delay = min(delay, policy.max_delay)
             sleep(delay)
             end += delay
             continue

@@ -20,6 +20,7 @@ from .policy import (
     FLOOR,
     GROW,
     GROW_NEAR,
+    MIN_EVIDENCE,
     MIN_REFUSED,
     MIN_SHARE,
     MIN_SPAN,
@@ -119,15 +120,20 @@ class MemoryBudget:
                 del self._stats[old]
         row[_STAT.index(what)] += 1
 
-    def _window(self, now: float, seconds: float) -> dict[str, int]:
+    def _window(self, now: float, first: int) -> dict[str, int]:
+        """The counts of the whole seconds from ``first`` to now."""
         sec = math.floor(now)
-        first = sec - max(math.ceil(seconds), 1) + 1
         rows = [self._stats[s] for s in range(first, sec + 1) if s in self._stats]
         return {k: sum(r[i] for r in rows) for i, k in enumerate(_STAT)}
 
+    def _wait(self, caller: int, now: float, until: float) -> None:
+        for gone in [c for c, t in self._waiting.items() if t <= now]:
+            del self._waiting[gone]
+        self._waiting[caller] = until
+
     def _congested(self) -> bool:
-        refused = sum(self._recent)
-        return refused >= MIN_REFUSED and refused >= MIN_SHARE * len(self._recent)
+        refused, answered = sum(self._recent), len(self._recent)
+        return answered >= MIN_EVIDENCE and refused >= MIN_REFUSED and refused >= MIN_SHARE * answered
 
     def _refund(self, amounts: dict[str, float], share: Share | None) -> None:
         self._judge.add(amounts)
@@ -141,14 +147,14 @@ class MemoryBudget:
         with self._lock:
             now = self._clock()
             if now < self._pause:
-                self._waiting[caller] = self._pause
+                self._wait(caller, now, self._pause)
                 return Grant(self._pause - now, self._epoch)
             limits = self._limits()
             if not limits and not self._answered:  # one call alone may find the server's limits
                 if self._probe is None:
                     self._probe = now
                 elif now < self._probe + PROBE:
-                    self._waiting[caller] = now + PROBE_STEP
+                    self._wait(caller, now, now + PROBE_STEP)
                     return Grant(PROBE_STEP, self._epoch)
             need = {
                 "requests": 1.0,
@@ -170,7 +176,7 @@ class MemoryBudget:
                     and self._judge.levels["requests"] < 1.0 - 1e-6
                 ):
                     self._bound_at = now
-                self._waiting[caller] = now + wait
+                self._wait(caller, now, now + wait)
                 return Grant(wait, self._epoch)
             self._judge.add({d: -need[d] for d in limits})
             if run is not None:
@@ -220,7 +226,6 @@ class MemoryBudget:
         *,
         epoch: int,
         nth: int = 1,
-        first_epoch: int | None = None,
         share: Share | None = None,
     ) -> float:
         with self._lock:
@@ -240,7 +245,7 @@ class MemoryBudget:
                 return 0.0
             if nth == 1:
                 self._recent.append(1)
-            elif nth == 2 and first_epoch == epoch and 1 in self._recent:
+            elif nth == 2 and 1 in self._recent:
                 # refused again with no congestion in between: refused for itself, not news
                 self._recent.remove(1)
                 self._recent.appendleft(0)
@@ -256,16 +261,23 @@ class MemoryBudget:
 
     def _cut(self, now: float, pause: float) -> None:
         # the rates of this epoch's calls in the last WINDOW seconds (whole seconds: the stats')
-        begin = max(self._began, math.floor(now) - math.ceil(WINDOW) + 1)
+        began = self._began if self._began <= now else now
+        begin = max(began, math.floor(now) - math.ceil(WINDOW) + 1)
         span = max(now - begin, MIN_SPAN)
-        w = self._window(now, now - math.floor(begin))
+        w = self._window(now, math.floor(begin))
+        if w["a"] == 0 and w["o"] == 0:  # slow calls: nothing of this epoch's in the window; the minute
+            begin = max(began, math.floor(now) - 59)
+            span = max(now - begin, MIN_SPAN)
+            w = self._window(now, math.floor(begin))
         # what the server served, spread over its retry-after when that is longer (a window
         # of a minute that is full for another 50 s)
-        per_second = [w["a"] / span, w["o"] / max(span, pause)]
+        # (a rate not seen, with nothing granted or served in the window, says nothing)
+        per_second = [r for r in (w["a"] / span, w["o"] / max(span, pause)) if r > 0]
         if self._adaptive:
             per_second.append(self._adaptive / 60.0)
-        self._peak = 60.0 * min(per_second)
-        self._adaptive = max(FLOOR, CUT * self._peak)
+        if per_second:
+            self._peak = 60.0 * min(per_second)
+            self._adaptive = max(FLOOR, CUT * self._peak)
         self._changed = now
         self._began = now + pause
         if "requests" in self._judge.levels:
@@ -298,7 +310,7 @@ class MemoryBudget:
             now = self._clock()
             limits = self._limits()
             self._judge.refill(now, limits)
-            minute = self._window(now, 60)
+            minute = self._window(now, math.floor(now) - 59)
             return BudgetState(
                 name=self.name,
                 configured=Limits.of(self._config),

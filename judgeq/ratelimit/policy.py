@@ -22,14 +22,15 @@ budget set``; it belongs to the judge, so every run and worker on it obeys it) a
 server states in its rate-limit headers (:meth:`Budget.observe`). A run may ask for a
 :class:`Share` of them: it is then also held to ``fraction`` x each limit by a bucket of its own.
 
-**Congestion.** A 429 is reported with :meth:`Budget.refused`, saying whether it is the job's
-first refusal. Congestion is decided from refused *jobs*, not refused calls: at least
-:data:`MIN_REFUSED` jobs refused for the first time in the last :data:`WINDOW` seconds, and at
-least :data:`MIN_SHARE` of the jobs answered then (refused or served). One job refused again and
-again (a request the server refuses for itself) is one refused job, so it does not slow the
-others. On congestion every caller pauses for the server's ``retry-after`` (once per episode:
-:data:`WINDOW`, or the ``retry-after`` if longer); a refusal that is no congestion only makes
-its own job wait.
+**Congestion.** A 429 is reported with :meth:`Budget.refused`, saying how many times that job
+was refused so far. Congestion is decided from refused *jobs*, not refused calls, over the last
+:data:`RECENT` jobs answered since the last congestion (refused for the first time, or served):
+at least :data:`MIN_REFUSED` of them refused, and :data:`MIN_SHARE`, out of at least
+:data:`MIN_EVIDENCE`. A job refused again with no congestion in between is taken out of that
+count: the server refuses that request for itself, and it must not slow the others. Refusals of
+calls granted before the last congestion was acted on (an older epoch: :class:`Grant`) are no
+news. On congestion every caller pauses for the server's ``retry-after``; a refusal that is no
+congestion only makes its own job wait.
 
 **Adaptive rate** (no request limit configured or stated by the server). No limit until the
 first congestion; then the rate becomes :data:`CUT` x the lowest of the current rate, the rate
@@ -60,7 +61,10 @@ served): a count, not a time, so it reacts as fast at 5 requests a second as at 
 MIN_REFUSED = 3
 """Congestion: at least this many of them refused ..."""
 MIN_SHARE = 0.10
-"""... and at least this share of them."""
+"""... and at least this share of them ..."""
+MIN_EVIDENCE = 10
+"""... of at least this many answers (a few jobs refused at once, with nothing else answered
+yet, are no evidence)."""
 MIN_SPAN = 0.1
 """Seconds: the shortest span a rate is measured over (at the very start of a budget)."""
 CUT = 0.75
@@ -205,12 +209,12 @@ class Budget(Protocol):
         *,
         epoch: int,
         nth: int = 1,
-        first_epoch: int | None = None,
         share: Share | None = None,
     ) -> float:
         """The server answered 429 to a granted reservation (its tokens are refunded; the request
-        stays spent). ``nth``: the job's how-manieth refusal; ``first_epoch``: the epoch of its
-        first. Returns the pause every caller now takes (0.0 when this is no congestion)."""
+        stays spent). ``nth``: how many times this job has been refused in this epoch,
+        this time included (a job refused again with no congestion in between is refused for
+        itself). Returns the pause every caller now takes (0.0 when this is no congestion)."""
         ...
 
     def observe(self, headers: Mapping[str, str]) -> None:

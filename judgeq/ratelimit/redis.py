@@ -46,6 +46,7 @@ CONSTANTS = (
     policy.WINDOW,
     policy.RECENT,
     policy.MIN_REFUSED,
+    policy.MIN_EVIDENCE,
     policy.MIN_SHARE,
     policy.MIN_SPAN,
     policy.CUT,
@@ -73,16 +74,9 @@ def _script(name: str) -> str:
 
 
 def budget_keys(name: str, run: str = "") -> list[str]:
+    """The keys of a judge's budget (one hash tag: one cluster slot), in the scripts' order."""
     base = f"judgeq:budget:{{{name}}}"
-    return [
-        base,
-        f"{base}:cfg",
-        f"{base}:stats",
-        f"{base}:recent",
-        f"{base}:wait",
-        f"{base}:run:{run}",
-        NAMES,
-    ]
+    return [base, f"{base}:cfg", f"{base}:stats", f"{base}:recent", f"{base}:wait", f"{base}:run:{run}"]
 
 
 class RedisBudget:
@@ -100,6 +94,7 @@ class RedisBudget:
         }
         self._learned: dict[str, int] = {}
         self._learned_at = 0.0
+        self._listed = False
 
     def _call(self, op: str, share: Share | None, *args: str | int | float) -> Any:
         keys = budget_keys(self.name, share.run) if share is not None else self.keys
@@ -108,9 +103,12 @@ class RedisBudget:
 
     @store_errors
     def acquire(self, input_tokens: int, output_tokens: int, share: Share | None = None) -> Grant:
+        if not self._listed:  # outside the scripts: the set is in another cluster slot
+            self.r.sadd(NAMES, self.name)
+            self._listed = True
         caller = f"{os.getpid()}:{threading.get_ident()}"
         fraction = share.fraction if share is not None else 0
-        wait, epoch = self._call("acquire", share, caller, input_tokens, output_tokens, fraction, self.name)
+        wait, epoch = self._call("acquire", share, caller, input_tokens, output_tokens, fraction)
         return Grant(float(wait), int(epoch))
 
     @store_errors
@@ -135,7 +133,6 @@ class RedisBudget:
         *,
         epoch: int,
         nth: int = 1,
-        first_epoch: int | None = None,
         share: Share | None = None,
     ) -> float:
         pause = self._call(
@@ -146,7 +143,6 @@ class RedisBudget:
             "" if retry_after is None else repr(float(retry_after)),
             epoch,
             nth,
-            "" if first_epoch is None else first_epoch,
             share.fraction if share is not None else 0,
         )
         return float(pause)
@@ -231,8 +227,18 @@ def read_state(client: redis.Redis, name: str, clock: Callable[[], float] | None
 
 
 def budget_names(client: redis.Redis) -> list[str]:
-    """Every judge budget known to this Redis (used, configured, or both)."""
-    return sorted(_text_one(n) for n in client.smembers(NAMES))
+    """Every judge budget known to this Redis (in use, or with limits set); the names of
+    budgets that expired unused are dropped from the set as they are found."""
+    names = sorted(_text_one(n) for n in client.smembers(NAMES))
+    pipe = client.pipeline()
+    for name in names:
+        keys = budget_keys(name)
+        pipe.exists(keys[0], keys[1])
+    alive = pipe.execute()
+    gone = [n for n, a in zip(names, alive, strict=True) if not a]
+    if gone:
+        client.srem(NAMES, *gone)
+    return [n for n in names if n not in gone]
 
 
 def reset_budget(client: redis.Redis, name: str) -> None:

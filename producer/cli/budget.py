@@ -26,7 +26,7 @@ class BudgetGroup(click.Group):
     action is the judge to show."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or (args[0] not in ACTIONS and not args[0].startswith("-")):
+        if not args or args[0] not in (*ACTIONS, "-h", "--help"):
             args = ["show", *args]
         return super().parse_args(ctx, args)
 
@@ -39,15 +39,30 @@ def _client(settings: Settings) -> Any:
 
 def resolve(settings: Settings, judge: str, known: list[str]) -> str:
     """The budget name of ``judge``: a name as listed, or ``provider:model`` with this
-    machine's API key (as workers name it)."""
+    machine's API key (as workers name it); without a key here, the one budget of that model."""
     from judgeq.judges import budget_name, parse_judge_spec
 
     if judge in known:
         return judge
-    spec = parse_judge_spec(judge)
+    try:
+        spec = parse_judge_spec(judge)
+    except ConfigError as exc:
+        raise ConfigError(f"JUDGE {judge!r}: {str(exc).removeprefix('--judge: ')}") from None
     if spec.provider == "lexical":
         raise ConfigError("the lexical judge has no rate limit (it calls no API)")
-    return budget_name(settings, spec.provider, spec.model)
+    if settings.anthropic_api_key is not None:
+        return budget_name(settings, spec.provider, spec.model)
+    same = [n for n in known if n.rpartition(":")[0] == f"{spec.provider}:{spec.model}"]
+    if len(same) == 1:
+        return same[0]
+    raise ConfigError(
+        f"ANTHROPIC_API_KEY is not set here, so the budget of {judge} (named by a hash of the key "
+        + (
+            "the workers use) cannot be told apart: give its name as 'judgeq budget' lists it"
+            if same
+            else "the workers use) is unknown: set the key, or give the budget's name"
+        )
+    )
 
 
 def _per_minute(value: float | None) -> str:
@@ -78,7 +93,11 @@ def describe(state: BudgetState) -> list[str]:
         if not parts:
             parts.append("none known" if dim != "requests" else "none known (adaptive: no 429 yet)")
         level = state.levels.get(dim)
-        now = f"; {level:,.1f} ready now" if level is not None and applies else ""
+        now = ""
+        if level is not None and applies:
+            now = (
+                f"; {level:,.1f} ready now" if level >= 0 else "; none ready now (a large request paid back)"
+            )
         lines.append(f"  {label:<14} {', '.join(parts)}{now}")
     if state.paused_for > 0:
         paused = f"{state.paused_for:.1f} s more"
@@ -141,9 +160,14 @@ def set_limits(judge: str, rpm: int | None, itpm: int | None, otpm: int | None, 
         raise ConfigError("give at least one of --rpm, --itpm, --otpm (judgeq budget reset forgets them)")
     settings = settings_from(**flags)
     client = _client(settings)
-    name = resolve(settings, judge, budget_names(client))
+    known = budget_names(client)
+    name = resolve(settings, judge, known)
     RedisBudget(client, name).configure(limits)
-    click.echo(f"{name}: limits set: {read_state(client, name).configured.describe()}")
+    new = "" if name in known else " (a new budget: no worker has called this judge with this key yet)"
+    click.echo(f"{name}: limits set: {read_state(client, name).configured.describe()}{new}")
+    click.echo(
+        "  (a worker started with JUDGEQ_JUDGE_RPM/ITPM/OTPM sets its own when it first calls the judge)"
+    )
 
 
 @budget.command("reset")
@@ -155,6 +179,9 @@ def reset(judge: str, **flags: Any) -> None:
 
     settings = settings_from(**flags)
     client = _client(settings)
-    name = resolve(settings, judge, budget_names(client))
+    known = budget_names(client)
+    name = resolve(settings, judge, known)
+    if name not in known:
+        raise ConfigError(f"no budget named {name} ('judgeq budget' lists them)")
     reset_budget(client, name)
     click.echo(f"{name}: reset (workers learn the server's limits again from its next answers)")

@@ -252,7 +252,7 @@ def test_a_job_refused_for_itself_is_not_congestion(make: Make, clock: FakeClock
     for _ in range(5):  # five jobs, each refused again and again while the others are served
         first = budget.acquire(10, 10).epoch
         for nth in range(1, 11):
-            pause = budget.refused(U, 0.0, epoch=first, nth=nth, first_epoch=first)
+            pause = budget.refused(U, 0.0, epoch=first, nth=nth)
             assert pause == 0.0
         serve(budget, 6)
     assert budget.snapshot().adaptive_rpm is None  # no limit was made up
@@ -302,18 +302,48 @@ def test_adaptive_rate_is_cut_from_what_the_server_served_never_below_the_floor(
 
 def test_adaptive_rate_never_collapses_below_the_floor(make: Make, clock: FakeClock) -> None:
     budget = make(clock)
-    serve(budget, 1)
-    for _ in range(20):  # congestion after congestion, nothing served
+    for _ in range(20):  # congestion after congestion: a trickle served, most refused
         clock.sleep(10.0)
-        epochs = [budget.acquire(1, 1) for _ in range(3)]
-        for g in epochs:
+        serve(budget, 1)
+        grants_ = [budget.acquire(1, 1) for _ in range(12)]
+        for g in grants_:
             if g.wait == 0.0:
                 budget.refused(U, 0.0, epoch=g.epoch, nth=1)
         epoch = budget.acquire(1, 1).epoch
-        for _ in range(3):
+        for _ in range(10):
             budget.refused(U, 0.0, epoch=epoch, nth=1)
     rpm = budget.snapshot().adaptive_rpm
     assert rpm is not None and rpm >= policy.FLOOR
+
+
+def test_a_few_jobs_refused_at_once_with_nothing_else_answered_are_no_evidence(
+    make: Make, clock: FakeClock
+) -> None:
+    # a warm reply cache: the only judge calls are three jobs the server refuses for themselves
+    budget = make(clock)
+    grants_ = [budget.acquire(1, 1) for _ in range(3)]
+    clock.sleep(policy.PROBE)
+    grants_ += [budget.acquire(1, 1) for _ in range(2)]
+    for g in grants_:
+        assert budget.refused(U, 0.0, epoch=g.epoch, nth=1) == 0.0
+    assert budget.snapshot().adaptive_rpm is None
+    assert all(grants(budget, 50))
+
+
+def test_a_cut_with_nothing_served_starts_from_the_rate_sent_not_the_floor(
+    make: Make, clock: FakeClock
+) -> None:
+    budget = make(clock)
+    serve(budget, 1)
+    clock.sleep(10.0)
+    epochs = []
+    for _ in range(80):  # 8 a second granted for 10 s, every one refused
+        clock.sleep(0.125)
+        epochs.append(budget.acquire(1, 1).epoch)
+    pauses = [budget.refused(U, 0.0, epoch=e, nth=1) for e in epochs]
+    assert pauses.count(0.0) == len(pauses)  # a retry-after of 0: no pause, but a cut ...
+    rpm = budget.snapshot().adaptive_rpm
+    assert rpm is not None and rpm == pytest.approx(0.75 * 8 * 60, rel=0.1)  # ... from 8 a second
 
 
 def test_adaptive_rate_grows_back_only_on_successes_after_clean_intervals(
@@ -411,3 +441,42 @@ def test_wait_for_budget_waits_in_steps_and_returns_the_time_waited() -> None:
     assert wait_for_budget(budget, Usage(1, 1), sleep=clock.sleep) == (0.0, 0)
     waited, _ = wait_for_budget(budget, Usage(1, 1), sleep=clock.sleep, max_step=0.25)
     assert waited == pytest.approx(1 / policy.PACE, abs=0.25)
+
+
+def test_jobs_refused_again_after_a_congestion_was_acted_on_are_news_again(
+    make: Make, clock: FakeClock
+) -> None:
+    # overload that the first cut did not end: the same 20 jobs refused round after round
+    budget = make(clock)
+    serve(budget, 1)
+    cuts = []
+    for _ in range(3):
+        clock.sleep(10.0)
+        grants_ = []
+        while len(grants_) < 20:
+            g = budget.acquire(1, 1)
+            if g.wait == 0.0:
+                grants_.append(g)
+            else:
+                clock.sleep(g.wait)
+        for g in grants_:
+            budget.refused(U, 1.0, epoch=g.epoch, nth=1)  # each job's first refusal in this epoch
+        cuts.append(budget.snapshot().adaptive_rpm)
+    assert None not in cuts and cuts[0] > cuts[1] > cuts[2]  # a cut every round
+
+
+def test_congestion_before_any_grant_does_not_fail(make: Make, clock: FakeClock) -> None:
+    budget = make(clock)
+    for _ in range(12):
+        budget.refused(U, 1.0, epoch=0, nth=1)
+    assert budget.acquire(1, 1).wait == pytest.approx(1.0)  # the pause holds; no limit made up
+
+
+def test_a_budget_written_after_a_reset_still_expires(clock: FakeClock) -> None:
+    r = fakeredis.FakeRedis(decode_responses=True)
+    budget = RedisBudget(r, "anthropic:m:abc", clock=clock)
+    g = budget.acquire(1, 1)
+    reset_budget(r, "anthropic:m:abc")
+    budget.settle(U, U, ok=True, epoch=g.epoch)  # a call in flight during the reset
+    budget.refused(U, 0.0, epoch=g.epoch, nth=1)
+    assert all(r.ttl(k) > 0 for k in r.keys("judgeq:budget:*"))

@@ -90,7 +90,7 @@ def test_judgeq_budget_sets_shows_and_resets_a_judges_limits(
     batch = write_batch(tmp_path / "b.jsonl", response_rows(12))
     proc = judgeq_cli("submit", str(batch), *SUBMIT, "--wait", "--out", str(tmp_path / "o"), env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    shown = judgeq_cli("budget", "anthropic:claude-test", env=env)
+    shown = judgeq_cli("budget", "--redis-url", env["JUDGEQ_REDIS_URL"], "anthropic:claude-test", env=env)
     assert shown.returncode == 0, shown.stderr
     assert "6,000/min set" in shown.stdout and "900,000/min set" in shown.stdout
     assert "12 requests sent, 12 served, 0 refused" in shown.stdout, shown.stdout

@@ -1,4 +1,4 @@
--- acquire: A = {now, caller, input tokens, output tokens, share fraction (0: none), budget name}
+-- acquire: A = {now, caller, input tokens, output tokens, share fraction (0: none)}
 -- returns {wait (string), epoch}
 local caller, fraction = A[2], tonumber(A[5])
 local need = {['requests'] = 1, ['input-tokens'] = tonumber(A[3]), ['output-tokens'] = tonumber(A[4])}
@@ -7,6 +7,7 @@ local epoch = num(st['epoch'], 0)
 
 local function waiting(w, fields)
   if fields ~= nil then save(STATE, st, fields) end
+  redis.call('ZREMRANGEBYSCORE', WAITING, '-inf', now)
   redis.call('ZADD', WAITING, now + w, caller)
   redis.call('EXPIRE', WAITING, C.ttl)
   return {f(w), epoch}
@@ -37,6 +38,7 @@ if wait > 0 then
   if num(st['ada'], 0) > 0 and adaptive_applies(st, cfg) and st['lvl_requests'] < 1 - 1e-6 then
     st['bound'] = now
   end
+  if run ~= nil then save(RUN, run, LEVELS) end
   return waiting(wait, fields)
 end
 local taken = {}
@@ -46,7 +48,6 @@ if run ~= nil then
   bucket_add(run, taken)
   save(RUN, run, LEVELS)
 end
-if st['began'] == nil then redis.call('SADD', NAMES_SET, A[6]) end
 if st['began'] == nil or tonumber(st['began']) > now then st['began'] = now end
 save(STATE, st, fields)
 count('a')

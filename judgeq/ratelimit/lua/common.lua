@@ -4,20 +4,19 @@
 --
 -- KEYS (every operation): 1 state hash, 2 configured limits hash (no expiry), 3 per-second
 -- stats hash, 4 list of this epoch's recent answers (1 refused, 0 served), 5 zset of waiting
--- callers, 6 the run's share bucket hash, 7 the set of every budget's name.
+-- callers, 6 the run's share bucket hash (all of one judge share a hash tag: one cluster slot).
 -- ARGV: the policy's constants (see CONSTANTS in redis.py), then 'now' ('' = Redis's clock),
 -- then the operation's own arguments.
 
 local C = {}
-local NAMES = {'burst', 'window', 'recent', 'min_refused', 'min_share', 'min_span', 'cut', 'grow',
+local NAMES = {'burst', 'window', 'recent', 'min_refused', 'min_evidence', 'min_share', 'min_span', 'cut', 'grow',
   'near', 'grow_near', 'clean', 'floor', 'default_retry_after', 'probe', 'probe_step', 'pace', 'ttl'}
 for i, name in ipairs(NAMES) do C[name] = tonumber(ARGV[i]) end
 local A = {}
 for i = #NAMES + 1, #ARGV do A[#A + 1] = ARGV[i] end
 
 local DIMS = {'requests', 'input-tokens', 'output-tokens'}
-local STATE, CONFIG, STATS, RECENT, WAITING, RUN, NAMES_SET = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5],
-  KEYS[6], KEYS[7]
+local STATE, CONFIG, STATS, RECENT, WAITING, RUN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
 local function f(x) return string.format('%.17g', x) end
 local function num(v, default)
@@ -133,10 +132,9 @@ local function count(what)
   redis.call('EXPIRE', STATS, 120)
 end
 
--- sums over the whole seconds of the last 'seconds'
-local function window(seconds)
+-- sums over the whole seconds from 'first' to now
+local function window(first)
   local sec = math.floor(now)
-  local first = sec - math.max(math.ceil(seconds), 1) + 1
   local out = {a = 0, o = 0, r = 0, q = 0}
   local fields = {}
   for s = first, sec do
@@ -154,7 +152,7 @@ local function congested()
   local marks = redis.call('LRANGE', RECENT, 0, -1)
   local refused = 0
   for _, m in ipairs(marks) do refused = refused + tonumber(m) end
-  return refused >= C.min_refused and refused >= C.min_share * #marks
+  return #marks >= C.min_evidence and refused >= C.min_refused and refused >= C.min_share * #marks
 end
 
 local function remember(mark)

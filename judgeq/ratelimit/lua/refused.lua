@@ -1,7 +1,8 @@
--- refused: A = {now, input refund, output refund, retry-after ('' = none), epoch, nth, first
--- epoch ('' = none), share fraction}; returns the pause every caller takes (string, '0': none)
-refund({['input-tokens'] = tonumber(A[2]), ['output-tokens'] = tonumber(A[3])}, tonumber(A[8]))
+-- refused: A = {now, input refund, output refund, retry-after ('' = none), epoch, nth (this job's
+-- refusals in this epoch), share fraction}; returns the pause every caller takes ('0': none)
+refund({['input-tokens'] = tonumber(A[2]), ['output-tokens'] = tonumber(A[3])}, tonumber(A[7]))
 redis.call('HSET', STATE, 'answered', 1)
+redis.call('EXPIRE', STATE, C.ttl)
 count('q')
 local nth = tonumber(A[6])
 if nth == 1 then count('r') end
@@ -10,9 +11,10 @@ local epoch = num(st['epoch'], 0)
 if tonumber(A[5]) ~= epoch then return '0' end  -- sent before the last congestion was acted on
 if nth == 1 then
   remember(1)
-elseif nth == 2 and tonumber(A[7]) == epoch then
-  -- refused again with no congestion in between: refused for itself, not news
-  if redis.call('LREM', RECENT, 1, 1) == 1 then redis.call('RPUSH', RECENT, 0) end
+elseif nth == 2 then
+  -- refused again with no congestion in between: refused for itself, not news (its mark
+  -- becomes a 0 at the old end, as memory.py does)
+  if redis.call('LREM', RECENT, -1, 1) == 1 then redis.call('RPUSH', RECENT, 0) end
 end
 if not congested() then return '0' end
 local pause = C.default_retry_after
@@ -23,13 +25,23 @@ if adaptive_applies(st, cfg) then
   -- the rates of this epoch's calls in the last window (whole seconds: the stats')
   local begin = math.max(num(st['began'], now), math.floor(now) - math.ceil(C.window) + 1)
   local span = math.max(now - begin, C.min_span)
-  local w = window(now - math.floor(begin))
-  local rate = math.min(w.a / span, w.o / math.max(span, pause))
+  local w = window(math.floor(begin))
+  if w.a == 0 and w.o == 0 then  -- slow calls: nothing of this epoch's in the window; the minute
+    begin = math.max(num(st['began'], now), math.floor(now) - 59)
+    span = math.max(now - begin, C.min_span)
+    w = window(math.floor(begin))
+  end
+  -- (a rate not seen, with nothing granted or served, says nothing)
+  local rate = math.huge
+  if w.a > 0 then rate = math.min(rate, w.a / span) end
+  if w.o > 0 then rate = math.min(rate, w.o / math.max(span, pause)) end
   local ada = num(st['ada'], 0)
   if ada > 0 then rate = math.min(rate, ada / 60) end
-  local peak = 60 * rate
-  local fields = {'peak', f(peak), 'ada', f(math.max(C.floor, C.cut * peak)), 'changed', f(now),
-    'began', f(now + pause)}
+  local fields = {'changed', f(now), 'began', f(now + pause)}
+  if rate < math.huge then
+    local peak = 60 * rate
+    for _, v in ipairs({'peak', f(peak), 'ada', f(math.max(C.floor, C.cut * peak))}) do fields[#fields + 1] = v end
+  end
   local level = tonumber(st['lvl_requests'])
   if level ~= nil then
     fields[#fields + 1] = 'lvl_requests'

@@ -1,6 +1,7 @@
 -- settle: A = {now, input refund, output refund, ok (1/0), epoch, share fraction}
 refund({['input-tokens'] = tonumber(A[2]), ['output-tokens'] = tonumber(A[3])}, tonumber(A[6]))
 redis.call('HSET', STATE, 'answered', 1)
+redis.call('EXPIRE', STATE, C.ttl)
 if A[4] ~= '1' then return 0 end
 count('o')
 local st, cfg = hgetall(STATE), hgetall(CONFIG)
