@@ -15,6 +15,10 @@ Budgets:
 * ``learned``  -- nothing given; the server sends ``anthropic-ratelimit-*`` headers;
 * ``adaptive`` -- nothing given and no headers (a gateway or proxy): found from 429s.
 
+A row ``.../...+refused`` also has 5 % of its jobs refused by the server for themselves (429,
+``retry-after: 0``, on every call): each must end ``rate_limited`` after 10 calls without
+holding the others back. Its 429s are counted without those calls (which are shown apart).
+
 Printed per row: jobs graded, ``rate_limited`` nulls, requests, 429s (share of requests), and
 the requests the server admitted per minute as a share of N, after the first minute and after
 the first two. Required (issue 18): given, sliding and per-second: <= 2 % 429s, 0
@@ -55,12 +59,14 @@ ROWS = (
     "adaptive/sliding",
     "adaptive/persecond",
     "adaptive/bucket",
+    "adaptive/sliding+refused",
 )
 REQUIRED = {
     # row: (share of N after, at least; most 429s)
     "given/sliding": (60.0, 0.90, 0.02),
     "given/persecond": (60.0, 0.90, 0.02),
     "adaptive/sliding": (120.0, 0.85, 0.05),
+    "adaptive/sliding+refused": (120.0, 0.85, 0.05),
 }
 
 
@@ -79,6 +85,8 @@ def use_after(times: list[float], rpm: int, skip: float) -> float:
 
 def scenario(row: str, rpm: int, jobs: int, latency: float) -> dict[str, object]:
     budget, server = row.split("/")
+    server, _, refused = server.partition("+")
+    directives = {i: "429,retry_after=0" for i in range(0, jobs, 20)} if refused else {}
     with (
         workdir("judgeq-rl-") as tmp,
         redis_server(tmp) as (redis_url, _, _),
@@ -88,7 +96,7 @@ def scenario(row: str, rpm: int, jobs: int, latency: float) -> dict[str, object]
         env = env_for(redis_url, api_url, **extra)
         workers = [Worker(env, tmp, f"w{i}", concurrency=8).start() for i in range(4)]
         try:
-            batch = write_batch(tmp / "batch.jsonl", jobs)
+            batch = write_batch(tmp / "batch.jsonl", jobs, directives)
             _, report = submit_and_wait(batch, tmp / "out", env, "anthropic:claude-bench")
         finally:
             for w in workers:
@@ -96,15 +104,18 @@ def scenario(row: str, rpm: int, jobs: int, latency: float) -> dict[str, object]
         stats = fake_stats(api_url)
         times = fake_stats(api_url, "accepted")["times"]
     by_status = {int(k): v for k, v in stats["by_status"].items()}
-    requests = sum(by_status.values())
+    requests = sum(by_status.values()) - stats.get("injected_429", 0)
+    limit_429 = by_status.get(429, 0) - stats.get("injected_429", 0)
     return {
         "row": row,
         "jobs": report["counts"]["total"],
         "graded": report["counts"]["graded"],
         "nulls": report["counts"]["null_by_reason"],
         "requests": requests,
-        "429": by_status.get(429, 0),
-        "429_share": by_status.get(429, 0) / requests if requests else 0.0,
+        "429": limit_429,
+        "429_share": limit_429 / requests if requests else 0.0,
+        "refused_calls": stats.get("injected_429", 0),
+        "refused_jobs": len(directives),
         "use60": use_after(times, rpm, 60.0),
         "use120": use_after(times, rpm, 120.0),
         "wall_s": report["wall_s"],
@@ -133,25 +144,36 @@ def main() -> int:
     for row in args.rows.split(","):
         jobs = args.adaptive_jobs if row.startswith("adaptive") else args.jobs
         r = scenario(row, args.rpm, jobs, args.latency)
-        limited = r["nulls"].get("rate_limited", 0)  # type: ignore[union-attr]
+        limited = r["nulls"].get("rate_limited", 0) - r["refused_jobs"]  # type: ignore[union-attr,operator]
         q, u60, u120 = (float(r[k]) for k in ("429_share", "use60", "use120"))  # type: ignore[arg-type]
         verdict = "–"
         need = REQUIRED.get(row)
         if need is not None:
             use = u60 if need[0] == 60.0 else u120
-            met = limited == 0 and r["graded"] == r["jobs"] and use >= need[1] and q <= need[2]
+            met = (
+                limited == 0
+                and r["graded"] == r["jobs"] - r["refused_jobs"]  # type: ignore[operator]
+                and r["refused_calls"] == 10 * r["refused_jobs"]  # type: ignore[operator]
+                and use >= need[1]
+                and q <= need[2]
+            )
             ok &= met
             verdict = "met" if met else "NOT MET"
         print(
             f"{row:<19} {r['jobs']:>5} {r['graded']:>6} {limited:>12} {r['requests']:>8} "
             f"{r['429']:>6} ({100 * q:4.1f}%) {pct(u60):>8} {pct(u120):>8} "
-            f"{float(r['wall_s']):>5.0f}s  {verdict}",  # type: ignore[arg-type]
+            f"{float(r['wall_s']):>5.0f}s  {verdict}"  # type: ignore[arg-type]
+            + (
+                f"  ({r['refused_jobs']} jobs refused for themselves: {r['refused_calls']} calls)"
+                if r["refused_jobs"]
+                else ""
+            ),
             flush=True,
         )
     print(
         "\nrequired: given (sliding, per-second): <= 2% 429s, no rate_limited, >= 90% of N after "
         "the first minute;\n          adaptive (sliding): <= 5% 429s, no rate_limited, >= 85% of N "
-        "after the first two minutes"
+        "after the first two minutes\n          (+refused: the same, and 10 calls per job refused for itself)"
     )
     print("OK" if ok else "NOT MET")
     return 0 if ok else 1

@@ -122,7 +122,7 @@ def call_with_retries(
     end = start + policy.deadline
     attempts = 0
     refusals = 0  # 429s under a budget: not attempts
-    refused_in, nth = -1, 0  # the epoch of this job's last 429, and its 429s in that epoch
+    first_epoch = -1  # the epoch of this job's first 429
     errors: list[str] = []
     last: JudgeError | None = None
     reserve = Usage(estimate_input_tokens(request.size_chars()), request.max_tokens)
@@ -165,11 +165,10 @@ def call_with_retries(
         errors.append(exc.reason)
         if budget is not None and isinstance(exc, JudgeRateLimited):
             refusals += 1
-            # how many times this job was refused in this epoch (a congestion acted on since
-            # makes its next refusal news again)
-            nth = nth + 1 if epoch == refused_in else 1
-            refused_in = epoch
-            budget.refused(reserve, exc.retry_after, epoch=epoch, nth=nth, share=share)
+            first_epoch = epoch if refusals == 1 else first_epoch
+            budget.refused(
+                reserve, exc.retry_after, epoch=epoch, nth=refusals, first_epoch=first_epoch, share=share
+            )
             last = exc
             if refusals >= policy.max_rate_limited:
                 break

@@ -40,7 +40,9 @@ from .policy import (
     start,
 )
 
-_STAT = ("a", "o", "r", "q")  # granted, served, jobs refused (first refusal), 429s
+_STAT = ("a", "o", "r", "q", "x")
+"""Per-second counts: granted, served, jobs refused (a first refusal), 429s, and refusals of jobs
+refused for themselves (again, with no congestion in between)."""
 
 
 @dataclass(slots=True)
@@ -115,7 +117,7 @@ class MemoryBudget:
         sec = math.floor(now)
         row = self._stats.get(sec)
         if row is None:
-            row = self._stats[sec] = [0, 0, 0, 0]
+            row = self._stats[sec] = [0, 0, 0, 0, 0]
             for old in [s for s in self._stats if s < sec - 60]:
                 del self._stats[old]
         row[_STAT.index(what)] += 1
@@ -226,6 +228,7 @@ class MemoryBudget:
         *,
         epoch: int,
         nth: int = 1,
+        first_epoch: int = -1,
         share: Share | None = None,
     ) -> float:
         with self._lock:
@@ -241,11 +244,13 @@ class MemoryBudget:
             self._count(now, "q")
             if nth == 1:
                 self._count(now, "r")
+            elif first_epoch == epoch:
+                self._count(now, "x")  # refused again with no congestion in between: for itself
             if epoch != self._epoch:  # sent before the last congestion was acted on: no news
                 return 0.0
             if nth == 1:
                 self._recent.append(1)
-            elif nth == 2 and 1 in self._recent:
+            elif nth == 2 and first_epoch == epoch and 1 in self._recent:
                 # refused again with no congestion in between: refused for itself, not news
                 self._recent.remove(1)
                 self._recent.appendleft(0)
@@ -269,10 +274,11 @@ class MemoryBudget:
             begin = max(began, math.floor(now) - 59)
             span = max(now - begin, MIN_SPAN)
             w = self._window(now, math.floor(begin))
-        # what the server served, spread over its retry-after when that is longer (a window
-        # of a minute that is full for another 50 s)
-        # (a rate not seen, with nothing granted or served in the window, says nothing)
-        per_second = [r for r in (w["a"] / span, w["o"] / max(span, pause)) if r > 0]
+        # the rate granted, and what the server answered (served, or refused a job for itself),
+        # spread over its retry-after when that is longer (a sliding minute full for another
+        # 50 s); a rate not seen says nothing
+        answered = (w["o"] + w["x"]) / max(span, pause)
+        per_second = [r for r in (w["a"] / span, answered) if r > 0]
         if self._adaptive:
             per_second.append(self._adaptive / 60.0)
         if per_second:

@@ -34,11 +34,14 @@ congestion only makes its own job wait.
 
 **Adaptive rate** (no request limit configured or stated by the server). No limit until the
 first congestion; then the rate becomes :data:`CUT` x the lowest of the current rate, the rate
-granted in the window, and the rate served in the window (spread over the ``retry-after`` when
-that is longer: a server that counts a sliding minute says how long its window stays full),
-never below :data:`FLOOR`. After :data:`CLEAN` seconds without a refused job while the rate
-was what held callers back, it grows by :data:`GROW` on the next successful call (failed calls
-never grow it): from the floor back to hundreds of requests a second in minutes.
+granted in the window, and the rate the server answered in it (served, or refused a job for
+itself: those calls say nothing of its capacity), spread over the ``retry-after`` when that is
+longer (a server that counts a sliding minute says how long its window stays full); a rate not
+seen (nothing granted or answered in the window) is left out; never below :data:`FLOOR`. After
+:data:`CLEAN` seconds without congestion while the rate was what held callers back, each
+successful call (never a failed one) may grow it: by :data:`GROW` up to :data:`NEAR` of the
+capacity estimated at the last cut, then by :data:`GROW_NEAR`: from the floor back to hundreds
+of requests a second in minutes.
 """
 
 from __future__ import annotations
@@ -209,12 +212,16 @@ class Budget(Protocol):
         *,
         epoch: int,
         nth: int = 1,
+        first_epoch: int = -1,
         share: Share | None = None,
     ) -> float:
         """The server answered 429 to a granted reservation (its tokens are refunded; the request
-        stays spent). ``nth``: how many times this job has been refused in this epoch,
-        this time included (a job refused again with no congestion in between is refused for
-        itself). Returns the pause every caller now takes (0.0 when this is no congestion)."""
+        stays spent). ``nth``: how many times this job has been refused, this time
+        included; ``first_epoch``: the epoch of its first refusal (a job refused again with no
+        congestion in between is refused for itself). Only a job's first refusal is news: a
+        job refused again after a congestion was acted on is one the pause did not help, and
+        counting it again made jobs refused for themselves collapse the rate, epoch after
+        epoch. Returns the pause every caller now takes (0.0 when this is no congestion)."""
         ...
 
     def observe(self, headers: Mapping[str, str]) -> None:

@@ -133,6 +133,7 @@ class RedisBudget:
         *,
         epoch: int,
         nth: int = 1,
+        first_epoch: int = -1,
         share: Share | None = None,
     ) -> float:
         pause = self._call(
@@ -143,6 +144,7 @@ class RedisBudget:
             "" if retry_after is None else repr(float(retry_after)),
             epoch,
             nth,
+            first_epoch,
             share.fraction if share is not None else 0,
         )
         return float(pause)

@@ -10,6 +10,7 @@ import pytest
 
 from judgeq.ratelimit import (
     Budget,
+    Grant,
     Limits,
     MemoryBudget,
     Share,
@@ -252,7 +253,7 @@ def test_a_job_refused_for_itself_is_not_congestion(make: Make, clock: FakeClock
     for _ in range(5):  # five jobs, each refused again and again while the others are served
         first = budget.acquire(10, 10).epoch
         for nth in range(1, 11):
-            pause = budget.refused(U, 0.0, epoch=first, nth=nth)
+            pause = budget.refused(U, 0.0, epoch=first, nth=nth, first_epoch=first)
             assert pause == 0.0
         serve(budget, 6)
     assert budget.snapshot().adaptive_rpm is None  # no limit was made up
@@ -443,10 +444,8 @@ def test_wait_for_budget_waits_in_steps_and_returns_the_time_waited() -> None:
     assert waited == pytest.approx(1 / policy.PACE, abs=0.25)
 
 
-def test_jobs_refused_again_after_a_congestion_was_acted_on_are_news_again(
-    make: Make, clock: FakeClock
-) -> None:
-    # overload that the first cut did not end: the same 20 jobs refused round after round
+def test_overload_that_a_cut_did_not_end_is_cut_again(make: Make, clock: FakeClock) -> None:
+    # overload that the first cut did not end: 20 more jobs refused, round after round
     budget = make(clock)
     serve(budget, 1)
     cuts = []
@@ -480,3 +479,37 @@ def test_a_budget_written_after_a_reset_still_expires(clock: FakeClock) -> None:
     budget.settle(U, U, ok=True, epoch=g.epoch)  # a call in flight during the reset
     budget.refused(U, 0.0, epoch=g.epoch, nth=1)
     assert all(r.ttl(k) > 0 for k in r.keys("judgeq:budget:*"))
+
+
+def test_a_job_refused_again_in_a_later_epoch_is_no_news_and_takes_no_other_mark(
+    make: Make, clock: FakeClock
+) -> None:
+    budget = make(clock)
+
+    def granted() -> Grant:
+        while (g := budget.acquire(1, 1)).wait > 0.0:
+            clock.sleep(g.wait)
+        return g
+
+    def refuse(nth: int = 1, first_epoch: int | None = None) -> float:
+        g = granted()
+        return budget.refused(
+            U, 0.0, epoch=g.epoch, nth=nth, first_epoch=g.epoch if first_epoch is None else first_epoch
+        )
+
+    for _ in range(20):
+        budget.settle(U, U, ok=True, epoch=granted().epoch)
+    old = granted().epoch
+    budget.refused(U, 0.0, epoch=old, nth=1, first_epoch=old)
+    refuse()
+    refuse()  # 3 of 23 refused: congestion
+    assert granted().epoch == old + 1
+    for _ in range(8):
+        budget.settle(U, U, ok=True, epoch=granted().epoch)
+    refuse()
+    refuse()
+    # the first job, refused again in this epoch: no news (its mark was the old epoch's), and the
+    # two fresh marks stay: a third fresh refusal makes a congestion again
+    refuse(nth=2, first_epoch=old)
+    refuse()
+    assert granted().epoch == old + 2

@@ -115,7 +115,8 @@ end
 
 local LEVELS = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens'}
 
--- per-second counts: 'a' granted, 'o' served, 'r' jobs refused (first refusal), 'q' 429s
+-- per-second counts: 'a' granted, 'o' served, 'r' jobs refused (first refusal), 'q' 429s, 'x'
+-- refusals of jobs refused for themselves (again, with no congestion in between)
 local function count(what)
   local sec = math.floor(now)
   local lo = tonumber(redis.call('HGET', STATS, 'lo'))
@@ -124,7 +125,7 @@ local function count(what)
     redis.call('HSET', STATS, 'lo', sec)
   elseif sec - lo > 70 then
     for s = lo, sec - 61 do
-      redis.call('HDEL', STATS, s .. ':a', s .. ':o', s .. ':r', s .. ':q')
+      redis.call('HDEL', STATS, s .. ':a', s .. ':o', s .. ':r', s .. ':q', s .. ':x')
     end
     redis.call('HSET', STATS, 'lo', sec - 60)
   end
@@ -135,14 +136,15 @@ end
 -- sums over the whole seconds from 'first' to now
 local function window(first)
   local sec = math.floor(now)
-  local out = {a = 0, o = 0, r = 0, q = 0}
+  local names = {'a', 'o', 'r', 'q', 'x'}
+  local out = {a = 0, o = 0, r = 0, q = 0, x = 0}
   local fields = {}
   for s = first, sec do
-    for _, k in ipairs({'a', 'o', 'r', 'q'}) do fields[#fields + 1] = s .. ':' .. k end
+    for _, k in ipairs(names) do fields[#fields + 1] = s .. ':' .. k end
   end
   local values = redis.call('HMGET', STATS, unpack(fields))
   for i, v in ipairs(values) do
-    local k = ({'a', 'o', 'r', 'q'})[(i - 1) % 4 + 1]
+    local k = names[(i - 1) % #names + 1]
     out[k] = out[k] + num(v, 0)
   end
   return out

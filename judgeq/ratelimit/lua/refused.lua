@@ -1,17 +1,22 @@
 -- refused: A = {now, input refund, output refund, retry-after ('' = none), epoch, nth (this job's
--- refusals in this epoch), share fraction}; returns the pause every caller takes ('0': none)
-refund({['input-tokens'] = tonumber(A[2]), ['output-tokens'] = tonumber(A[3])}, tonumber(A[7]))
+-- refusals so far), the epoch of its first, share fraction}; returns the pause every caller
+-- takes ('0': none)
+refund({['input-tokens'] = tonumber(A[2]), ['output-tokens'] = tonumber(A[3])}, tonumber(A[8]))
 redis.call('HSET', STATE, 'answered', 1)
 redis.call('EXPIRE', STATE, C.ttl)
 count('q')
 local nth = tonumber(A[6])
-if nth == 1 then count('r') end
+if nth == 1 then
+  count('r')
+elseif tonumber(A[7]) == tonumber(A[5]) then
+  count('x')  -- refused again with no congestion in between: for itself
+end
 local st, cfg = hgetall(STATE), hgetall(CONFIG)
 local epoch = num(st['epoch'], 0)
 if tonumber(A[5]) ~= epoch then return '0' end  -- sent before the last congestion was acted on
 if nth == 1 then
   remember(1)
-elseif nth == 2 then
+elseif nth == 2 and tonumber(A[7]) == epoch then
   -- refused again with no congestion in between: refused for itself, not news (its mark
   -- becomes a 0 at the old end, as memory.py does)
   if redis.call('LREM', RECENT, -1, 1) == 1 then redis.call('RPUSH', RECENT, 0) end
@@ -34,7 +39,9 @@ if adaptive_applies(st, cfg) then
   -- (a rate not seen, with nothing granted or served, says nothing)
   local rate = math.huge
   if w.a > 0 then rate = math.min(rate, w.a / span) end
-  if w.o > 0 then rate = math.min(rate, w.o / math.max(span, pause)) end
+  -- what the server answered (served, or refused a job for itself), spread over its
+  -- retry-after when that is longer (a full sliding minute)
+  if w.o + w.x > 0 then rate = math.min(rate, (w.o + w.x) / math.max(span, pause)) end
   local ada = num(st['ada'], 0)
   if ada > 0 then rate = math.min(rate, ada / 60) end
   local fields = {'changed', f(now), 'began', f(now + pause)}
