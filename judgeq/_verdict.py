@@ -612,7 +612,8 @@ def _score_statements(text: str, rubric: Rubric) -> list[_Statement]:
 
     bare = _BARE_SCORE_RE.fullmatch(text.strip())
     if bare:
-        return [_Statement(0, *read(bare))]
+        value, flags = read(bare)
+        return [_Statement(0, value, flags=flags)]
     return _collect(text, _SCORE_STATEMENT_RES, _BRACKET_SCORE_RE, read, word=False)
 
 
@@ -622,7 +623,8 @@ def _verdict_statements(text: str) -> list[_Statement]:
 
     bare = _BARE_VERDICT_RE.fullmatch(text.strip())
     if bare:
-        return [_Statement(0, *read(bare))]
+        value, flags = read(bare)
+        return [_Statement(0, value, flags=flags)]
     return _collect(text, _VERDICT_STATEMENT_RES, _BRACKET_VERDICT_RE, read, word=True)
 
 
