@@ -88,7 +88,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -506,7 +506,7 @@ class _Statement:
     flags: tuple[str, ...] = ()
 
 
-def _prose(text: str, blank: list[tuple[int, int]] = ()) -> tuple[str, list[int]]:  # type: ignore[assignment]
+def _prose(text: str, blank: Sequence[tuple[int, int]] = ()) -> tuple[str, list[int]]:
     """The text statements are read from: the spans ``blank`` (the JSON verdicts, read on
     their own), code and quoted passages blanked out; with, for each of its characters, its
     position in ``text`` (so statements of both kinds can be put in order)."""
