@@ -23,7 +23,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ._prices import Price, Prices, shipped_prices
 from ._result import Result
@@ -315,7 +315,14 @@ def lane_cost(
     return {k: round(a[k] + b[k], 6) for k in a}
 
 
-def histogram(hist: Mapping[float, int], lo: float, hi: float, bins: int = 20) -> dict[str, list[float]]:
+class Histogram(TypedDict):
+    """A ``report.json`` distribution: bin edges and the count in each bin."""
+
+    edges: list[float]
+    counts: list[int]
+
+
+def histogram(hist: Mapping[float, int], lo: float, hi: float, bins: int = 20) -> Histogram:
     """A {value: count} histogram in ``bins`` equal bins from ``lo`` to ``hi`` (``edges`` has
     bins + 1 entries; a value equal to ``hi`` falls in the last bin). Integer scales of at most
     ``bins`` values get one bin per value."""

@@ -137,7 +137,7 @@ class MemoryCache:
 
     def __init__(self, ttl_s: float = default("cache_ttl"), clock: Callable[[], float] = time.time) -> None:
         self.ttl_s, self._clock = ttl_s, clock
-        self._data: dict[str, tuple[float, str]] = {}
+        self._data: dict[str, tuple[float, bytes]] = {}
         self._lock = threading.Lock()
 
     def get(self, key: str) -> JudgeReply | None:

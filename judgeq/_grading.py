@@ -153,7 +153,7 @@ def job_calls(ctx: GradingContext, job: Job) -> list[Call]:
     unless the run does not swap."""
     orders = (False, True) if isinstance(job, PairJob) and ctx.swap else (False,)
     requests = {swapped: ctx.request_for(job, swapped=swapped) for swapped in orders}
-    calls = []
+    calls: list[Call] = []
     for j in range(len(ctx.judges)):
         for swapped in orders:
             calls.append(Call(str(len(calls)), j, requests[swapped], swapped))
@@ -326,7 +326,7 @@ def _scored_result(
 ) -> Result:
     rubric = ctx.rubric
     # The safety gate checks what a model said; retrieved documents are not checked.
-    candidate = job.output if job.kind == "response" else None  # type: ignore[union-attr]
+    candidate = job.output if job.kind == "response" else None
     scores: list[Score] = [
         score_verdict(rubric, pv, candidate=candidate, safety_gate=ctx.safety_gate, safety_cap=ctx.safety_cap)
         for pv in verdicts
@@ -405,7 +405,7 @@ def _pair_result(
             ]
             dims.setdefault(d.name, []).append(PAIR_SCORE[mapped[0] if len(set(mapped)) == 1 else "tie"])
     overall = round(math.fsum(per_judge.values()) / len(per_judge), 4)
-    winner = "a" if overall > 0.5 else "b" if overall < 0.5 else "tie"
+    winner: Literal["a", "b", "tie"] = "a" if overall > 0.5 else "b" if overall < 0.5 else "tie"
     if len(per_judge) > 1:
         base["judge_scores"] = per_judge
         if max(per_judge.values()) - min(per_judge.values()) > (ctx.disagreement or 0.0):

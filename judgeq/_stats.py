@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
+
+AlphaLevel = Literal["ordinal", "nominal"]
+"""The levels of measurement :func:`krippendorff_alpha` is used at."""
 
 LEVEL = 0.95
 METHODS = {
@@ -196,7 +199,7 @@ def numeric_agreement(labels: Sequence[float], scores: Sequence[float], lo: int,
     return out
 
 
-def krippendorff_alpha(matrix: Sequence[Sequence[float]], *, level: str) -> float | None:
+def krippendorff_alpha(matrix: Sequence[Sequence[float]], *, level: AlphaLevel) -> float | None:
     """Krippendorff's alpha of a judges x units matrix (NaN: no value), at ``level``
     (``ordinal`` for scales, ``nominal`` for categories); None when undefined (fewer than two
     units rated by two judges, or a single value everywhere)."""
@@ -272,7 +275,7 @@ def bradley_terry_leaderboard(
     is kept."""
     import numpy as np
 
-    def fit(cells: Mapping[tuple[str, str], tuple[int, int, int]]) -> dict[str, float]:
+    def fit(cells: Mapping[tuple[str, str], Sequence[int]]) -> dict[str, float]:
         return elo(bradley_terry({k: (w + t / 2, lost + t / 2) for k, (w, t, lost) in cells.items()}))
 
     point = fit(outcomes)
@@ -285,7 +288,7 @@ def bradley_terry_leaderboard(
         for _ in range(resamples):
             sample = rng.multinomial(total, flat / total)
             cells = {k: tuple(int(x) for x in sample[3 * n : 3 * n + 3]) for n, k in enumerate(keys)}
-            rated = fit(cells)  # type: ignore[arg-type]
+            rated = fit(cells)
             for m in draws:
                 draws[m].append(rated.get(m, point[m]))
     board = []

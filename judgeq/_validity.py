@@ -252,7 +252,7 @@ class CouncilStats:
     """Several judges per job (``judge_scores``): see :meth:`to_dict`."""
 
     judges: Sequence[str]
-    level: str  # "ordinal" or "nominal"
+    level: _stats.AlphaLevel
     mode: str = "mean"
     rows: dict[str, array] = field(default_factory=dict)
     models: list[str | None] = field(default_factory=list)

@@ -88,7 +88,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -506,7 +506,7 @@ class _Statement:
     flags: tuple[str, ...] = ()
 
 
-def _prose(text: str, blank: list[tuple[int, int]] = ()) -> tuple[str, list[int]]:  # type: ignore[assignment]
+def _prose(text: str, blank: Sequence[tuple[int, int]] = ()) -> tuple[str, list[int]]:
     """The text statements are read from: the spans ``blank`` (the JSON verdicts, read on
     their own), code and quoted passages blanked out; with, for each of its characters, its
     position in ``text`` (so statements of both kinds can be put in order)."""
@@ -612,7 +612,8 @@ def _score_statements(text: str, rubric: Rubric) -> list[_Statement]:
 
     bare = _BARE_SCORE_RE.fullmatch(text.strip())
     if bare:
-        return [_Statement(0, *read(bare))]
+        value, flags = read(bare)
+        return [_Statement(0, value, flags=flags)]
     return _collect(text, _SCORE_STATEMENT_RES, _BRACKET_SCORE_RE, read, word=False)
 
 
@@ -622,7 +623,8 @@ def _verdict_statements(text: str) -> list[_Statement]:
 
     bare = _BARE_VERDICT_RE.fullmatch(text.strip())
     if bare:
-        return [_Statement(0, *read(bare))]
+        value, flags = read(bare)
+        return [_Statement(0, value, flags=flags)]
     return _collect(text, _VERDICT_STATEMENT_RES, _BRACKET_VERDICT_RE, read, word=True)
 
 

@@ -46,12 +46,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.client import NEVER_DECODE
 from redis.retry import Retry
+from redis.typing import EncodableT, FieldT
 
 from judgeq._cache import decode_reply, encode_reply
 from judgeq._errors import ConfigError, RubricError, StoreError
@@ -348,22 +349,23 @@ def _scrub(text: str, url: str) -> str:
     return text.replace(password, "***") if password else text
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def store_errors(method: F) -> F:
+def store_errors(method: Callable[P, R]) -> Callable[P, R]:
     """Redis failing under a call made while grading (the reply cache, the judge budget) is the
     store failing, never the job: raise :class:`~judgeq.StoreError`, which puts the job's message
     back, instead of letting the job end as an ``internal_error`` null."""
 
     @functools.wraps(method)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(*args, **kwargs)
         except redis.RedisError as exc:
             raise StoreError(f"Redis failed during grading: {type(exc).__name__}: {exc}") from exc
 
-    return wrapped  # type: ignore[return-value]
+    return wrapped
 
 
 class RedisCache:
@@ -414,6 +416,8 @@ class RedisStore:
         return cls(client, retention_s=int(settings.retention_days * 86400))
 
     def __init__(self, client: redis.Redis, *, retention_s: int = RETENTION_S) -> None:
+        # a client of connect() (decode_responses=True): its replies are str where redis-py's
+        # types say bytes | str (the casts below), raw bytes only through _raw (NEVER_DECODE)
         self.r = client
         self.retention_s = int(retention_s)
         self._store = client.register_script(_STORE_RESULT)
@@ -446,11 +450,11 @@ class RedisStore:
         return RunSpec.model_validate_json(raw) if raw else None
 
     def runs(self, limit: int = 20) -> list[str]:
-        return list(self.r.zrevrange("judgeq:runs", 0, limit - 1))
+        return cast(list[str], self.r.zrevrange("judgeq:runs", 0, limit - 1))
 
     # -- jobs ----------------------------------------------------------------------
     def put_jobs(self, run_id: str, jobs: Iterable[tuple[int, str]]) -> None:
-        mapping = dict(jobs)
+        mapping: dict[FieldT, EncodableT] = dict(jobs)
         if mapping:
             p = self.r.pipeline(transaction=False)
             p.hset(_k(run_id, "jobs"), mapping=mapping)
@@ -458,7 +462,7 @@ class RedisStore:
             p.execute()
 
     def job(self, run_id: str, index: int) -> str | None:
-        return self.r.hget(_k(run_id, "jobs"), str(index))
+        return cast(str | None, self.r.hget(_k(run_id, "jobs"), str(index)))
 
     def missing(self, run_id: str, indices: list[int]) -> list[int]:
         if not indices:
@@ -537,7 +541,7 @@ class RedisStore:
                 yield found.get(index)
 
     def counters(self, run_id: str) -> dict[str, float]:
-        raw = self.r.hgetall(_k(run_id, "counters"))
+        raw = cast(dict[str, str], self.r.hgetall(_k(run_id, "counters")))
         return {k: float(v) for k, v in raw.items() if k != "last_done_at"}
 
     def last_progress(self, run_id: str) -> float | None:
@@ -656,7 +660,7 @@ class RedisStore:
         return still
 
     def lane_runs(self) -> list[str]:
-        return sorted(self.r.smembers(LANE_RUNS))
+        return sorted(cast(set[str], self.r.smembers(LANE_RUNS)))
 
     def lane_track(self, run_id: str, active: bool) -> None:
         if active:
@@ -689,7 +693,7 @@ class RedisStore:
         p.execute()
 
     def state(self, run_id: str) -> dict[str, str]:
-        return dict(self.r.hgetall(_k(run_id, "state")))
+        return dict(cast(dict[str, str], self.r.hgetall(_k(run_id, "state"))))
 
     def save_report(self, run_id: str, report: dict[str, Any]) -> None:
         p = self.r.pipeline()

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from judgeq._errors import ConfigError
 from judgeq._settings import Settings
+from judgeq._store import Store
 from judgeq.redis_store import RedisStore
 
 from .enqueue import EnqueueStats, register_and_enqueue
@@ -66,7 +67,7 @@ def wait_run(
     settings: Settings,
     *,
     stream: TextIO | None,
-    store: RedisStore | None = None,
+    store: Store | None = None,
     nudge: Any = None,
 ) -> tuple[dict[str, Any], dict[str, Path]]:
     """Wait for the run's report (showing progress on ``stream``), write its files."""

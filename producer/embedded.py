@@ -214,7 +214,7 @@ def run_plan(
 
     preflight(plan, settings)
     folder = Path(settings.results_dir) / plan.spec.run_id
-    with EmbeddedRunner(factory or judge_factory(settings), settings.concurrency, settings) as runner:  # type: ignore[arg-type]
+    with EmbeddedRunner(factory or judge_factory(settings), settings.concurrency, settings) as runner:
         resumed = runner.resume(plan, folder)
         if resumed and stream is not None:
             stream.write(f"judgeq: run {plan.spec.run_id}: {resumed} finished job(s) loaded from {folder}\n")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import redis
 from kombu.exceptions import OperationalError
@@ -241,8 +241,8 @@ def wait_for_report(
     raises :class:`JudgeqError` with that line.  KeyboardInterrupt propagates: it stops the
     waiting, never the run.
     """
-    stream = stream if stream is not None else _Quiet()
-    tty = stream.isatty()
+    out: _Stream = stream if stream is not None else _Quiet()
+    tty = out.isatty()
     last_print = 0.0
     complete_since: float | None = None
     outage_since: float | None = None
@@ -252,7 +252,7 @@ def wait_for_report(
             report = store.report(run_id)
             if report is not None:
                 if tty:
-                    stream.write("\r\033[K")
+                    out.write("\r\033[K")
                 return report
             snap = snapshot(store, run_id)
             if snap is not None and snap.state == "failed":
@@ -280,29 +280,39 @@ def wait_for_report(
             now = time.monotonic()
             if outage_since is None:
                 outage_since = now
-                stream.write(
+                out.write(
                     f"\njudgeq: the store is unreachable ({type(exc).__name__}); still waiting "
                     f"(the run goes on; Ctrl-C stops waiting)\n"
                 )
-                stream.flush()
+                out.flush()
             sleep(max(interval, 2.0))
             continue
         if snap is None:
             raise ConfigError(f"run {run_id} is unknown or expired")
         now = time.monotonic()
         if tty:
-            stream.write("\r\033[K" + progress_line(snap))
-            stream.flush()
+            out.write("\r\033[K" + progress_line(snap))
+            out.flush()
         elif snap.state == "paused" and not was_paused:
-            stream.write(progress_line(snap) + "\n")
-            stream.flush()
+            out.write(progress_line(snap) + "\n")
+            out.flush()
         elif now - last_print >= 5.0:
-            stream.write(progress_line(snap) + "\n")
-            stream.flush()
+            out.write(progress_line(snap) + "\n")
+            out.flush()
             last_print = now
         was_paused = snap.state == "paused"
         # every job done: the report is a reduce away, look for it more often
         sleep(interval if snap.done < snap.total else min(interval, 0.05))
+
+
+class _Stream(Protocol):
+    """What :func:`wait_for_report` writes its progress to: a text stream or :class:`_Quiet`."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+    def isatty(self) -> bool: ...
 
 
 class _Quiet:

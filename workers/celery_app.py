@@ -126,7 +126,7 @@ def create_app(settings: Settings | None = None) -> Celery:
             **app.conf.broker_transport_options,
             "master_name": sentinel.master_name,
         }
-    app.judgeq_settings = settings  # type: ignore[attr-defined]
+    app.judgeq_settings = settings
     from .tasks import register
 
     register(app)
@@ -144,7 +144,7 @@ def _flower_guard(sender: Celery, **_: Any) -> None:
     from .flower_auth import check_flower_auth
 
     try:
-        check_flower_auth(options, sender.judgeq_settings)  # type: ignore[attr-defined]
+        check_flower_auth(options, sender.judgeq_settings)
     except ConfigError as err:
         print(f"judgeq: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -50,7 +50,7 @@ STORE_ERRORS = (redis.RedisError, StoreError, OperationalError)
 
 
 def _settings(app: Celery) -> Settings:
-    return app.judgeq_settings  # type: ignore[attr-defined,no-any-return]
+    return app.judgeq_settings
 
 
 def runtime(app: Celery) -> tuple[RedisStore, Contexts]:
@@ -64,7 +64,7 @@ def runtime(app: Celery) -> tuple[RedisStore, Contexts]:
                 pid=os.getpid(),
                 store=RedisStore.open(s, client),
                 contexts=Contexts(
-                    judge_factory(s),  # type: ignore[arg-type]
+                    judge_factory(s),
                     budgets,
                     RedisCache(client, s.cache_ttl),
                     # JUDGEQ_CONCURRENCY judge calls at once in this process, whatever the
@@ -205,6 +205,11 @@ def reduce(self: Task, run_id: str) -> str:
     return "reduced"
 
 
+def _sent_by(sender: Any, app: Celery) -> bool:
+    """Whether a worker signal's sender is a worker of ``app`` (not of another app in the process)."""
+    return getattr(sender, "app", None) is app
+
+
 def register(app: Celery) -> None:
     """Register the tasks and the worker's lifecycle hooks on ``app``."""
     options: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
@@ -212,7 +217,7 @@ def register(app: Celery) -> None:
     app.task(name=REDUCE_TASK, ignore_result=True, **options)(reduce)
 
     def on_init(sender: Any = None, **_: object) -> None:
-        if getattr(sender, "app", None) is not app:
+        if not _sent_by(sender, app):
             return
         for line in unknown_variables():
             log.warning("%s", line)
@@ -224,7 +229,7 @@ def register(app: Celery) -> None:
             HEALTH.watch(s, on_fixed=lambda: app.control.add_consumer(s.queue, destination=[sender.hostname]))
 
     def on_ready(sender: Any = None, **_: object) -> None:
-        if getattr(sender, "app", None) is app:
+        if _sent_by(sender, app):
             _on_ready(app, sender)
 
     signals.worker_init.connect(on_init, weak=False, dispatch_uid=f"judgeq-init-{id(app)}")

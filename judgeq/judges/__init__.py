@@ -14,6 +14,7 @@ from .._errors import ConfigError
 from ..ratelimit import Budget, budget_key
 
 if TYPE_CHECKING:
+    from .._judge import Judge
     from .._settings import Settings
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
@@ -51,7 +52,7 @@ __all__ = ["DEFAULT_ANTHROPIC_MODEL", "JudgeSpec", "parse_judge_spec"]
 
 def build_judge(
     provider: str, model: str, *, api_key: str | None = None, base_url: str | None = None
-) -> object:
+) -> Judge:
     """Build a judge for a provider/model pair (the SDK is imported only for anthropic)."""
     if provider == "lexical":
         from .lexical import LexicalJudge
@@ -64,11 +65,11 @@ def build_judge(
     raise ConfigError(f"unknown judge provider {provider!r}")
 
 
-def judge_factory(settings: Settings) -> Callable[[str, str], object]:
+def judge_factory(settings: Settings) -> Callable[[str, str], Judge]:
     """A ``(provider, model) -> judge`` factory with the key and base URL from ``settings``."""
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
 
-    def factory(provider: str, model: str) -> object:
+    def factory(provider: str, model: str) -> Judge:
         return build_judge(provider, model, api_key=key, base_url=settings.anthropic_base_url)
 
     return factory

@@ -126,13 +126,13 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
         + (per if len(plan.judges) > 1 or calls > 1 else "")
     )
     prices = plan.prices or shipped_prices()
-    for judge in llm:
-        _cost_rows(prices, judge.model, n * calls, input_tokens, output_tokens, system_tokens)
+    for judge_spec in llm:
+        _cost_rows(prices, judge_spec.model, n * calls, input_tokens, output_tokens, system_tokens)
         if in_cache.cache is not None:
-            hits, total = in_cache.hits.get(judge.model, 0), in_cache.calls.get(judge.model, 0)
+            hits, total = in_cache.hits.get(judge_spec.model, 0), in_cache.calls.get(judge_spec.model, 0)
             share = 1 - hits / total if total else 1.0
             click.echo(
-                f"  reply cache: {hits:,} of {total:,} calls to {judge.model} are answered already "
+                f"  reply cache: {hits:,} of {total:,} calls to {judge_spec.model} are answered already "
                 f"(they cost nothing): with it, every cost above is {100 * share:.1f}% of its figure"
             )
     if not settings.cache:

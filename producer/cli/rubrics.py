@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TypedDict
 
 import click
 import yaml
 
 from judgeq._errors import JudgeqError, RubricError
 from judgeq._render import render_request
-from judgeq._rubric import Rubric, builtin_names, load_rubric
+from judgeq._rubric import Chunk, Rubric, builtin_names, load_rubric
 from judgeq._settings import load_settings
 
 from ..plan import load_rubric_for_run
@@ -42,7 +43,18 @@ def list_() -> None:
         click.echo(f"{name:<{width}}  {version:<7}  {scale:<9}  {desc}")
 
 
-def _sample_fields(rubric: Rubric) -> dict[str, object]:
+class _SampleFields(TypedDict, total=False):
+    """The job fields of ``rubrics show``'s sample request (see :func:`judgeq._render.render_user`)."""
+
+    input: str
+    output: str | None
+    context: str | None
+    expected_answer: str | None
+    question: str
+    retrieved: list[Chunk]
+
+
+def _sample_fields(rubric: Rubric) -> _SampleFields:
     if rubric.goldens:
         g = rubric.goldens[0]
         if g.retrieved is not None:

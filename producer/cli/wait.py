@@ -23,7 +23,7 @@ def wait_and_write(
     from ..distributed import wait_run
 
     try:
-        report, paths = wait_run(run_id, settings, stream=sys.stderr, store=store, nudge=nudge)  # type: ignore[arg-type]
+        report, paths = wait_run(run_id, settings, stream=sys.stderr, store=store, nudge=nudge)
     except KeyboardInterrupt:
         click.echo(
             f"\njudgeq: stopped waiting; run {run_id} goes on. Check it with "

@@ -313,6 +313,22 @@ def test_statements_that_agree_are_fine() -> None:
     assert (pv.null_reason, pv.holistic, pv.flags) == (None, 8.0, ["rescaled"])
 
 
+@pytest.mark.parametrize(
+    ("r", "text", "expected", "flags"),
+    [
+        (TEN, "4/5", 8.0, ["rescaled"]),  # old parser: 8.0 without the flag (mypy, issue 19)
+        (TEN, "  4/5\n", 8.0, ["rescaled"]),
+        (TEN, "8/10", 8.0, []),  # on the rubric's own scale: nothing rescaled
+        (NINE, "8/10", 7.2, ["rescaled"]),
+    ],
+)
+def test_a_bare_fraction_keeps_its_rescaled_flag(
+    r: Rubric, text: str, expected: float, flags: list[str]
+) -> None:
+    pv = parse(r, text)
+    assert (pv.null_reason, pv.holistic, pv.flags) == (None, expected, flags)
+
+
 def test_conflicting_dimension_lines_leave_the_dimension_missing() -> None:
     # old parser: accuracy 9 (the last line)
     pv = parse(DIMS, "Accuracy: 6/10\nClarity: 8/10\n\nOn second thought:\nAccuracy: 9/10")
