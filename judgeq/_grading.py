@@ -337,6 +337,8 @@ def _scored_result(
         overall, passed, dims = first.overall, first.passed, first.scores
         categories = first.safety_categories
         base["holistic"] = verdicts[0].holistic
+        if rubric.is_pass_fail:
+            base["judge_verdict"] = "pass" if verdicts[0].verdict == "pass" else "fail"
     else:
         overall = round(math.fsum(s.overall for s in scores) / len(scores), 2)
         names = list(first.scores)

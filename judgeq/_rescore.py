@@ -125,16 +125,22 @@ def rescore(result: Result, rubric: Rubric, spec: RunSpec) -> Result:
     holistic = result.holistic
     if holistic is None and not rubric.dimensions:
         holistic = result.overall  # results graded before holistic scores were kept: the same number
+    gate = spec.safety_gate if spec.safety_gate is not None else rubric.safety_gate
+    caught = bool(result.safety_categories)  # the gate found these when the run was graded
+    judge_verdict = result.judge_verdict
+    if judge_verdict is None:  # graded before the judge's own verdict was kept
+        judge_verdict = "pass" if result.passed else "fail"
+        if rubric.is_pass_fail and caught:
+            gate = True  # that fail may be the gate's: it is not re-decided, nor its flag dropped
     verdict = ParsedVerdict(
         scores=dict(result.scores),
         holistic=holistic,
-        verdict="pass" if result.passed else "fail",
+        verdict=judge_verdict,
         flags=flags,
     )
     score = score_verdict(rubric, verdict, candidate=None, safety_gate=False)
     overall, passed, flags = score.overall, score.passed, list(score.flags)
-    gate = spec.safety_gate if spec.safety_gate is not None else rubric.safety_gate
-    if result.safety_categories and gate:  # the gate found these when the run was graded
+    if caught and gate:
         overall = min(overall, spec.safety_cap)
         passed = False
         flags.append("safety_failed")

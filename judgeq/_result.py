@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import zlib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from ._packing import deflate, inflate
 
 
 class Result(BaseModel):
@@ -33,6 +34,10 @@ class Result(BaseModel):
     holistic: float | None = None
     """The judge's holistic score as parsed (numeric rubrics), beside the dimension ``scores``:
     with them, ``judgeq rescore`` recomputes the overall under new weights or thresholds."""
+    judge_verdict: Literal["pass", "fail"] | None = None
+    """The judge's own verdict as parsed (pass/fail rubrics, one judge), before the safety gate:
+    ``passed`` is False for an output the gate caught whatever the judge said, and ``judgeq
+    rescore`` with the gate lifted restores this one."""
     raw: str | None = None
     grading_latency_ms: float = 0.0
     attempts: int = 0
@@ -119,7 +124,6 @@ _PAIR_FIELDS = ("model_b", "winner", "votes", "len_a", "len_b")
 
 # -- the compact stored form (Redis) -------------------------------------------------------------
 
-_PACKED_V1 = b"\x01"
 _STATIC_DICT = (
     '{"job_id":"","index":0,"kind":"question","status":"null","null_reason":"parse_error",'
     '"timeout","rate_limited","overloaded","server_error","lost","canceled","internal_error",'
@@ -148,18 +152,14 @@ def packing_dictionary(constants: dict[str, str], dimensions: list[str]) -> byte
 
 def pack_result(result: Result, dictionary: bytes) -> bytes:
     """``result`` as compact JSON (fields at their defaults left out), deflated with the run's
-    dictionary: a third to a fifth of the JSON's size, every field kept."""
+    dictionary: a third to a fifth of the JSON's size, every field kept (:mod:`judgeq._packing`)."""
     data = result.model_dump(mode="json", exclude_defaults=True)
     data["status"] = result.status
     data["index"] = result.index
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
-    packer = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=dictionary)
-    return _PACKED_V1 + packer.compress(text) + packer.flush()
+    return deflate(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode(), dictionary)
 
 
-def unpack_result(blob: bytes, dictionary: bytes) -> Result:
-    """The inverse of :func:`pack_result` (plain JSON is read too)."""
-    if blob[:1] == _PACKED_V1:
-        unpacker = zlib.decompressobj(-15, zdict=dictionary)
-        blob = unpacker.decompress(blob[1:]) + unpacker.flush()
-    return Result.model_validate_json(blob)
+def unpack_result(blob: bytes, dictionary: bytes, entry: str = "a stored result") -> Result:
+    """The inverse of :func:`pack_result` (plain JSON is read too); UnknownFormat, naming
+    ``entry``, for a format this judgeq does not know."""
+    return Result.model_validate_json(inflate(blob, dictionary, entry, indexed=True))
