@@ -111,3 +111,24 @@ def test_redis_urls_redis_py_would_misread_are_refused(url: str, problem: str | 
     with pytest.raises(ConfigError, match=problem) as err:
         check_redis_url(url)
     assert "ss/word" not in str(err.value) and "34@" not in str(err.value) and "pa?ss" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        ("redis://:pw@host:6379/0", "redis://:***@host:6379/0"),
+        ("redis://user:pw@host:6379/0", "redis://user:***@host:6379/0"),
+        ("redis://:pw@host:6379/0?client_name=a@eu", "redis://:***@host:6379/0?client_name=a@eu"),
+        ("rediss://:pw@eu.example:6380/1#x@y", "rediss://:***@eu.example:6380/1#x@y"),
+        ("redis://:p/w@host:6379/0", "redis://:***@host:6379/0"),
+        ("redis://:p?w@host:6379/0", "redis://:***@host:6379/0"),
+        ("redis://:p@w@host:6379/0", "redis://:***@host:6379/0"),
+        ("redis://:p?w@host:6379/0?client_name=a@eu", "redis://:***@host:6379/0?client_name=a@eu"),
+        ("redis://host:6379/0", "redis://host:6379/0"),
+        ("not a url", "not a url"),
+    ],
+)
+def test_mask_url_hides_the_password_and_keeps_host_and_port(url: str, masked: str) -> None:
+    from judgeq._settings import mask_url
+
+    assert mask_url(url) == masked
