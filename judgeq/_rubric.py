@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import semver
 import yaml
@@ -389,9 +389,22 @@ class Rubric(_Model):
 
     @cached_property
     def fingerprint(self) -> str:
-        """A short hash of everything that changes grading (not the source path)."""
+        """A short hash of everything that changes grading (not the source path). Cached in the
+        instance (the rubric is frozen); a copy forgets it (:meth:`__copy__`)."""
         payload = self.model_dump_json(exclude={"source", "goldens"})
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def __copy__(self) -> Self:
+        # pydantic's model_copy(update=...) copies __dict__, cached properties included, then
+        # changes fields: a copy keeping the fingerprint would keep its source's
+        copied = super().__copy__()
+        copied.__dict__.pop("fingerprint", None)
+        return copied
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        copied = super().__deepcopy__(memo)
+        copied.__dict__.pop("fingerprint", None)
+        return copied
 
     def with_pass_threshold(self, threshold: float, *, origin: str = "--pass-threshold") -> Rubric:
         """Return a copy with another pass threshold; validated against the scale."""

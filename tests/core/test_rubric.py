@@ -243,3 +243,25 @@ def test_weights_from_env() -> None:
 def test_bad_weight_flags(spec: str) -> None:
     with pytest.raises(ConfigError, match="--weights"):
         parse_weights(spec)
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_copy_of_a_rubric_never_keeps_a_stale_fingerprint(deep: bool) -> None:
+    import copy
+
+    quality = load_rubric("quality")
+    before = quality.fingerprint  # cached in the instance
+    moved = quality.with_pass_threshold(8.5)
+    assert moved.fingerprint != before
+    assert moved.fingerprint == parse_rubric(quality_text_with_threshold(8.5)).fingerprint
+    reweighted = quality.model_copy(update={"safety_gate": True}, deep=deep)
+    assert reweighted.fingerprint != before
+    assert copy.copy(quality).fingerprint == before == copy.deepcopy(quality).fingerprint
+    assert quality.fingerprint == before
+
+
+def quality_text_with_threshold(threshold: float) -> str:
+    from judgeq._rubric import read_rubric_text
+
+    text, _ = read_rubric_text("quality")
+    return text.replace("pass_threshold: 7.0", f"pass_threshold: {threshold}", 1)
