@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -28,9 +29,12 @@ from pathlib import Path
 from typing import Protocol
 
 from ._judge import JudgeReply
+from ._packing import UnknownFormat, deflate, inflate
 from ._render import JudgeRequest
 from ._rubric import Rubric
 from ._settings import default
+
+log = logging.getLogger(__name__)
 
 KEY_VERSION = 1
 """Bumped when the key's recipe changes, so old entries are never misread."""
@@ -47,7 +51,6 @@ def cache_key(model: str, request: JudgeRequest, rubric: Rubric) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-_PACKED = b"\x01"
 _DICTIONARY = (
     b'{"text":"{\\"reasoning\\":\\"The response\\",\\"score\\":8,\\"verdict\\":\\"pass\\"}",'
     b'"stop_reason":"end_turn","input_tokens":1000,"output_tokens":200,"cache_read_input_tokens":0,'
@@ -57,7 +60,7 @@ _DICTIONARY = (
 )
 """The deflate dictionary of cached replies: their field names and a verdict's common words.
 Frozen: entries written with it are read for the cache's whole TTL by every worker, so it must
-never change (a new one needs a new first byte, :data:`_PACKED`)."""
+never change (a new one needs a new format version, :mod:`judgeq._packing`)."""
 
 
 def encode_reply(reply: JudgeReply) -> bytes:
@@ -66,20 +69,23 @@ def encode_reply(reply: JudgeReply) -> bytes:
     (a third to a half of the JSON's size; every field of the answer kept)."""
     data = {k: v for k, v in dataclasses.asdict(reply).items() if k != "headers" and v not in (None, 0, "")}
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
-    packer = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=_DICTIONARY)
-    return _PACKED + packer.compress(text) + packer.flush()
+    return deflate(text, _DICTIONARY)
 
 
-def decode_reply(raw: str | bytes | None) -> JudgeReply | None:
-    """The inverse of :func:`encode_reply` (plain JSON, the format before packing, too)."""
+def decode_reply(raw: str | bytes | None, entry: str = "a reply cache entry") -> JudgeReply | None:
+    """The inverse of :func:`encode_reply` (plain JSON, the format before packing, too). A
+    damaged entry is a miss; so is one in a format this judgeq cannot read (written by a newer
+    judgeq), with one warning naming ``entry``: the judge is asked again."""
     if raw is None:
         return None
     try:
-        if isinstance(raw, bytes) and raw[:1] == _PACKED:
-            unpacker = zlib.decompressobj(-15, zdict=_DICTIONARY)
-            raw = unpacker.decompress(raw[1:]) + unpacker.flush()
+        if isinstance(raw, bytes):
+            raw = inflate(raw, _DICTIONARY, entry)
         data = json.loads(raw)
         return JudgeReply(**{k: v for k, v in data.items() if k != "headers"})
+    except UnknownFormat as e:
+        log.warning("%s: asking the judge again", e)
+        return None
     except (ValueError, TypeError, zlib.error):
         return None  # a damaged entry is a miss
 
@@ -181,7 +187,7 @@ class SqliteCache:
                 .execute("SELECT reply FROM replies WHERE key = ? AND expires >= ?", (key, time.time()))
                 .fetchone()
             )
-        return decode_reply(row[0]) if row else None
+        return decode_reply(row[0], f"reply cache entry {key} in {self.path}") if row else None
 
     def put(self, key: str, reply: JudgeReply) -> None:
         with self._lock:

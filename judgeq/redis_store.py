@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import secrets
 import threading
 import time
@@ -57,11 +58,14 @@ from redis.typing import EncodableT, FieldT
 from judgeq._cache import decode_reply, encode_reply
 from judgeq._errors import ConfigError, RubricError, StoreError
 from judgeq._judge import JudgeReply
+from judgeq._packing import UnknownFormat
 from judgeq._prices import Prices, shipped_prices
 from judgeq._result import Result, pack_result, packing_dictionary, unpack_result
 from judgeq._run import RunSpec
 from judgeq._settings import RETENTION_S, Settings, mask_url
 from judgeq._store import live_increments
+
+log = logging.getLogger(__name__)
 
 _STORE_RESULT = """
 local index = tonumber(ARGV[1])
@@ -377,7 +381,9 @@ class RedisCache:
 
     @store_errors
     def get(self, key: str) -> JudgeReply | None:
-        return decode_reply(self.r.execute_command("GET", f"judgeq:cache:{key}", **{NEVER_DECODE: True}))
+        name = f"judgeq:cache:{key}"
+        raw = self.r.execute_command("GET", name, **{NEVER_DECODE: True})
+        return decode_reply(raw, f"reply cache entry {name}")
 
     @store_errors
     def put(self, key: str, reply: JudgeReply) -> None:
@@ -392,7 +398,7 @@ class RedisCache:
         names = [f"judgeq:cache:{k}" for k in keys]
         raws = self.r.execute_command("MGET", *names, **{NEVER_DECODE: True})
         for key, raw in zip(keys, raws, strict=True):
-            reply = decode_reply(raw)
+            reply = decode_reply(raw, f"reply cache entry judgeq:cache:{key}")
             if reply is not None:
                 found[key] = reply
         return found
@@ -535,10 +541,18 @@ class RedisStore:
         :data:`BUCKET` results at a time whatever the run's size."""
         dictionary = self._dictionary(run_id)
         for start in range(0, total, BUCKET):
-            blobs = self._raw("LRANGE", _k(run_id, _bucket(start)), 0, -1)
-            found = {r.index: r for r in (unpack_result(bytes(b), dictionary) for b in blobs or [])}
+            bucket = _k(run_id, _bucket(start))
+            found = {r.index: r for r in self._unpack(bucket, self._raw("LRANGE", bucket, 0, -1), dictionary)}
             for index in range(start, min(start + BUCKET, total)):
                 yield found.get(index)
+
+    @staticmethod
+    def _unpack(bucket: str, blobs: list[bytes] | None, dictionary: bytes) -> Iterator[Result]:
+        for position, blob in enumerate(blobs or []):
+            try:
+                yield unpack_result(bytes(blob), dictionary, f"stored result {bucket}[{position}]")
+            except UnknownFormat as e:  # written by a newer judgeq: that job counts as missing
+                log.error("%s; it is counted as a result missing from the report", e)
 
     def counters(self, run_id: str) -> dict[str, float]:
         raw = cast(dict[str, str], self.r.hgetall(_k(run_id, "counters")))

@@ -505,3 +505,56 @@ def test_redis_delete_run_removes_every_key() -> None:
     # the other run is untouched
     assert len(_run_keys(store, other)) == 8
     assert store.runs() == [other]
+
+
+# -- the stored form: a version byte, an unknown version is one clear error ------------------
+
+
+def test_a_result_in_a_newer_storage_format_is_named_and_the_reduce_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from judgeq._pipeline import reduce_run
+    from judgeq.redis_store import _bucket, _k
+
+    store = RedisStore(fakeredis.FakeRedis(decode_responses=True))
+    store.register(make_spec(total=3))
+    for i in range(3):
+        store.store_result(RUN, graded(i, 8.0))
+    bucket = _k(RUN, _bucket(0))
+    newer = b"\x07" + (1).to_bytes(4, "big") + b"a body this judgeq cannot read"
+    store.r.lset(bucket, 1, newer)  # the entry of job #1: results are kept in the order stored
+    with caplog.at_level("ERROR", logger="judgeq.redis_store"):
+        results = list(store.results(RUN, 3))
+        report = reduce_run(store, RUN)
+    assert [r is None for r in results] == [False, True, False]
+    message = f"stored result {bucket}[1] (job #1) is in storage format 7, which this judgeq cannot read"
+    assert any(message in r.getMessage() for r in caplog.records)
+    assert report["counts"]["missing"] == 1  # type: ignore[index]
+    assert report["counts"]["graded"] == 2  # type: ignore[index]
+
+
+def test_unpack_names_the_entry_of_an_unknown_format_and_reads_plain_json() -> None:
+    from judgeq._packing import UnknownFormat
+    from judgeq._result import pack_result, packing_dictionary, unpack_result
+
+    dictionary = packing_dictionary({}, [])
+    result = graded(4)
+    blob = pack_result(result, dictionary)
+    assert blob[0] == 1 and unpack_result(blob, dictionary) == result
+    assert unpack_result(result.model_dump_json().encode(), dictionary) == result
+    with pytest.raises(UnknownFormat, match=r"entry x \(job #4\) is in storage format 2"):
+        unpack_result(b"\x02" + (4).to_bytes(4, "big") + blob[1:], dictionary, "entry x")
+    with pytest.raises(UnknownFormat, match=r"entry y is in storage format 255"):
+        unpack_result(b"\xff", dictionary, "entry y")
+
+
+def test_a_cached_reply_in_an_unknown_format_is_a_miss_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    from judgeq._cache import decode_reply, encode_reply
+    from judgeq._judge import JudgeReply
+
+    reply = JudgeReply(text='{"score": 8}', input_tokens=10, output_tokens=3)
+    assert decode_reply(encode_reply(reply)) == reply
+    with caplog.at_level("WARNING", logger="judgeq._cache"):
+        assert decode_reply(b"\x02" + encode_reply(reply)[1:], "reply cache entry k1") is None
+    assert any("reply cache entry k1 is in storage format 2" in r.getMessage() for r in caplog.records)
+    assert decode_reply(b"\x01not deflate") is None  # damaged: a miss
