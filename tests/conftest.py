@@ -28,3 +28,21 @@ def _clean_environment(
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+SLOW_FILES = {"test_scale_benchmark.py", "test_llmbar_benchmark.py", "test_html_report.py"}
+"""Files outside tests/integration that are slow as a whole: benchmarks run as tests, and the
+report in a real browser."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every integration test, and the files in :data:`SLOW_FILES`, are ``slow`` (``pytest -m
+    "not slow"`` is the fast loop). Tests on a RabbitMQ node share one xdist worker (``--dist
+    loadgroup``), so the suite starts one node, not one per worker."""
+    for item in items:
+        path = Path(str(item.fspath))
+        if "integration" in path.parts or path.name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if path.name == "test_rabbitmq.py" or "rabbitmq" in params.values():
+            item.add_marker(pytest.mark.xdist_group("rabbitmq"))
