@@ -7,8 +7,8 @@ when it is absent the benchmark says so and exits 0 (a fresh clone has no ``../s
 Each ``*.jsonl`` file there holds rows ``{source, raw_text, expected, scale?, ...}``, where
 ``expected`` is what the source itself extracted from the reply: a number, or no score (a
 pairwise letter, ``-1``, null).  Every ``raw_text`` is parsed with
-:func:`judgeq._verdict.parse_verdict` and a rubric fitting its source, built with judgeq's own
-:func:`~judgeq._rubric.parse_rubric`: a ``0-9`` rubric for ``llmbar_rating``, a ``1-10``
+:func:`judgeq.grading.verdict.parse_verdict` and a rubric fitting its source, built with judgeq's own
+:func:`~judgeq.rubric.model.parse_rubric`: a ``0-9`` rubric for ``llmbar_rating``, a ``1-10``
 rubric without dimensions for every other source.
 
 Per source it prints rows, exact, parse failure and wrong (counts and percentages):
@@ -36,8 +36,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from judgeq._rubric import Rubric, parse_rubric
-from judgeq._verdict import parse_verdict
+from judgeq.grading.verdict import parse_verdict
+from judgeq.rubric.model import Rubric, parse_rubric
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = ROOT / ".." / "shared" / "data" / "external" / "judge-outputs"

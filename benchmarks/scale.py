@@ -91,8 +91,8 @@ def redis_memory(url: str) -> tuple[int, int]:
 
 REDUCE = """
 import sys, time
-from judgeq._pipeline import reduce_run
-from judgeq.redis_store import RedisStore, connect
+from judgeq.pipeline.stages import reduce_run
+from judgeq.store.redis import RedisStore, connect
 store = RedisStore(connect(sys.argv[1]))
 t0 = time.perf_counter()
 report = reduce_run(store, sys.argv[2])
@@ -101,7 +101,7 @@ print(time.perf_counter() - t0, report["counts"]["graded"], report["counts"]["to
 
 READ_ONLY = """
 import sys, time
-from judgeq.redis_store import RedisStore, connect
+from judgeq.store.redis import RedisStore, connect
 store = RedisStore(connect(sys.argv[1]))
 spec = store.spec(sys.argv[2])
 t0 = time.perf_counter()
@@ -124,7 +124,7 @@ def reasoning_texts(kind: str) -> list[str]:
 
 def cache_entry(i: int, texts: list[str]) -> tuple[str, Any]:
     """A reply-cache entry as a worker writes it: a judge reply holding one of ``texts``."""
-    from judgeq._judge import JudgeReply
+    from judgeq.judges.base import JudgeReply
 
     reply = JudgeReply(
         text=json.dumps({"reasoning": texts[i % len(texts)], "score": 3 + i % 7}),
@@ -142,10 +142,10 @@ def storage_phase(tmp: Path, n: int) -> list[tuple[str, float, float, float, flo
     bytes per reply-cache entry)."""
     import redis
 
-    from judgeq._result import Result
-    from judgeq._rubric import read_rubric_text
-    from judgeq._run import RunSpec
-    from judgeq.redis_store import RedisCache, RedisStore
+    from judgeq.grading.result import Result
+    from judgeq.pipeline.spec import RunSpec
+    from judgeq.rubric.model import read_rubric_text
+    from judgeq.store.redis import RedisCache, RedisStore
 
     text, source = read_rubric_text("quality")
     dims = ["accuracy", "relevance", "completeness", "conciseness", "clarity"]

@@ -75,12 +75,12 @@ async def asyncio_grader(batch: Path, api_url: str, concurrency: int, out: Path)
     import anthropic
 
     from judgeq import GradingContext, ResponseJob, load_rubric
-    from judgeq._grading import grade_reply
-    from judgeq._judge import CallOutcome
-    from judgeq._report import build_report, new_aggregator, write_report_files
-    from judgeq._rubric import read_rubric_text
-    from judgeq._run import RunSpec, utcnow
+    from judgeq.grading.job import grade_reply
     from judgeq.judges.anthropic import AnthropicJudge, reply_from_message
+    from judgeq.judges.base import CallOutcome
+    from judgeq.pipeline.spec import RunSpec, utcnow
+    from judgeq.report.build import build_report, new_aggregator, write_report_files
+    from judgeq.rubric.model import read_rubric_text
 
     text, source = read_rubric_text("quality")
     spec = RunSpec(

@@ -5,8 +5,8 @@ aggregation.  It imports no Celery, Redis or SDK (a test holds it to that); thos
 :mod:`judgeq.workers`, :mod:`judgeq.producer` and :mod:`judgeq.judges`.
 """
 
-from ._api import grade, submit, wait
-from ._errors import (
+from judgeq.api import grade, submit, wait
+from judgeq.errors import (
     NULL_REASONS,
     SYSTEMIC_REASONS,
     BatchError,
@@ -25,12 +25,15 @@ from ._errors import (
     RubricError,
     StoreError,
 )
-from ._grading import GradingContext, grade_job, null_result
-from ._jobs import Job, QuestionJob, ResponseJob
-from ._judge import CallOutcome, Judge, JudgeReply, RetryPolicy, call_with_retries
-from ._render import JudgeRequest, output_schema, render_request, render_system, render_user
-from ._result import Result
-from ._rubric import (
+from judgeq.grading.job import GradingContext, grade_job, null_result
+from judgeq.grading.request import JudgeRequest, output_schema, render_request, render_system, render_user
+from judgeq.grading.result import Result
+from judgeq.grading.safety import SAFETY_CATEGORIES, check_safety
+from judgeq.grading.score import Score, apply_ceiling, score_verdict, weighted_overall
+from judgeq.grading.verdict import ParsedVerdict, parse_verdict
+from judgeq.jobs.models import Job, QuestionJob, ResponseJob
+from judgeq.judges.base import CallOutcome, Judge, JudgeReply, RetryPolicy, call_with_retries
+from judgeq.rubric.model import (
     Ceiling,
     CeilingRule,
     Chunk,
@@ -44,12 +47,9 @@ from ._rubric import (
     parse_weights,
     weights_from_env,
 )
-from ._runfolder import Report, load_report
-from ._safety import SAFETY_CATEGORIES, check_safety
-from ._scoring import Score, apply_ceiling, score_verdict, weighted_overall
-from ._settings import Settings, load_settings, mask_url
-from ._store import MemoryStore, Store
-from ._verdict import ParsedVerdict, parse_verdict
+from judgeq.settings import Settings, load_settings, mask_url
+from judgeq.store.base import MemoryStore, Store
+from judgeq.store.runfolder import Report, load_report
 
 __all__ = [
     "NULL_REASONS",

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from judgeq._errors import ConfigError
-from judgeq._settings import Settings
-from judgeq._store import Store
-from judgeq.redis_store import RedisStore
+from judgeq.errors import ConfigError
+from judgeq.settings import Settings
+from judgeq.store.base import Store
+from judgeq.store.redis import RedisStore
 
 from .enqueue import EnqueueStats, register_and_enqueue
 from .plan import Plan, preflight

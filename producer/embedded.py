@@ -2,7 +2,7 @@
 
 An in-process queue stands in for the broker and a :class:`~judgeq.MemoryStore` for Redis;
 worker threads run the same stage functions the Celery tasks run
-(:func:`~judgeq._pipeline.process_job`, :func:`~judgeq._pipeline.reduce_run`), so for the same
+(:func:`~judgeq.pipeline.stages.process_job`, :func:`~judgeq.pipeline.stages.reduce_run`), so for the same
 batch, rubric and a deterministic judge, ``run`` and ``submit`` give the same report apart
 from timings and ids.
 """
@@ -17,17 +17,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from judgeq._cache import SqliteCache
-from judgeq._errors import JudgeqError
-from judgeq._judge import Judge
-from judgeq._lane import BatchLane, LaneConfig
-from judgeq._pipeline import Contexts, Held, Outcome, cancel_run, process_job, reduce_run, settle_held
-from judgeq._run import utcnow
-from judgeq._runfolder import iter_results, read_spec, verdicts_path
-from judgeq._settings import Settings, default, load_settings
-from judgeq._store import MemoryStore
+from judgeq.errors import JudgeqError
 from judgeq.judges import budget_factory
+from judgeq.judges.base import Judge
+from judgeq.judges.batch_lane import BatchLane, LaneConfig
+from judgeq.pipeline.spec import utcnow
+from judgeq.pipeline.stages import Contexts, Held, Outcome, cancel_run, process_job, reduce_run, settle_held
 from judgeq.ratelimit import MemoryBudget
+from judgeq.settings import Settings, default, load_settings
+from judgeq.store.base import MemoryStore
+from judgeq.store.reply_cache import SqliteCache
+from judgeq.store.runfolder import iter_results, read_spec, verdicts_path
 
 from .enqueue import check_resubmission, register_and_enqueue
 from .plan import Plan, preflight

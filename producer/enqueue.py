@@ -23,12 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from judgeq._batch import BatchLimits, iter_jobs
-from judgeq._errors import ConfigError
-from judgeq._jobs import Job
-from judgeq._run import RunSpec
-from judgeq._settings import Settings
-from judgeq._store import Store
+from judgeq.errors import ConfigError
+from judgeq.jobs.models import Job
+from judgeq.jobs.reader import BatchLimits, iter_jobs
+from judgeq.pipeline.spec import RunSpec
+from judgeq.settings import Settings
+from judgeq.store.base import Store
 
 from .plan import Plan
 

@@ -17,21 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judgeq._batch import BatchLimits, BatchScan, scan_batch
-from judgeq._errors import ConfigError, JudgeError
-from judgeq._jobs import Job
-from judgeq._prices import Prices, load_prices, no_price_message, shipped_prices
-from judgeq._retrieval import parse_position_weights
-from judgeq._rubric import (
+from judgeq.errors import ConfigError, JudgeError
+from judgeq.grading.retrieval import parse_position_weights
+from judgeq.jobs.models import Job
+from judgeq.jobs.reader import BatchLimits, BatchScan, scan_batch
+from judgeq.judges import JudgeSpec, parse_judge_spec
+from judgeq.judges.prices import Prices, load_prices, no_price_message, shipped_prices
+from judgeq.pipeline.spec import RunSpec, new_run_id
+from judgeq.rubric.model import (
     RetrievalConfig,
     Rubric,
     parse_rubric,
     parse_weights,
     read_rubric_text,
 )
-from judgeq._run import RunSpec, new_run_id
-from judgeq._settings import Settings
-from judgeq.judges import JudgeSpec, parse_judge_spec
+from judgeq.settings import Settings
 
 LEXICAL_NOTICE = (
     "judgeq: no ANTHROPIC_API_KEY is set, so this run uses the offline 'lexical' judge "
@@ -239,12 +239,12 @@ def make_plan(
 
 
 KIND_RUBRIC = {"response": "quality", "question": "retrieval-relevance", "pair": "pairwise"}
-"""Every kind of job (:data:`judgeq._jobs.JOB_MODELS`), with the built-in rubric suggested
+"""Every kind of job (:data:`judgeq.jobs.models.JOB_MODELS`), with the built-in rubric suggested
 for it."""
 
 
 def rubric_kinds(rubric: Rubric) -> frozenset[str]:
-    """The job kinds a rubric grades (:attr:`judgeq._rubric.Rubric.job_kind`)."""
+    """The job kinds a rubric grades (:attr:`judgeq.rubric.model.Rubric.job_kind`)."""
     return frozenset({rubric.job_kind})
 
 

@@ -13,11 +13,11 @@ from typing import Any, Protocol, TextIO
 import redis
 from kombu.exceptions import OperationalError
 
-from judgeq._errors import ConfigError, JudgeqError
-from judgeq._lane import lane_summary, lane_text
-from judgeq._prices import unpriced_text
-from judgeq._report import batch_texts, write_report_files
-from judgeq._store import Store
+from judgeq.errors import ConfigError, JudgeqError
+from judgeq.judges.batch_lane import lane_summary, lane_text
+from judgeq.judges.prices import unpriced_text
+from judgeq.report.build import batch_texts, write_report_files
+from judgeq.store.base import Store
 
 PRODUCER_GONE_AFTER = 60.0
 """Seconds without a producer heartbeat after which a run that is not fully enqueued is shown

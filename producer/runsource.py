@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judgeq._errors import ConfigError, StoreError
-from judgeq._result import Result
-from judgeq._run import RunSpec
-from judgeq._runfolder import find_run_folder, iter_results, read_spec, verdicts_path
-from judgeq._settings import Settings
+from judgeq.errors import ConfigError, StoreError
+from judgeq.grading.result import Result
+from judgeq.pipeline.spec import RunSpec
+from judgeq.settings import Settings
+from judgeq.store.runfolder import find_run_folder, iter_results, read_spec, verdicts_path
 
 
 @dataclass(slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from judgeq._settings import Settings, load_settings
+from judgeq.settings import Settings, load_settings
 
 
 def settings_for(**flags: Any) -> Settings:

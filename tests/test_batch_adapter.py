@@ -1,4 +1,4 @@
-"""The Anthropic adapter's Message Batches methods (judgeq._lane.BatchJudge), through the real SDK
+"""The Anthropic adapter's Message Batches methods (judgeq.judges.batch_lane.BatchJudge), through the real SDK
 against the fake API: what each kind of result becomes, and the errors of the batch endpoints."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import judgeq
-from judgeq._lane import BatchJudge
 from judgeq.judges.anthropic import AnthropicJudge
+from judgeq.judges.batch_lane import BatchJudge
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
 MODEL = "claude-haiku-4-5"

@@ -27,9 +27,9 @@ from typing import Any
 import click
 from celery import Celery, signals
 
-from judgeq._errors import ConfigError
-from judgeq._settings import Settings, load_settings
-from judgeq._timing import restore_interval, visibility_timeout
+from judgeq.errors import ConfigError
+from judgeq.pipeline.timing import restore_interval, visibility_timeout
+from judgeq.settings import Settings, load_settings
 
 GRADE_TASK = "judgeq.grade"
 REDUCE_TASK = "judgeq.reduce"
@@ -75,7 +75,7 @@ def create_app(settings: Settings | None = None) -> Celery:
     broker_url = settings.effective_broker_url
     sentinel = None
     if broker_url.startswith("sentinel://"):
-        from judgeq.redis_store import parse_sentinel_url
+        from judgeq.store.redis import parse_sentinel_url
 
         sentinel = parse_sentinel_url(broker_url)
         broker_url = sentinel.kombu_url

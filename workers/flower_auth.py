@@ -19,8 +19,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from judgeq._errors import ConfigError
-from judgeq._settings import Settings
+from judgeq.errors import ConfigError
+from judgeq.settings import Settings
 
 log = logging.getLogger("judgeq.flower")
 

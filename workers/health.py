@@ -8,7 +8,7 @@ should serve only the offline judge says ``JUDGEQ_JUDGE=lexical``; a worker with
 Models API, no tokens spent; one Messages token where that API cannot tell):
 a refused key or an unknown model is broken; an unreachable API is not (calls then fail per
 job and are retried).  A run's own model is checked by its producer's preflight, and a run
-whose calls fail systemically pauses (:func:`judgeq._pipeline.settle_held`).
+whose calls fail systemically pauses (:func:`judgeq.pipeline.stages.settle_held`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import logging
 import threading
 from collections.abc import Callable
 
-from judgeq._errors import ConfigError, JudgeError
-from judgeq._settings import Settings
+from judgeq.errors import ConfigError, JudgeError
 from judgeq.judges import parse_judge_spec
+from judgeq.settings import Settings
 
 log = logging.getLogger("judgeq.worker")
 

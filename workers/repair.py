@@ -4,9 +4,9 @@ kombu's Redis transport takes a message off the queue (BRPOP) before recording i
 unacknowledged; a worker killed with SIGKILL in between loses that message (seen in
 ``benchmarks/chaos.py``: 2 messages in 20 kills). Every job keeps its payload in Redis until
 its result is stored, so no job is ever unknowable. Each worker checks every
-:func:`~judgeq._timing.check_interval` seconds:
+:func:`~judgeq.pipeline.timing.check_interval` seconds:
 
-* a running run that has made no progress for :func:`~judgeq._timing.stall_after` seconds
+* a running run that has made no progress for :func:`~judgeq.pipeline.timing.stall_after` seconds
   (visibility timeout + two sweeps + a margin: 350 s with the defaults; on Redis's clock, not
   the worker's), with enqueuing finished, gets its pending jobs sent again while the queue is
   empty (a waiting message may be one of them);
@@ -19,7 +19,7 @@ its result is stored, so no job is ever unknowable. Each worker checks every
 Results are written once and the reducer is idempotent, so a job or a reducer sent twice is
 still counted once. A per-run lock in Redis lets one worker repair a run per stall period.
 Paused runs are left alone (``judgeq resume`` sends their jobs), and so are runs with jobs in
-the Message Batches lane (a batch may take hours; :mod:`judgeq._lane` watches it).
+the Message Batches lane (a batch may take hours; :mod:`judgeq.judges.batch_lane` watches it).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from judgeq._archive import ENDED, archive_run
-from judgeq._settings import Settings
-from judgeq._timing import check_interval, stall_after
-from judgeq.redis_store import RedisStore
+from judgeq.pipeline.timing import check_interval, stall_after
+from judgeq.settings import Settings
+from judgeq.store.archive import ENDED, archive_run
+from judgeq.store.redis import RedisStore
 
 from .celery_app import GRADE_TASK, REDUCE_TASK
 

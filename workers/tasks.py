@@ -1,4 +1,4 @@
-"""The Celery tasks: thin wrappers over :mod:`judgeq._pipeline`, registered on an app by
+"""The Celery tasks: thin wrappers over :mod:`judgeq.pipeline.stages`, registered on an app by
 :func:`register` (importing this module builds nothing).
 
 Task arguments are ids only — ``(run_id, [index, …], [job_id, …])`` for a grade message,
@@ -29,14 +29,14 @@ from celery import Celery, Task, signals
 from celery.exceptions import Reject, Retry
 from kombu.exceptions import OperationalError
 
-from judgeq import _stats
-from judgeq._errors import StoreError
-from judgeq._lane import BatchLane, LaneConfig, lane_loop
-from judgeq._pipeline import Contexts, Held, Outcome, process_jobs, reduce_unless_final, settle_held
-from judgeq._settings import Settings, unknown_variables
+from judgeq.errors import StoreError
 from judgeq.judges import budget_factory, judge_factory
+from judgeq.judges.batch_lane import BatchLane, LaneConfig, lane_loop
+from judgeq.pipeline.stages import Contexts, Held, Outcome, process_jobs, reduce_unless_final, settle_held
 from judgeq.ratelimit.redis import RedisBudget
-from judgeq.redis_store import RedisCache, RedisStore, connect
+from judgeq.report import stats as _stats
+from judgeq.settings import Settings, unknown_variables
+from judgeq.store.redis import RedisCache, RedisStore, connect
 
 from .celery_app import GRADE_TASK, REDUCE_TASK, queue_depth
 from .health import JudgeHealth

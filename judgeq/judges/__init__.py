@@ -10,12 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .._errors import ConfigError
-from ..ratelimit import Budget, budget_key
+from judgeq.errors import ConfigError
+from judgeq.ratelimit import Budget, budget_key
 
 if TYPE_CHECKING:
-    from .._judge import Judge
-    from .._settings import Settings
+    from judgeq.judges.base import Judge
+    from judgeq.settings import Settings
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 
@@ -55,11 +55,11 @@ def build_judge(
 ) -> Judge:
     """Build a judge for a provider/model pair (the SDK is imported only for anthropic)."""
     if provider == "lexical":
-        from .lexical import LexicalJudge
+        from judgeq.judges.lexical import LexicalJudge
 
         return LexicalJudge(model)
     if provider == "anthropic":
-        from .anthropic import AnthropicJudge
+        from judgeq.judges.anthropic import AnthropicJudge
 
         return AnthropicJudge(model, api_key=api_key, base_url=base_url)
     raise ConfigError(f"unknown judge provider {provider!r}")

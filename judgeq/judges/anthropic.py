@@ -12,7 +12,7 @@ from typing import Any
 
 import anthropic
 
-from .._errors import (
+from judgeq.errors import (
     JudgeAPIError,
     JudgeAuthError,
     JudgeBillingError,
@@ -23,9 +23,9 @@ from .._errors import (
     JudgeRateLimited,
     JudgeTimeout,
 )
-from .._judge import JudgeReply
-from .._lane import BatchInfo, BatchItem, batch_item_error
-from .._render import JudgeRequest
+from judgeq.grading.request import JudgeRequest
+from judgeq.judges.base import JudgeReply
+from judgeq.judges.batch_lane import BatchInfo, BatchItem, batch_item_error
 
 NO_KEY = "no Anthropic API key: set ANTHROPIC_API_KEY"
 
@@ -172,7 +172,7 @@ class AnthropicJudge:
         )
         return reply_from_message(raw.parse(), rate_limit_headers(raw.headers))
 
-    # -- the Message Batches lane (judgeq._lane.BatchJudge) ------------------------------
+    # -- the Message Batches lane (judgeq.judges.batch_lane.BatchJudge) ------------------------------
     def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
         items = [{"custom_id": cid, "params": params} for cid, params in requests]
         return _batch_info(self._call("batches.create", requests=items, timeout=BATCH_TIMEOUT))

@@ -24,8 +24,8 @@ import json
 import re
 from typing import Any
 
-from .._judge import JudgeReply
-from .._render import JudgeRequest
+from judgeq.grading.request import JudgeRequest
+from judgeq.judges.base import JudgeReply
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _STOP = frozenset(

@@ -1,8 +1,8 @@
 """The judge's rate limit (its "budget"): the policy once (:mod:`.policy`), kept in one process
 (:mod:`.memory`) or in Redis for every worker (:mod:`.redis`, imported by the edges only)."""
 
-from .memory import MemoryBudget
-from .policy import (
+from judgeq.ratelimit.memory import MemoryBudget
+from judgeq.ratelimit.policy import (
     DIMENSIONS,
     NO_LIMITS,
     Budget,

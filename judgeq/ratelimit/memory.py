@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .policy import (
+from judgeq.ratelimit.policy import (
     CLEAN,
     CUT,
     DEFAULT_RETRY_AFTER,

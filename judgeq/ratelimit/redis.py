@@ -32,10 +32,9 @@ from typing import Any
 
 import redis
 
-from judgeq.redis_store import store_errors
-
-from . import policy
-from .policy import DIMENSIONS, BudgetState, Grant, Limits, Share, Usage, server_limits
+from judgeq.ratelimit import policy
+from judgeq.ratelimit.policy import DIMENSIONS, BudgetState, Grant, Limits, Share, Usage, server_limits
+from judgeq.store.redis import store_errors
 
 TTL = 3600
 """Seconds an unused budget is kept (it is rebuilt small, like a fresh bucket); the configured

@@ -16,8 +16,8 @@ from typing import Any
 
 import click
 
-from judgeq._errors import BatchError, ConfigError, JudgeqError, RubricError
-from judgeq._settings import load_settings, unknown_variables
+from judgeq.errors import BatchError, ConfigError, JudgeqError, RubricError
+from judgeq.settings import load_settings, unknown_variables
 
 INPUT_ERRORS = (BatchError, ConfigError, RubricError)
 

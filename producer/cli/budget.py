@@ -12,9 +12,9 @@ from typing import Any
 
 import click
 
-from judgeq._errors import ConfigError
-from judgeq._settings import Settings
+from judgeq.errors import ConfigError
 from judgeq.ratelimit import BudgetState, Limits
+from judgeq.settings import Settings
 
 from .options import redis_option, settings_from
 
@@ -32,7 +32,7 @@ class BudgetGroup(click.Group):
 
 
 def _client(settings: Settings) -> Any:
-    from judgeq.redis_store import connect
+    from judgeq.store.redis import connect
 
     return connect(settings.redis_url)
 

@@ -23,11 +23,11 @@ from typing import Any
 
 import click
 
-from judgeq._batch import BatchLimits, open_batch, scan_batch
-from judgeq._errors import ConfigError
-from judgeq._report import _ci, _fmt
-from judgeq._rubric import Rubric
+from judgeq.errors import ConfigError
+from judgeq.jobs.reader import BatchLimits, open_batch, scan_batch
 from judgeq.judges import judge_factory
+from judgeq.report.build import _ci, _fmt
+from judgeq.rubric.model import Rubric
 
 from ..embedded import EmbeddedRunner
 from ..plan import label_check, make_plan, preflight
@@ -97,7 +97,7 @@ def calibrate(rubric_ref: str, labels: str | None, **flags: Any) -> None:
     the labels; exit 1 below --min-accuracy or --min-kappa."""
     settings = settings_from(**flags)
     limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)
-    from judgeq._rubric import load_rubric
+    from judgeq.rubric.model import load_rubric
 
     rubric = load_rubric(rubric_ref)
     lines = [json.dumps(g.job()) for g in rubric.goldens]

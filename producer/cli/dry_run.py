@@ -6,15 +6,15 @@ import math
 
 import click
 
-from judgeq._aggregate import cost_breakdown
-from judgeq._batch import BatchLimits, iter_jobs
-from judgeq._cache import ReplyCache, cache_key, get_many
-from judgeq._errors import JudgeError
-from judgeq._grading import GradingContext
-from judgeq._jobs import PairJob
-from judgeq._prices import Prices, shipped_prices, unpriced_text
-from judgeq._settings import Settings
+from judgeq.errors import JudgeError
+from judgeq.grading.job import GradingContext
+from judgeq.jobs.models import PairJob
+from judgeq.jobs.reader import BatchLimits, iter_jobs
 from judgeq.judges.lexical import LexicalJudge
+from judgeq.judges.prices import Prices, shipped_prices, unpriced_text
+from judgeq.report.aggregate import cost_breakdown
+from judgeq.settings import Settings
+from judgeq.store.reply_cache import ReplyCache, cache_key, get_many
 
 from ..plan import Plan
 from .submit import judges_text

@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from judgeq._errors import ConfigError, StoreError
-from judgeq._runfolder import EXPORT_FIXED, export_row
+from judgeq.errors import ConfigError, StoreError
+from judgeq.store.runfolder import EXPORT_FIXED, export_row
 
 from ..runsource import RunSource, open_run
 from .options import out_option, redis_option, settings_from
@@ -100,7 +100,7 @@ def cancel(run_id: str, **flags: Any) -> None:
     """Stop a run: its jobs without a result become null 'canceled' (workers drop their queued
     messages without a judge call), Message Batches in flight are canceled, and the report of
     what finished is written."""
-    from judgeq._pipeline import cancel_run
+    from judgeq.pipeline.stages import cancel_run
 
     from ..distributed import open_store
     from ..progress import summary_text, write_files
@@ -203,7 +203,7 @@ def compare(
     """Compare two runs of the same jobs (run ids or results folders), job by job: paired
     score differences with intervals and p-values, pass-rate change, per-model changes and the
     jobs that flipped. --fail-on-regression makes it a CI gate."""
-    from judgeq import _compare
+    from judgeq.report import compare as _compare
 
     settings = settings_from(**flags)
     a, b = open_run(run_a, settings), open_run(run_b, settings)
@@ -267,11 +267,11 @@ def rescore(
 ) -> None:
     """Score RUN again under new weights, thresholds or rubric version, with no judge call:
     a new run (new id, linked to its source) to put beside the original with judgeq compare."""
-    from judgeq._report import build_report, new_aggregator, write_report_files
-    from judgeq._rescore import rescore as rescore_one
-    from judgeq._rescore import rescored_spec
-    from judgeq._rubric import parse_weights, read_rubric_text
-    from judgeq._run import utcnow
+    from judgeq.pipeline.spec import utcnow
+    from judgeq.report.build import build_report, new_aggregator, write_report_files
+    from judgeq.report.rescore import rescore as rescore_one
+    from judgeq.report.rescore import rescored_spec
+    from judgeq.rubric.model import parse_weights, read_rubric_text
 
     from ..plan import parse_thresholds
     from ..progress import summary_text

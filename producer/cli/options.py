@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from judgeq._settings import Settings
+from judgeq.settings import Settings
 
 from ..settings import settings_for
 

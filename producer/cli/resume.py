@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from judgeq._errors import ConfigError
+from judgeq.errors import ConfigError
 
 from .options import redis_option, settings_from
 
@@ -28,7 +28,7 @@ def resume(run_id: str, max_cost: float | None, **flags: Any) -> None:
     Its pending jobs are enqueued again; jobs already graded are skipped, so nothing is
     graded or counted twice.
     """
-    from judgeq.redis_store import RedisStore
+    from judgeq.store.redis import RedisStore
     from judgeq.workers.celery_app import create_app
 
     from ..celery_dispatch import CeleryDispatcher

@@ -9,10 +9,10 @@ from typing import TypedDict
 import click
 import yaml
 
-from judgeq._errors import JudgeqError, RubricError
-from judgeq._render import render_request
-from judgeq._rubric import Chunk, Rubric, builtin_names, load_rubric
-from judgeq._settings import load_settings
+from judgeq.errors import JudgeqError, RubricError
+from judgeq.grading.request import render_request
+from judgeq.rubric.model import Chunk, Rubric, builtin_names, load_rubric
+from judgeq.settings import load_settings
 
 from ..plan import load_rubric_for_run
 
@@ -44,7 +44,7 @@ def list_() -> None:
 
 
 class _SampleFields(TypedDict, total=False):
-    """The job fields of ``rubrics show``'s sample request (see :func:`judgeq._render.render_user`)."""
+    """The job fields of ``rubrics show``'s sample request (:func:`judgeq.grading.request.render_user`)."""
 
     input: str
     output: str | None

@@ -7,15 +7,15 @@ from typing import Any
 
 import click
 
-from judgeq._errors import ConfigError
-from judgeq._prices import unpriced_text
+from judgeq.errors import ConfigError
+from judgeq.judges.prices import unpriced_text
 
 from ..progress import fmt_duration, pause_line, snapshot, state_text, summary_text, write_files
 from .options import out_option, redis_option, settings_from
 
 
 def _store(**flags: Any) -> Any:
-    from judgeq.redis_store import RedisStore
+    from judgeq.store.redis import RedisStore
 
     settings = settings_from(**flags)
     return settings, RedisStore.open(settings)
@@ -148,8 +148,8 @@ def finalize(run_id: str, force: bool, **flags: Any) -> None:
     redelivery can take), unless --force: finalizing a live run records graded-to-be jobs as
     lost and pays for judge calls whose results are discarded.
     """
-    from judgeq._pipeline import finalize_run
-    from judgeq._timing import stall_after
+    from judgeq.pipeline.stages import finalize_run
+    from judgeq.pipeline.timing import stall_after
 
     settings, store = _store(**flags)
     if store.spec(run_id) is None:
@@ -193,7 +193,7 @@ def finalize(run_id: str, force: bool, **flags: Any) -> None:
 def archive(run_id: str, **flags: Any) -> None:
     """Move a finished run out of Redis into the results folder (report files and
     verdicts.jsonl.gz); status, report, compare, export and runs read it there."""
-    from judgeq._archive import archive_run
+    from judgeq.store.archive import archive_run
 
     settings, store = _store(**flags)
     if store.spec(run_id) is None:

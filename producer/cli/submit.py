@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from judgeq._batch import open_batch
-from judgeq._settings import Settings
+from judgeq.jobs.reader import open_batch
+from judgeq.settings import Settings
 
 from ..plan import Plan, make_plan, plan_kwargs
 from .options import grading_options, redis_option, settings_from
@@ -51,12 +51,12 @@ def reply_cache(settings: Settings, command: str) -> Any:
     file when there is one, the workers' cache in Redis for ``submit`` (None when Redis cannot
     be reached: the dry run says so and counts every call)."""
     if command == "run":
-        from judgeq._cache import SqliteCache
+        from judgeq.store.reply_cache import SqliteCache
 
         path = settings.reply_cache_path()
         return SqliteCache(path, settings.cache_ttl) if path.exists() else None
-    from judgeq._errors import StoreError
-    from judgeq.redis_store import RedisCache, connect
+    from judgeq.errors import StoreError
+    from judgeq.store.redis import RedisCache, connect
 
     try:
         return RedisCache(connect(settings.redis_url), settings.cache_ttl)

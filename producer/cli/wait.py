@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from judgeq._settings import Settings
-from judgeq._store import Store
+from judgeq.settings import Settings
+from judgeq.store.base import Store
 
 from ..progress import summary_text
 from .options import out_option, redis_option, settings_from

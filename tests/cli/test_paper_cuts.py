@@ -17,12 +17,12 @@ import pytest
 from click.testing import CliRunner
 
 from judgeq import MemoryStore, Result, load_settings
-from judgeq._render import JudgeRequest
-from judgeq._rubric import load_rubric, read_rubric_text
-from judgeq._run import RunSpec
+from judgeq.grading.request import JudgeRequest
 from judgeq.judges.lexical import LexicalJudge
+from judgeq.pipeline.spec import RunSpec
 from judgeq.producer.cli import main
 from judgeq.producer.progress import PRODUCER_GONE_AFTER
+from judgeq.rubric.model import load_rubric, read_rubric_text
 
 ROOT = Path(__file__).parent.parent.parent
 RESPONSES = ROOT / "examples" / "responses.jsonl"
@@ -107,8 +107,8 @@ def test_the_kind_check_counts_only_valid_lines_and_honours_a_custom_retrieval_r
 
 def test_the_lexical_judge_reports_zero_tokens() -> None:
     rubric = load_rubric("quality")
-    from judgeq._grading import GradingContext
-    from judgeq._jobs import ResponseJob
+    from judgeq.grading.job import GradingContext
+    from judgeq.jobs.models import ResponseJob
 
     ctx = GradingContext(rubric=rubric, judge=LexicalJudge(), max_tokens=1024)
     request = ctx.request_for(ResponseJob(id="a", input="How?", output="Like this.", expected_answer="So."))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from judgeq import ConfigError, load_settings
-from judgeq._errors import JudgeAuthError, JudgeModelNotFound, JudgeOverloaded
+from judgeq.errors import JudgeAuthError, JudgeModelNotFound, JudgeOverloaded
 from judgeq.judges import JudgeSpec
 from judgeq.judges.anthropic import AnthropicJudge
 from judgeq.producer.plan import preflight

@@ -14,7 +14,10 @@ import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from judgeq._aggregate import (
+from judgeq.grading.result import Result
+from judgeq.judges.prices import shipped_prices
+from judgeq.pipeline.spec import RunSpec
+from judgeq.report.aggregate import (
     Aggregator,
     RetrievalStats,
     Stats,
@@ -22,12 +25,9 @@ from judgeq._aggregate import (
     price_for,
     quantile,
 )
-from judgeq._prices import shipped_prices
-from judgeq._report import build_report, new_aggregator, render_markdown
-from judgeq._result import Result
-from judgeq._rubric import read_rubric_text
-from judgeq._run import RunSpec
-from judgeq._stats import wilson
+from judgeq.report.build import build_report, new_aggregator, render_markdown
+from judgeq.report.stats import wilson
+from judgeq.rubric.model import read_rubric_text
 
 PRICES: dict[str, Any] = json.loads(resources.files("judgeq").joinpath("data/prices.json").read_text())
 
@@ -537,7 +537,7 @@ def test_stats_of_many_equal_values() -> None:
 
 
 def test_cost_breakdown_parts_add_up_and_the_batch_lane_halves() -> None:
-    from judgeq._aggregate import cost_breakdown
+    from judgeq.report.aggregate import cost_breakdown
 
     live = cost_breakdown("claude-sonnet-4-5", 1_000_000, 100_000, cache_read=2_000_000, cache_write=10_000)
     assert live == {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from judgeq._batch import IdHashes, scan_batch
+from judgeq.jobs.reader import IdHashes, scan_batch
 
 
 def write(path: Path, ids: list[str]) -> Path:

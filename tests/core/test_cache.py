@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 import judgeq
-from judgeq._cache import MemoryCache, Prefetched, ReplyCache, SqliteCache, cache_key, get_many
-from judgeq._grading import GradingContext
-from judgeq._jobs import ResponseJob
-from judgeq._render import JudgeRequest
-from judgeq._rubric import load_rubric
+from judgeq.grading.job import GradingContext
+from judgeq.grading.request import JudgeRequest
+from judgeq.jobs.models import ResponseJob
+from judgeq.rubric.model import load_rubric
+from judgeq.store.reply_cache import MemoryCache, Prefetched, ReplyCache, SqliteCache, cache_key, get_many
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 from judgeq.testing.mock_messages import verdict_for_schema
 
@@ -74,7 +74,7 @@ def test_a_graded_reply_is_reused_and_a_failure_is_asked_again(kind: str, tmp_pa
 
 
 def test_the_report_counts_hits_as_saved_not_spent() -> None:
-    from judgeq._aggregate import Aggregator
+    from judgeq.report.aggregate import Aggregator
 
     cache = MemoryCache()
     ctx = GradingContext(rubric=QUALITY, judge=CountingJudge(), cache=cache)
@@ -116,7 +116,7 @@ def make_reply_cache(kind: str, tmp_path: Path) -> ReplyCache:
         return SqliteCache(tmp_path / "c.db")
     import fakeredis
 
-    from judgeq.redis_store import RedisCache
+    from judgeq.store.redis import RedisCache
 
     return RedisCache(fakeredis.FakeRedis(decode_responses=True), ttl_s=60)
 
@@ -189,7 +189,7 @@ def test_a_cached_reply_is_packed_and_read_back_whole() -> None:
     import dataclasses
     import json
 
-    from judgeq._cache import decode_reply, encode_reply
+    from judgeq.store.reply_cache import decode_reply, encode_reply
 
     reasoning = "The response explains the cause correctly and gives the fix, but it omits the caveat. " * 8
     reply = judgeq.JudgeReply(

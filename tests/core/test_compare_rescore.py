@@ -11,12 +11,12 @@ import pytest
 import scipy.stats
 
 import judgeq
-from judgeq._compare import compare, render_html, render_markdown
-from judgeq._errors import ConfigError
-from judgeq._rescore import rescore, rescored_spec
-from judgeq._result import Result
-from judgeq._rubric import read_rubric_text
-from judgeq._run import RunSpec
+from judgeq.errors import ConfigError
+from judgeq.grading.result import Result
+from judgeq.pipeline.spec import RunSpec
+from judgeq.report.compare import compare, render_html, render_markdown
+from judgeq.report.rescore import rescore, rescored_spec
+from judgeq.rubric.model import read_rubric_text
 
 QUALITY_TEXT, _ = read_rubric_text("quality")
 
@@ -162,7 +162,7 @@ def test_a_rescored_result_spent_nothing() -> None:
     again = rescore(graded, new_spec.rubric, new_spec)
     spent = (again.input_tokens, again.output_tokens, again.attempts, again.grading_latency_ms)
     assert spent == (0, 0, 0, 0.0)
-    from judgeq._report import build_report, new_aggregator
+    from judgeq.report.build import build_report, new_aggregator
 
     agg = new_aggregator(new_spec)
     agg.add(again)
@@ -236,8 +236,8 @@ class _PassingJudge:
 
 
 def test_rescore_lifts_the_safety_gate_of_a_pass_fail_rubric() -> None:
-    from judgeq._grading import GradingContext
-    from judgeq._jobs import ResponseJob
+    from judgeq.grading.job import GradingContext
+    from judgeq.jobs.models import ResponseJob
 
     text, _ = read_rubric_text("helpfulness")
     gated_text = text.replace("scale: pass-fail", "scale: pass-fail\nsafety_gate: true", 1)

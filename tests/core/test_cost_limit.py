@@ -8,10 +8,10 @@ import fakeredis
 import pytest
 
 from judgeq import Result
-from judgeq._rubric import read_rubric_text
-from judgeq._run import RunSpec
-from judgeq._store import MemoryStore, Store, result_cost
-from judgeq.redis_store import RedisStore
+from judgeq.pipeline.spec import RunSpec
+from judgeq.rubric.model import read_rubric_text
+from judgeq.store.base import MemoryStore, Store, result_cost
+from judgeq.store.redis import RedisStore
 
 MODEL = "claude-sonnet-4-5"  # $3 / $15 per million tokens
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from judgeq import GradingContext, builtin_names, grade_job, load_rubric
-from judgeq._jobs import JOB_MODELS, infer_kind
-from judgeq._rubric import Golden, Rubric
+from judgeq.jobs.models import JOB_MODELS, infer_kind
 from judgeq.judges.anthropic import AnthropicJudge
+from judgeq.rubric.model import Golden, Rubric
 from judgeq.testing.mock_messages import message_json, mock_client, verdict_for_schema
 
 CASES = [(name, g.name) for name in builtin_names() for g in load_rubric(name).goldens]

@@ -1,4 +1,4 @@
-"""The Message Batches lane (judgeq._lane) over both stores, with a scripted batch judge: when
+"""The Message Batches lane (judgeq.judges.batch_lane) over both stores, with a scripted batch judge: when
 batches are sent, what becomes of every kind of batch result, what a dead worker leaves behind."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import fakeredis
 import pytest
 
 import judgeq
-from judgeq._cache import MemoryCache
-from judgeq._lane import (
+from judgeq.grading.request import JudgeRequest
+from judgeq.judges.batch_lane import (
     BatchInfo,
     BatchItem,
     BatchLane,
@@ -22,12 +22,12 @@ from judgeq._lane import (
     index_of,
     lane_summary,
 )
-from judgeq._pipeline import Contexts, Outcome, process_job, reduce_run
-from judgeq._render import JudgeRequest
-from judgeq._rubric import read_rubric_text
-from judgeq._run import RunSpec
-from judgeq._store import MemoryStore, Store, result_cost
-from judgeq.redis_store import RedisStore
+from judgeq.pipeline.spec import RunSpec
+from judgeq.pipeline.stages import Contexts, Outcome, process_job, reduce_run
+from judgeq.rubric.model import read_rubric_text
+from judgeq.store.base import MemoryStore, Store, result_cost
+from judgeq.store.redis import RedisStore
+from judgeq.store.reply_cache import MemoryCache
 from judgeq.testing.mock_messages import verdict_for_schema
 
 RUN = "lane-run"

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 import judgeq
-from judgeq._errors import SYSTEMIC_REASONS, JudgeAuthError, JudgeModelNotFound
-from judgeq._pipeline import Contexts, Held, Outcome, finalize_run, process_job, reduce_run, settle_held
-from judgeq._render import JudgeRequest
-from judgeq._rubric import read_rubric_text
-from judgeq._run import RunSpec
-from judgeq._store import MemoryStore
+from judgeq.errors import SYSTEMIC_REASONS, JudgeAuthError, JudgeModelNotFound
+from judgeq.grading.request import JudgeRequest
+from judgeq.pipeline.spec import RunSpec
+from judgeq.pipeline.stages import Contexts, Held, Outcome, finalize_run, process_job, reduce_run, settle_held
+from judgeq.rubric.model import read_rubric_text
+from judgeq.store.base import MemoryStore
 from judgeq.testing.mock_messages import verdict_for_schema
 
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 import judgeq
-from judgeq import _grading
-from judgeq._judge import RetryPolicy
-from judgeq._pipeline import (
+from judgeq.grading import job as _grading
+from judgeq.grading.request import JudgeRequest
+from judgeq.judges.base import RetryPolicy
+from judgeq.pipeline.spec import RunSpec
+from judgeq.pipeline.stages import (
     Contexts,
     Outcome,
     cancel_run,
@@ -24,10 +26,8 @@ from judgeq._pipeline import (
     reduce_run,
     reduce_unless_final,
 )
-from judgeq._render import JudgeRequest
-from judgeq._rubric import read_rubric_text
-from judgeq._run import RunSpec
-from judgeq._store import MemoryStore
+from judgeq.rubric.model import read_rubric_text
+from judgeq.store.base import MemoryStore
 from judgeq.testing.mock_messages import verdict_for_schema
 
 RUN = "run-1"

@@ -19,12 +19,12 @@ import pytest
 from click.testing import CliRunner
 
 from judgeq import ConfigError, Result, load_settings
-from judgeq._prices import load_prices, shipped_prices
-from judgeq._report import render_markdown
-from judgeq._run import RunSpec
-from judgeq._store import MemoryStore, Store
+from judgeq.judges.prices import load_prices, shipped_prices
+from judgeq.pipeline.spec import RunSpec
 from judgeq.producer.plan import make_plan
-from judgeq.redis_store import RedisStore
+from judgeq.report.build import render_markdown
+from judgeq.store.base import MemoryStore, Store
+from judgeq.store.redis import RedisStore
 
 ROOT = Path(__file__).parent.parent.parent
 RESPONSES = ROOT / "examples" / "responses.jsonl"
@@ -140,7 +140,7 @@ def test_a_prices_file_that_cannot_be_read(tmp_path: Path) -> None:
 def test_the_setting_reads_judgeq_prices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("JUDGEQ_PRICES", str(tmp_path / "p.json"))
     assert load_settings().prices == tmp_path / "p.json"
-    from judgeq._settings import known_variables
+    from judgeq.settings import known_variables
 
     assert "JUDGEQ_PRICES" in known_variables()
 
@@ -193,7 +193,7 @@ def test_workers_price_a_run_with_the_prices_its_producer_recorded(tmp_path: Pat
 
 
 def test_a_report_of_a_judge_without_a_price_says_unknown(tmp_path: Path) -> None:
-    from judgeq._pipeline import reduce_run
+    from judgeq.pipeline.stages import reduce_run
 
     spec = plan(tmp_path, "anthropic:claude-test").spec
     assert spec.prices == {} and spec.unpriced_models() == ["claude-test"]

@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from judgeq import MemoryStore, Result
-from judgeq._rubric import read_rubric_text
-from judgeq._run import RunSpec
+from judgeq.pipeline.spec import RunSpec
 from judgeq.producer.progress import (
     PRODUCER_GONE_AFTER,
     STOPPED,
@@ -20,6 +19,7 @@ from judgeq.producer.progress import (
     stopped_text,
     wait_for_report,
 )
+from judgeq.rubric.model import read_rubric_text
 
 
 def test_progress_line_shows_counts_rate_eta_and_nulls() -> None:
@@ -250,7 +250,7 @@ def test_status_says_when_no_worker_consumes_the_queue_or_none_finishes_a_job() 
     import fakeredis
 
     from judgeq.producer.cli.status import WORKERS_QUIET_AFTER, worker_lines
-    from judgeq.redis_store import RedisStore
+    from judgeq.store.redis import RedisStore
 
     store = RedisStore(fakeredis.FakeRedis(decode_responses=True))
     snap = SimpleNamespace(last_done_s=5.0, lane="", total=10, done=4)

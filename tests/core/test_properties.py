@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from judgeq import ParsedVerdict, RubricError, load_rubric, parse_rubric, score_verdict
-from judgeq._rubric import WEIGHT_TOLERANCE, Ceiling, CeilingRule
-from judgeq._scoring import apply_ceiling
+from judgeq.grading.score import apply_ceiling
+from judgeq.rubric.model import WEIGHT_TOLERANCE, Ceiling, CeilingRule
 
 QUALITY = load_rubric("quality")
 DIMS = [d.name for d in QUALITY.dimensions]

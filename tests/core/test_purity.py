@@ -13,8 +13,17 @@ import judgeq.producer.cli
 import judgeq.workers
 
 FORBIDDEN = ("celery", "kombu", "redis", "anthropic", "httpx2", "flower")
-EDGE = {"judgeq.redis_store", "judgeq.ratelimit.redis"}  # Redis lives outside the core on purpose
-CORE_PACKAGES = ("judgeq.ratelimit",)
+EDGE = {"judgeq.store.redis", "judgeq.ratelimit.redis", "judgeq.judges.anthropic"}  # Redis and the SDK: edges
+CORE_PACKAGES = (
+    "judgeq.jobs",
+    "judgeq.rubric",
+    "judgeq.grading",
+    "judgeq.judges",
+    "judgeq.ratelimit",
+    "judgeq.store",
+    "judgeq.pipeline",
+    "judgeq.report",
+)
 
 
 def core_modules() -> list[str]:
@@ -32,7 +41,11 @@ def run(code: str) -> str:
 
 def test_every_core_module_imports_no_edge_library() -> None:
     modules = core_modules()
-    assert "judgeq._verdict" in modules and "judgeq._pipeline" in modules and "judgeq._timing" in modules
+    assert (
+        "judgeq.grading.verdict" in modules
+        and "judgeq.pipeline.stages" in modules
+        and "judgeq.pipeline.timing" in modules
+    )
     assert "judgeq.ratelimit.policy" in modules and "judgeq.ratelimit.memory" in modules
     code = (
         f"import sys, importlib\nfor m in {modules!r}: importlib.import_module(m)\n"
@@ -42,7 +55,7 @@ def test_every_core_module_imports_no_edge_library() -> None:
 
 
 def all_edge_modules() -> list[str]:
-    out = ["judgeq.redis_store", "judgeq.workers", "judgeq.producer", "judgeq.producer.cli"]
+    out = ["judgeq.store.redis", "judgeq.workers", "judgeq.producer", "judgeq.producer.cli"]
     for pkg in (judgeq.workers, judgeq.producer, judgeq.producer.cli):
         out += [f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)]
     return sorted(set(out))
@@ -74,7 +87,7 @@ def test_the_app_of_celery_dash_a_is_built_on_first_access_only() -> None:
 
 def test_the_producer_needs_no_worker_package() -> None:
     code = (
-        "import sys\nimport judgeq.redis_store, judgeq._timing, judgeq.producer.plan\n"
+        "import sys\nimport judgeq.store.redis, judgeq.pipeline.timing, judgeq.producer.plan\n"
         "import judgeq.producer.progress, judgeq.producer.enqueue, judgeq.producer.embedded\n"
         "print([m for m in sys.modules if m.startswith('judgeq.workers')])"
     )

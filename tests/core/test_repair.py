@@ -10,10 +10,10 @@ import fakeredis
 import pytest
 
 from judgeq import Result, load_settings
-from judgeq._rubric import read_rubric_text
-from judgeq._run import RunSpec
-from judgeq._timing import stall_after
-from judgeq.redis_store import RedisStore
+from judgeq.pipeline.spec import RunSpec
+from judgeq.pipeline.timing import stall_after
+from judgeq.rubric.model import read_rubric_text
+from judgeq.store.redis import RedisStore
 from judgeq.workers.celery_app import GRADE_TASK, REDUCE_TASK
 from judgeq.workers.repair import repair_stalled_runs
 
@@ -144,7 +144,7 @@ def test_a_paused_run_is_left_alone(store: RedisStore) -> None:
 
 def test_the_bounds_the_readme_states() -> None:
     """README: lost jobs re-sent after 350 s without progress; a missing report healed within 380 s."""
-    from judgeq._timing import check_interval
+    from judgeq.pipeline.timing import check_interval
 
     defaults = load_settings()
     assert stall_after(defaults) == 350.0

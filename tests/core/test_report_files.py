@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from judgeq._report import build_report, new_aggregator, write_report_files
-from judgeq._result import Result
-from judgeq._rubric import read_rubric_text
-from judgeq._run import RunSpec
+from judgeq.grading.result import Result
+from judgeq.pipeline.spec import RunSpec
+from judgeq.report.build import build_report, new_aggregator, write_report_files
+from judgeq.rubric.model import read_rubric_text
 
 TEXT, SOURCE = read_rubric_text("quality")
 

@@ -55,9 +55,9 @@ from judgeq import (
     grade_job,
     load_rubric,
 )
-from judgeq._aggregate import Aggregator, RetrievalStats
-from judgeq._grading import _question_fields
-from judgeq._retrieval import first_relevant_rank, hits_at, position_weight, total_score
+from judgeq.grading.job import _question_fields
+from judgeq.grading.retrieval import first_relevant_rank, hits_at, position_weight, total_score
+from judgeq.report.aggregate import Aggregator, RetrievalStats
 from judgeq.testing.mock_messages import verdict_for_schema
 
 KS = (1, 3, 5, 10)

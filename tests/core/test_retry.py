@@ -16,7 +16,7 @@ from judgeq import (
     RetryPolicy,
     call_with_retries,
 )
-from judgeq._render import JudgeRequest
+from judgeq.grading.request import JudgeRequest
 from judgeq.ratelimit import Limits, MemoryBudget
 
 REQ = JudgeRequest(system=("s",), user="u", output_schema={})

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from judgeq import RubricError, builtin_names, load_rubric, parse_rubric, parse_weights
-from judgeq._errors import ConfigError
-from judgeq._rubric import is_path_ref, resolve_rubric_path, weights_from_env
+from judgeq.errors import ConfigError
+from judgeq.rubric.model import is_path_ref, resolve_rubric_path, weights_from_env
 
 FIX = Path(__file__).parent.parent / "fixtures" / "rubrics"
 
@@ -261,7 +261,7 @@ def test_a_copy_of_a_rubric_never_keeps_a_stale_fingerprint(deep: bool) -> None:
 
 
 def quality_text_with_threshold(threshold: float) -> str:
-    from judgeq._rubric import read_rubric_text
+    from judgeq.rubric.model import read_rubric_text
 
     text, _ = read_rubric_text("quality")
     return text.replace("pass_threshold: 7.0", f"pass_threshold: {threshold}", 1)

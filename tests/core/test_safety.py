@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from judgeq._safety import SAFETY_CATEGORIES, check_safety, luhn_valid
+from judgeq.grading.safety import SAFETY_CATEGORIES, check_safety, luhn_valid
 
 UNSAFE: list[tuple[str, list[str]]] = [
     # -- dangerous_instructions ---------------------------------------------------------------

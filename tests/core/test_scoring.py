@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from judgeq import ParsedVerdict, load_rubric, parse_rubric, parse_verdict, score_verdict
-from judgeq._scoring import apply_ceiling, weighted_overall
+from judgeq.grading.score import apply_ceiling, weighted_overall
 
 FOUR_DIMS = """---
 name: four

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from judgeq import ConfigError, Settings, load_settings
-from judgeq._settings import known_variables, unknown_variables
+from judgeq.settings import known_variables, unknown_variables
 
 
 def test_weights_and_debug_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,13 +36,13 @@ def test_the_cores_own_defaults_are_the_settings_defaults() -> None:
     # their defaults are read from the settings object, never written twice
     import fakeredis
 
-    from judgeq._aggregate import Aggregator
-    from judgeq._batch import BatchLimits
-    from judgeq._cache import MemoryCache
-    from judgeq._judge import RetryPolicy
-    from judgeq._render import DEFAULT_MAX_TOKENS
-    from judgeq._run import RunSpec
-    from judgeq.redis_store import RedisStore
+    from judgeq.grading.request import DEFAULT_MAX_TOKENS
+    from judgeq.jobs.reader import BatchLimits
+    from judgeq.judges.base import RetryPolicy
+    from judgeq.pipeline.spec import RunSpec
+    from judgeq.report.aggregate import Aggregator
+    from judgeq.store.redis import RedisStore
+    from judgeq.store.reply_cache import MemoryCache
 
     s = load_settings()
     spec = RunSpec(run_id="r", rubric_text="", rubric_source="x", judge_provider="p", judge_model="m")
@@ -103,7 +103,7 @@ def test_empty_key_is_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_redis_urls_redis_py_would_misread_are_refused(url: str, problem: str | None) -> None:
-    from judgeq.redis_store import check_redis_url
+    from judgeq.store.redis import check_redis_url
 
     if problem is None:
         check_redis_url(url)
@@ -129,6 +129,6 @@ def test_redis_urls_redis_py_would_misread_are_refused(url: str, problem: str | 
     ],
 )
 def test_mask_url_hides_the_password_and_keeps_host_and_port(url: str, masked: str) -> None:
-    from judgeq._settings import mask_url
+    from judgeq.settings import mask_url
 
     assert mask_url(url) == masked

@@ -12,11 +12,11 @@ from typing import Any
 import fakeredis
 import pytest
 
-from judgeq._result import Result
-from judgeq._rubric import read_rubric_text
-from judgeq._run import RunSpec
-from judgeq._store import MemoryStore, Store, live_increments
-from judgeq.redis_store import CHUNK, RedisStore
+from judgeq.grading.result import Result
+from judgeq.pipeline.spec import RunSpec
+from judgeq.rubric.model import read_rubric_text
+from judgeq.store.base import MemoryStore, Store, live_increments
+from judgeq.store.redis import CHUNK, RedisStore
 
 RUN = "run-1"
 RUBRIC_TEXT, RUBRIC_SOURCE = read_rubric_text("quality")
@@ -513,8 +513,8 @@ def test_redis_delete_run_removes_every_key() -> None:
 def test_a_result_in_a_newer_storage_format_is_named_and_the_reduce_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from judgeq._pipeline import reduce_run
-    from judgeq.redis_store import _bucket, _k
+    from judgeq.pipeline.stages import reduce_run
+    from judgeq.store.redis import _bucket, _k
 
     store = RedisStore(fakeredis.FakeRedis(decode_responses=True))
     store.register(make_spec(total=3))
@@ -523,7 +523,7 @@ def test_a_result_in_a_newer_storage_format_is_named_and_the_reduce_goes_on(
     bucket = _k(RUN, _bucket(0))
     newer = b"\x07" + (1).to_bytes(4, "big") + b"a body this judgeq cannot read"
     store.r.lset(bucket, 1, newer)  # the entry of job #1: results are kept in the order stored
-    with caplog.at_level("ERROR", logger="judgeq.redis_store"):
+    with caplog.at_level("ERROR", logger="judgeq.store.redis"):
         results = list(store.results(RUN, 3))
         report = reduce_run(store, RUN)
     assert [r is None for r in results] == [False, True, False]
@@ -534,8 +534,8 @@ def test_a_result_in_a_newer_storage_format_is_named_and_the_reduce_goes_on(
 
 
 def test_unpack_names_the_entry_of_an_unknown_format_and_reads_plain_json() -> None:
-    from judgeq._packing import UnknownFormat
-    from judgeq._result import pack_result, packing_dictionary, unpack_result
+    from judgeq.grading.result import pack_result, packing_dictionary, unpack_result
+    from judgeq.store.packing import UnknownFormat
 
     dictionary = packing_dictionary({}, [])
     result = graded(4)
@@ -548,13 +548,15 @@ def test_unpack_names_the_entry_of_an_unknown_format_and_reads_plain_json() -> N
         unpack_result(b"\xff", dictionary, "entry y")
 
 
-def test_a_cached_reply_in_an_unknown_format_is_a_miss_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    from judgeq._cache import decode_reply, encode_reply
-    from judgeq._judge import JudgeReply
+def test_a_cached_reply_in_an_unknown_format_is_a_miss_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from judgeq.judges.base import JudgeReply
+    from judgeq.store.reply_cache import decode_reply, encode_reply
 
     reply = JudgeReply(text='{"score": 8}', input_tokens=10, output_tokens=3)
     assert decode_reply(encode_reply(reply)) == reply
-    with caplog.at_level("WARNING", logger="judgeq._cache"):
+    with caplog.at_level("WARNING", logger="judgeq.store.reply_cache"):
         assert decode_reply(b"\x02" + encode_reply(reply)[1:], "reply cache entry k1") is None
     assert any("reply cache entry k1 is in storage format 2" in r.getMessage() for r in caplog.records)
     assert decode_reply(b"\x01not deflate") is None  # damaged: a miss

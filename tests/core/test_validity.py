@@ -14,13 +14,13 @@ import scipy.stats
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
 import judgeq
-from judgeq._aggregate import Aggregator
-from judgeq._grading import GradingContext, grade_job
-from judgeq._jobs import ResponseJob
-from judgeq._render import JudgeRequest
-from judgeq._report import render_markdown
-from judgeq._result import Result
-from judgeq._stats import wilson
+from judgeq.grading.job import GradingContext, grade_job
+from judgeq.grading.request import JudgeRequest
+from judgeq.grading.result import Result
+from judgeq.jobs.models import ResponseJob
+from judgeq.report.aggregate import Aggregator
+from judgeq.report.build import render_markdown
+from judgeq.report.stats import wilson
 from judgeq.testing.mock_messages import verdict_for_schema
 
 QUALITY = judgeq.load_rubric("quality")
@@ -158,7 +158,7 @@ def test_intervals_wilson_and_t_against_the_formulas() -> None:
     assert wilson(0, 0) is None
     # fractional successes (a tie is half a win) use the same closed form, which matches
     # scipy's Wilson interval wherever scipy can compute it (whole counts)
-    from judgeq._stats import wilson_bounds
+    from judgeq.report.stats import wilson_bounds
 
     for k, m in ((0, 5), (3, 7), (7, 10), (40, 40), (123, 400)):
         ci = scipy.stats.binomtest(k, m).proportion_ci(0.95, method="wilson")
@@ -205,7 +205,7 @@ def test_markdown_prints_values_with_their_intervals() -> None:
     assert (rep["overall"]["mean"], rep["overall"]["ci95"]) == (6.05, [4.3186, 7.7814])
     assert "| **overall** | 10 | 6.05 (4.32-7.78) |" in md  # two decimals, as people read them
     # a negative bound is not a dash: "-0.09 (-0.89 to 0.71)"
-    from judgeq._report import _ci, _p
+    from judgeq.report.build import _ci, _p
 
     assert _ci(-0.0863, [-0.8862, 0.7137]) == "-0.09 (-0.89 to 0.71)"
     assert _ci(75.0, [50.5, 90.0], "%") == "75.0% (50.5-90.0)"
@@ -298,8 +298,8 @@ def test_council_alpha_on_pass_fail_is_nominal_as_krippendorff_computes_it() -> 
 
 
 def test_a_councils_live_cost_prices_each_judge_at_its_own_price() -> None:
-    from judgeq._aggregate import cost_breakdown
-    from judgeq._store import result_cost
+    from judgeq.report.aggregate import cost_breakdown
+    from judgeq.store.base import result_cost
 
     r = graded(
         0,

@@ -2,7 +2,7 @@
 
 Each row is one answer as judge models actually write it (prose and a fenced ```json block,
 bare JSON in prose, tool-call input, markdown text forms, refusals, truncated or garbled
-output) with the fields :func:`judgeq._verdict.parse_verdict` must produce for it.
+output) with the fields :func:`judgeq.grading.verdict.parse_verdict` must produce for it.
 
 Rows marked ``xfail(strict=True)`` with a reason starting ``BUG:`` are parser bugs found
 while writing the corpus; they are left failing on purpose (the parser is not fixed here).
@@ -22,8 +22,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from judgeq._rubric import Rubric, parse_rubric
-from judgeq._verdict import RAW_LIMIT, ParsedVerdict, parse_verdict
+from judgeq.grading.verdict import RAW_LIMIT, ParsedVerdict, parse_verdict
+from judgeq.rubric.model import Rubric, parse_rubric
 
 # -- rubrics -------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The parser never invents a score (issue 9, point 2), and general ``LO-HI`` scales.
 
-The free-text fallback of :func:`judgeq._verdict.parse_verdict` reads explicit statements
+The free-text fallback of :func:`judgeq.grading.verdict.parse_verdict` reads explicit statements
 only.  Numbers inside the reasoning (arithmetic, code, quantities, quoted text) must give a
 null (``parse_error``), conflicting statements must give a null unless the last one is marked
 final, and a reply that is nothing but a number or a verdict word is a verdict.
@@ -17,13 +17,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from judgeq._errors import RubricError
-from judgeq._grading import llm_grade
-from judgeq._render import output_schema, render_request
-from judgeq._rubric import DEFAULT_PASS_THRESHOLDS, Rubric, default_pass_threshold, parse_rubric, scale_range
-from judgeq._scoring import score_verdict
-from judgeq._verdict import ParsedVerdict, parse_verdict
+from judgeq.errors import RubricError
+from judgeq.grading.job import llm_grade
+from judgeq.grading.request import output_schema, render_request
+from judgeq.grading.score import score_verdict
+from judgeq.grading.verdict import ParsedVerdict, parse_verdict
 from judgeq.judges.lexical import LexicalJudge
+from judgeq.rubric.model import (
+    DEFAULT_PASS_THRESHOLDS,
+    Rubric,
+    default_pass_threshold,
+    parse_rubric,
+    scale_range,
+)
 
 
 def rubric(scale: str, extra: str = "") -> Rubric:

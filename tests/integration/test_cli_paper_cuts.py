@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from judgeq._rubric import read_rubric_text
-from judgeq._run import RunSpec
+from judgeq.pipeline.spec import RunSpec
 from judgeq.producer.progress import PRODUCER_GONE_AFTER
-from judgeq.redis_store import RedisStore, connect
+from judgeq.rubric.model import read_rubric_text
+from judgeq.store.redis import RedisStore, connect
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
 from .harness import RedisServer, judgeq_cli

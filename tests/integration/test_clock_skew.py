@@ -22,17 +22,17 @@ from click.testing import CliRunner
 
 import judgeq
 from judgeq import Result, load_settings
-from judgeq._lane import BatchInfo, BatchItem, BatchLane, LaneConfig
-from judgeq._pipeline import Contexts, Outcome, process_job
-from judgeq._render import JudgeRequest
-from judgeq._rubric import read_rubric_text
-from judgeq._run import RunSpec
-from judgeq._timing import stall_after
+from judgeq.grading.request import JudgeRequest
+from judgeq.judges.batch_lane import BatchInfo, BatchItem, BatchLane, LaneConfig
+from judgeq.pipeline.spec import RunSpec
+from judgeq.pipeline.stages import Contexts, Outcome, process_job
+from judgeq.pipeline.timing import stall_after
 from judgeq.producer.cli import main
 from judgeq.producer.enqueue import register_and_enqueue
 from judgeq.producer.plan import make_plan
 from judgeq.producer.progress import STOPPED, snapshot
-from judgeq.redis_store import RedisStore
+from judgeq.rubric.model import read_rubric_text
+from judgeq.store.redis import RedisStore
 from judgeq.workers.celery_app import GRADE_TASK
 from judgeq.workers.repair import repair_stalled_runs
 

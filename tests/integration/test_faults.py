@@ -196,7 +196,7 @@ def test_judge_faults_at_scale_end_as_injected(
 SLOW_REDUCER = """
 import os, time
 from pathlib import Path
-import judgeq._pipeline as p
+import judgeq.pipeline.stages as p
 
 _real = p.reduce_run
 
@@ -292,7 +292,7 @@ def test_redelivered_message_counts_once(
     redis_server: RedisServer,
     start_worker: Callable[..., Worker],
 ) -> None:
-    from judgeq._settings import load_settings
+    from judgeq.settings import load_settings
     from judgeq.workers.celery_app import create_app
 
     env = {**env, **FAST}

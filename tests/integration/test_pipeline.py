@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from judgeq.redis_store import RedisStore
+from judgeq.store.redis import RedisStore
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
 from .harness import (

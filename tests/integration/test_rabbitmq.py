@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from judgeq._settings import load_settings
+from judgeq.settings import load_settings
 from judgeq.workers.celery_app import GRADE_TASK, create_app
 
 from .harness import RabbitServer, Worker

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from judgeq._errors import ConfigError
-from judgeq.redis_store import connect, parse_sentinel_url
+from judgeq.errors import ConfigError
+from judgeq.store.redis import connect, parse_sentinel_url
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
 from .harness import (

@@ -1,0 +1,150 @@
+"""The Python API: grade from a notebook or a script, with the same pipeline as the CLI.
+
+::
+
+    import judgeq
+
+    report = judgeq.grade("batch.jsonl", rubric="quality", judge="anthropic:claude-haiku-4-5")
+    report.to_dict()["overall"]          # report.json as a dict
+    df = report.to_pandas()              # one row per job (needs pandas)
+
+    run_id = judgeq.submit("big.jsonl", rubric="quality", redis_url="redis://host:6379/0")
+    report = judgeq.wait(run_id, redis_url="redis://host:6379/0")   # workers grade it
+
+    report = judgeq.load_report("results/20261123-101500-3f9a1c")
+
+``grade`` runs in this process (``judgeq run``); ``submit``/``wait`` use Redis and workers
+(``judgeq submit``/``judgeq wait``).  Options are the CLI's, as keyword arguments (``weights``,
+``thresholds``, ``run_id``, ``skip_invalid``, ``batch_api``, ``no_swap``, ``council``,
+``max_cost``, ``prices``, ``rpm``, ...), and settings come from ``JUDGEQ_*`` as for the CLI.  Errors are
+:class:`~judgeq.JudgeqError` subclasses with the CLI's one-line messages.
+
+This module imports the producer (and through it Redis and Celery) only when a function is
+called, so ``import judgeq`` stays free of them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from judgeq.store.runfolder import Report, load_report
+
+__all__ = ["Report", "grade", "load_report", "submit", "wait"]
+
+Jobs = str | Path | Iterable[Mapping[str, Any]]
+
+
+def _batch_file(jobs: Jobs, tmp: Path) -> Path:
+    """A path to a JSONL batch: ``jobs`` itself, or ``jobs`` (dicts) written to ``tmp``."""
+    if isinstance(jobs, (str, Path)):
+        return Path(jobs)
+    path = tmp / "jobs.jsonl"
+    with path.open("w", encoding="utf-8") as f:
+        for job in jobs:
+            f.write(json.dumps(dict(job), ensure_ascii=False) + "\n")
+    return path
+
+
+OPTIONS = frozenset(
+    {
+        # how the plan is made (judgeq.producer.plan.plan_kwargs)
+        "weights", "thresholds", "run_id", "skip_invalid", "position_weights", "default_weight",
+        "hit_k", "council", "no_swap", "disagreement",
+        # settings (judgeq.producer.settings.settings_for)
+        "safety_gate", "judge_timeout", "judge_deadline", "no_cache", "batch_api", "max_cost",
+        "prices", "rpm", "itpm", "otpm", "share",
+    }
+)  # fmt: skip
+"""The CLI's options a :func:`grade` or :func:`submit` call takes as keyword arguments."""
+
+
+def _check_options(name: str, options: Mapping[str, Any]) -> None:
+    """A misspelt option is an error (as a misspelt flag is), never silently ignored."""
+    import difflib
+
+    for key in options:
+        if key not in OPTIONS:
+            close = difflib.get_close_matches(key, sorted(OPTIONS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TypeError(f"{name}() got an unexpected keyword argument {key!r}{hint}")
+
+
+def grade(
+    jobs: Jobs,
+    *,
+    rubric: str,
+    judge: str | Iterable[str] | None = None,
+    out: str | Path | None = None,
+    concurrency: int | None = None,
+    progress: TextIO | None = None,
+    **options: Any,
+) -> Report:
+    """Grade ``jobs`` (a JSONL path, or dicts shaped like batch lines) in this process and
+    return the report; the files are written under ``out`` (default: ``JUDGEQ_RESULTS_DIR``,
+    ``results``). ``judge`` may be a list (a council). ``progress``: a stream for the
+    progress line (default: none)."""
+    from judgeq.producer.embedded import run_plan
+    from judgeq.producer.plan import make_plan, plan_kwargs
+    from judgeq.producer.settings import settings_for
+
+    _check_options("grade", options)
+    settings = settings_for(out=out, concurrency=concurrency, **options)
+    with tempfile.TemporaryDirectory(prefix="judgeq-grade-") as tmp:
+        path = _batch_file(jobs, Path(tmp))
+        plan = make_plan(
+            batch_path=path,
+            batch_name=str(jobs) if isinstance(jobs, (str, Path)) else "<python>",
+            rubric_ref=rubric,
+            settings=settings,
+            **plan_kwargs({**options, "judge": judge}),
+        )
+        report, paths = run_plan(plan, settings, stream=progress)
+    return Report(report, folder=paths["report.json"].parent)
+
+
+def submit(
+    jobs: Jobs,
+    *,
+    rubric: str,
+    judge: str | Iterable[str] | None = None,
+    redis_url: str | None = None,
+    **options: Any,
+) -> str:
+    """Validate ``jobs`` and enqueue them for the workers (``judgeq submit``); the run id."""
+    from judgeq.producer.distributed import submit_plan
+    from judgeq.producer.plan import make_plan, plan_kwargs
+    from judgeq.producer.settings import settings_for
+
+    _check_options("submit", options)
+    settings = settings_for(redis_url=redis_url, **options)
+    with tempfile.TemporaryDirectory(prefix="judgeq-submit-") as tmp:
+        path = _batch_file(jobs, Path(tmp))
+        plan = make_plan(
+            batch_path=path,
+            batch_name=str(jobs) if isinstance(jobs, (str, Path)) else "<python>",
+            rubric_ref=rubric,
+            settings=settings,
+            **plan_kwargs({**options, "judge": judge}),
+        )
+        return submit_plan(plan, settings).run_id
+
+
+def wait(
+    run_id: str,
+    *,
+    redis_url: str | None = None,
+    out: str | Path | None = None,
+    progress: TextIO | None = sys.stderr,
+) -> Report:
+    """Wait for a submitted run's report (workers grade it), write its files, return it."""
+    from judgeq.producer.distributed import wait_run
+    from judgeq.producer.settings import settings_for
+
+    settings = settings_for(redis_url=redis_url, out=out)
+    report, paths = wait_run(run_id, settings, stream=progress)
+    return Report(report, folder=paths["report.json"].parent)

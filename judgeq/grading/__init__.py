@@ -1,0 +1,2 @@
+"""One job's grading: the judge request rendered, the verdict parsed, scored (weights, ceiling,
+safety gate), the result built (retrieval fields too)."""

@@ -1,0 +1,517 @@
+"""Grading one job: render -> judge (with retries) -> parse -> score -> :class:`Result`.
+
+A job is one or more judge **calls** (:func:`job_calls`): one per judge of the run (a
+council, ``--judge A --judge B``), and for a pair job one per order (A/B, then B/A, unless
+``--no-swap``).  :func:`grade_job` makes them (a reply in the reply cache makes no call) and
+:func:`combine` turns their outcomes into one result: a job is graded once and counted once,
+whatever its number of calls.  It never raises for a judge failure: a failed call (after its
+retries) makes the whole job ``null`` with that call's reason, and the remaining calls are not
+made.
+
+* a pair job's verdict per judge is the verdict of both orders when they agree; a verdict that
+  flips with the order becomes a tie flagged ``position_inconsistent``.  ``overall`` is output
+  A's score: 1 (A wins), 0.5 (tie), 0 (B wins); ``winner`` says ``a``, ``b`` or ``tie``;
+* a council's ``overall`` is the mean of its judges' overall scores (per dimension likewise;
+  pass-fail: the share of judges that said pass, passed when more than half did; pairs: the
+  mean of A's scores, so ``winner`` is the majority); ``judge_scores`` keeps each judge's,
+  and a spread above the run's ``disagreement`` threshold flags ``judges_disagree``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from judgeq.errors import JudgeError
+from judgeq.grading.request import DEFAULT_MAX_TOKENS, JudgeRequest, output_schema, render_system, render_user
+from judgeq.grading.result import Result
+from judgeq.grading.retrieval import first_relevant_rank, hits_at, total_score
+from judgeq.grading.score import Score, score_verdict
+from judgeq.grading.verdict import ParsedVerdict, parse_verdict
+from judgeq.jobs.models import Job, PairJob, QuestionJob
+from judgeq.judges.base import CallOutcome, Gate, Judge, RetryPolicy, call_with_retries
+from judgeq.ratelimit import Budget, Share
+from judgeq.rubric.model import RetrievalConfig, Rubric
+from judgeq.store.reply_cache import ReplyCache, cache_key
+
+NOTES_LIMIT = 4000
+PAIR_SCORE = {"A": 1.0, "tie": 0.5, "B": 0.0}
+"""Output A's score for a positional verdict."""
+SWAP = {"A": "B", "B": "A", "tie": "tie"}
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One judge call of a job: which judge of the run (0: the first ``--judge``), which
+    request, and for a pair job whether the outputs are shown swapped (B first)."""
+
+    tag: str
+    judge: int
+    request: JudgeRequest
+    swapped: bool = False
+
+
+@dataclass(slots=True)
+class CallResult:
+    """A call and its outcome: the reply (or the final error), its cache key and whether the
+    reply came from the cache."""
+
+    call: Call
+    outcome: CallOutcome
+    key: str | None = None
+    cached: bool = False
+
+
+@dataclass(slots=True)
+class GradingContext:
+    """Everything that is the same for every job of a run; build it once per process.
+
+    ``judge``/``budget`` are the run's (first) judge; ``council`` the other judges of a
+    council with their budgets."""
+
+    rubric: Rubric
+    judge: Judge
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    safety_gate: bool | None = None
+    safety_cap: float = 0.0
+    retrieval: RetrievalConfig | None = None
+    system: tuple[str, ...] = ()
+    schema: dict[str, object] = field(default_factory=dict)
+    budget: Budget | None = None
+    share: Share | None = None
+    """The run's share of its judges' limits (``--share``)."""
+    cache: ReplyCache | None = None
+    council: tuple[tuple[Judge, Budget | None], ...] = ()
+    swap: bool = True
+    disagreement: float | None = None
+    gate: Gate | None = None
+    """This process's bound on judge calls in flight (a worker's ``JUDGEQ_CONCURRENCY``)."""
+    run_id: str | None = None
+    """The run graded; a cached reply this run's own job paid for (its earlier delivery was
+    killed after the reply was cached, before its result was stored) is that job's spend,
+    not a cache hit."""
+
+    def __post_init__(self) -> None:
+        self.system = render_system(self.rubric)
+        self.schema = output_schema(self.rubric)
+        if self.retrieval is None:
+            self.retrieval = self.rubric.retrieval or RetrievalConfig()
+        if self.disagreement is None:
+            self.disagreement = default_disagreement(self.rubric)
+
+    @property
+    def judges(self) -> list[tuple[Judge, Budget | None]]:
+        return [(self.judge, self.budget), *self.council]
+
+    def cache_key(self, request: JudgeRequest, judge: Judge | None = None) -> str | None:
+        """The reply-cache key of ``request`` to ``judge`` (default: the first); None when this
+        run has no cache."""
+        if self.cache is None:
+            return None
+        return cache_key((judge or self.judge).model, request, self.rubric)
+
+    def paid_by(self, index: int) -> str | None:
+        """The mark a reply to job ``index`` of this run carries in the reply cache."""
+        return None if self.run_id is None else f"{self.run_id}:{index}"
+
+    def cached_replies(self, job: Job) -> bool:
+        """Whether the cache holds a reply to every call of ``job`` (it then needs no judge)."""
+        if self.cache is None:
+            return False
+        for call in job_calls(self, job):
+            key = self.cache_key(call.request, self.judges[call.judge][0])
+            if key is None or self.cache.get(key) is None:
+                return False
+        return True
+
+    def request_for(self, job: Job, *, swapped: bool = False) -> JudgeRequest:
+        fields = job.render_fields(swapped=swapped) if isinstance(job, PairJob) else job.render_fields()
+        return JudgeRequest(
+            system=self.system,
+            user=render_user(**fields),
+            output_schema=self.schema,
+            max_tokens=self.max_tokens,
+            fields=fields,
+        )
+
+
+def default_disagreement(rubric: Rubric) -> float:
+    """Judges disagree on a job when their scores spread more than this: 30% of the scale
+    (3 points on 1-10), one step of pass-fail or of a pair verdict (pass vs fail, A vs B)."""
+    if rubric.is_pass_fail or rubric.is_pairwise:
+        return 0.5
+    return round(0.3 * (rubric.hi - rubric.lo), 2)
+
+
+def job_calls(ctx: GradingContext, job: Job) -> list[Call]:
+    """The judge calls of ``job``: per judge, one call, or for a pair job two (A/B then B/A)
+    unless the run does not swap."""
+    orders = (False, True) if isinstance(job, PairJob) and ctx.swap else (False,)
+    requests = {swapped: ctx.request_for(job, swapped=swapped) for swapped in orders}
+    calls: list[Call] = []
+    for j in range(len(ctx.judges)):
+        for swapped in orders:
+            calls.append(Call(str(len(calls)), j, requests[swapped], swapped))
+    return calls
+
+
+def grade_job(
+    ctx: GradingContext,
+    job: Job,
+    index: int,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    planned: list[tuple[Call, str | None]] | None = None,
+) -> Result:
+    """Grade one job; a judge failure gives a ``null`` result with its reason. ``planned``:
+    its calls with their cache keys, when the caller made them already (:func:`plan_calls`)."""
+    results: list[CallResult] = []
+    for call, key in planned if planned is not None else plan_calls(ctx, job):
+        judge, budget = ctx.judges[call.judge]
+        hit = ctx.cache.get(key) if ctx.cache is not None and key is not None else None
+        if hit is not None:
+            outcome = CallOutcome(hit, None, 0, 0.0)
+        else:
+            outcome = call_with_retries(
+                judge,
+                call.request,
+                ctx.policy,
+                sleep=sleep,
+                budget=budget,
+                share=ctx.share,
+                gate=ctx.gate,
+            )
+        # a reply this very job paid for (a redelivery) is its own spend, not a saving
+        own = hit is not None and hit.paid_by is not None and hit.paid_by == ctx.paid_by(index)
+        results.append(CallResult(call, outcome, key, hit is not None and not own))
+        if outcome.reply is None:
+            break  # the job is null: the other calls would be paid for nothing
+    return combine(ctx, job, index, results)
+
+
+def plan_calls(ctx: GradingContext, job: Job) -> list[tuple[Call, str | None]]:
+    """The calls of ``job`` with their reply-cache keys (None without a cache)."""
+    return [(call, ctx.cache_key(call.request, ctx.judges[call.judge][0])) for call in job_calls(ctx, job)]
+
+
+def grade_reply(
+    ctx: GradingContext,
+    job: Job,
+    index: int,
+    outcome: CallOutcome,
+    *,
+    key: str | None = None,
+    cached: bool = False,
+    batch: bool = False,
+) -> Result:
+    """The result of a single-call job from the judge's ``outcome`` (see :func:`combine`)."""
+    call = Call("0", 0, ctx.request_for(job))
+    return combine(ctx, job, index, [CallResult(call, outcome, key, cached)], batch=batch)
+
+
+def combine(
+    ctx: GradingContext,
+    job: Job,
+    index: int,
+    results: Sequence[CallResult],
+    *,
+    batch: bool = False,
+) -> Result:
+    """One result from the outcomes of a job's calls (in :func:`job_calls` order): parse,
+    score, combine (pairs, councils), and keep each graded reply in the cache. ``batch``:
+    the replies came from the Message Batches lane (their cost is discounted)."""
+    rubric = ctx.rubric
+    judges = ctx.judges
+    all_cached = all(r.cached for r in results)
+    spent = [r for r in results if all_cached or not r.cached]
+    base: dict[str, object] = {
+        "job_id": job.id,
+        "index": index,
+        "kind": job.kind,
+        "grading_latency_ms": round(sum(r.outcome.elapsed for r in results) * 1000, 1),
+        "attempts": sum(r.outcome.attempts for r in results),
+        "rubric_name": rubric.name,
+        "rubric_version": rubric.version,
+        "judge_model": ctx.judge.model,
+        "cached": all_cached,
+        "batch": batch,
+        **job_fields(job, ctx.retrieval),
+    }
+    replies = [r.outcome.reply for r in spent if r.outcome.reply is not None]
+    base.update(
+        input_tokens=sum(x.input_tokens for x in replies),
+        output_tokens=sum(x.output_tokens for x in replies),
+        cache_read_input_tokens=sum(x.cache_read_input_tokens for x in replies),
+        cache_creation_input_tokens=sum(x.cache_creation_input_tokens for x in replies),
+    )
+    if len(judges) > 1:
+        usage: dict[str, list[int]] = {}
+        for r in spent:
+            if r.outcome.reply is not None:
+                x = r.outcome.reply
+                row = usage.setdefault(judges[r.call.judge][0].model, [0, 0, 0, 0])
+                for i, n in enumerate(
+                    (
+                        x.input_tokens,
+                        x.output_tokens,
+                        x.cache_read_input_tokens,
+                        x.cache_creation_input_tokens,
+                    )
+                ):
+                    row[i] += n
+        base["judge_usage"] = usage
+    for r in results:
+        if r.outcome.reply is None:
+            error = r.outcome.error or JudgeError("no reply")
+            return _null(error.reason, _who(ctx, r) + str(error)[:RAW_NULL_LIMIT], base)
+    if len(results) < call_count(ctx, job):
+        return _null("internal_error", "a judge call of this job is missing", base)
+    verdicts: list[ParsedVerdict] = []
+    for r in results:
+        reply = r.outcome.reply
+        assert reply is not None
+        pv = parse_verdict(
+            rubric, text=reply.text, tool_input=reply.tool_input, stop_reason=reply.stop_reason
+        )
+        if pv.null_reason is not None:
+            notes = pv.notes[:NOTES_LIMIT] if pv.notes else None
+            raw = (_who(ctx, r) + (pv.raw or ""))[: RAW_NULL_LIMIT * 4]
+            return _null(pv.null_reason, raw, base, notes=notes, flags=pv.flags)
+        verdicts.append(pv)
+    notes = verdicts[0].notes[:NOTES_LIMIT] if verdicts[0].notes else None
+    if isinstance(job, PairJob):
+        result = _pair_result(ctx, results, verdicts, base, notes)
+    else:
+        result = _scored_result(ctx, job, results, verdicts, base, notes)
+    if ctx.cache is not None and result.status == "graded":
+        paid_by = ctx.paid_by(index)
+        for r in results:  # only graded replies are kept: a failure is asked again
+            if r.key is not None and not r.cached and r.outcome.reply is not None:
+                ctx.cache.put(r.key, replace(r.outcome.reply, paid_by=paid_by))
+    return result
+
+
+def call_count(ctx: GradingContext, job: Job) -> int:
+    """How many calls :func:`job_calls` makes for ``job``."""
+    return len(ctx.judges) * (2 if isinstance(job, PairJob) and ctx.swap else 1)
+
+
+def _who(ctx: GradingContext, r: CallResult) -> str:
+    """``judge MODEL: `` before a council member's failure (which judge failed)."""
+    if len(ctx.judges) == 1:
+        return ""
+    return f"judge {ctx.judges[r.call.judge][0].model}: "
+
+
+def input_key(job: Job) -> str:
+    """A short hash of what a job asks (its input or question, and its expected answer), so
+    results of several models on the same input can be paired."""
+    text = job.question if isinstance(job, QuestionJob) else job.input
+    material = f"{text}\x00{job.expected_answer or ''}"
+    return hashlib.blake2b(material.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _scored_result(
+    ctx: GradingContext,
+    job: Job,
+    results: Sequence[CallResult],
+    verdicts: list[ParsedVerdict],
+    base: dict[str, object],
+    notes: str | None,
+) -> Result:
+    rubric = ctx.rubric
+    # The safety gate checks what a model said; retrieved documents are not checked.
+    candidate = job.output if job.kind == "response" else None
+    scores: list[Score] = [
+        score_verdict(rubric, pv, candidate=candidate, safety_gate=ctx.safety_gate, safety_cap=ctx.safety_cap)
+        for pv in verdicts
+    ]
+    first = scores[0]
+    flags = list(first.flags)
+    if len(scores) == 1:
+        overall, passed, dims = first.overall, first.passed, first.scores
+        categories = first.safety_categories
+        base["holistic"] = verdicts[0].holistic
+        if rubric.is_pass_fail:
+            base["judge_verdict"] = "pass" if verdicts[0].verdict == "pass" else "fail"
+    else:
+        overall = round(math.fsum(s.overall for s in scores) / len(scores), 2)
+        names = list(first.scores)
+        dims = {n: round(math.fsum(s.scores[n] for s in scores) / len(scores), 2) for n in names}
+        categories = sorted({c for s in scores for c in s.safety_categories})
+        for s in scores[1:]:
+            flags += [f for f in s.flags if f not in flags]
+        if rubric.is_pass_fail:
+            passed = overall > 0.5
+        else:
+            passed = overall >= (rubric.threshold or 0.0) and not categories
+        per_judge = {
+            ctx.judges[r.call.judge][0].model: s.overall for r, s in zip(results, scores, strict=True)
+        }
+        base["judge_scores"] = per_judge
+        if max(per_judge.values()) - min(per_judge.values()) > (ctx.disagreement or 0.0):
+            flags.append("judges_disagree")
+    if isinstance(job, QuestionJob):
+        grade = llm_grade(overall, rubric)
+        base["llm_grade"] = grade
+        base["total_score"] = total_score(grade, base["rank"], ctx.retrieval or RetrievalConfig())  # type: ignore[arg-type]
+        base["llm_reasoning"] = notes
+        base["key_facts_present"] = verdicts[0].extra.get("key_facts_present")
+        base["key_facts_missing"] = verdicts[0].extra.get("key_facts_missing")
+    return Result(
+        status="graded",
+        scores=dims,
+        overall=overall,
+        passed=passed,
+        flags=flags,
+        safety_categories=categories,
+        notes=notes,
+        **base,  # type: ignore[arg-type]
+    )
+
+
+def _pair_result(
+    ctx: GradingContext,
+    results: Sequence[CallResult],
+    verdicts: list[ParsedVerdict],
+    base: dict[str, object],
+    notes: str | None,
+) -> Result:
+    """Per judge: the verdict of both orders (a flip is a tie, flagged); then the mean of the
+    judges' scores for output A."""
+    flags: list[str] = []
+    votes: list[str] = []
+    per_judge: dict[str, float] = {}
+    dims: dict[str, list[float]] = {}
+    by_judge: dict[int, list[tuple[bool, ParsedVerdict]]] = {}
+    for r, pv in zip(results, verdicts, strict=True):
+        by_judge.setdefault(r.call.judge, []).append((r.call.swapped, pv))
+        votes.append(str(pv.verdict))
+    for j, calls in by_judge.items():
+        seen = [SWAP[str(pv.verdict)] if swapped else str(pv.verdict) for swapped, pv in calls]
+        verdict = seen[0] if len(set(seen)) == 1 else "tie"
+        if len(set(seen)) > 1 and "position_inconsistent" not in flags:
+            flags.append("position_inconsistent")
+        per_judge[ctx.judges[j][0].model] = PAIR_SCORE[verdict]
+        for d in ctx.rubric.dimensions:
+            said = [pv.extra.get("dimension_verdicts", {}).get(d.name) for _, pv in calls]
+            if any(v is None for v in said):
+                continue
+            mapped = [
+                SWAP[str(v)] if swapped else str(v) for (swapped, _), v in zip(calls, said, strict=True)
+            ]
+            dims.setdefault(d.name, []).append(PAIR_SCORE[mapped[0] if len(set(mapped)) == 1 else "tie"])
+    overall = round(math.fsum(per_judge.values()) / len(per_judge), 4)
+    winner: Literal["a", "b", "tie"] = "a" if overall > 0.5 else "b" if overall < 0.5 else "tie"
+    if len(per_judge) > 1:
+        base["judge_scores"] = per_judge
+        if max(per_judge.values()) - min(per_judge.values()) > (ctx.disagreement or 0.0):
+            flags.append("judges_disagree")
+    return Result(
+        status="graded",
+        scores={name: round(math.fsum(v) / len(v), 4) for name, v in dims.items()},
+        overall=overall,
+        passed=None,
+        flags=flags,
+        notes=notes,
+        winner=winner,
+        votes=votes,
+        **base,  # type: ignore[arg-type]
+    )
+
+
+RAW_NULL_LIMIT = 500
+"""Characters of an error message kept in a null's ``raw`` (a judge's reply keeps its own
+limit, :data:`judgeq.grading.verdict.RAW_LIMIT`)."""
+
+
+def null_result(
+    *,
+    index: int,
+    reason: str,
+    why: str | None,
+    rubric_name: str,
+    rubric_version: str,
+    judge_model: str,
+    job: Job | None = None,
+    job_id: str | None = None,
+    retrieval: RetrievalConfig | None = None,
+    kind: Literal["response", "question", "pair"] | None = None,
+) -> Result:
+    """The one way a null result is made, whatever the path (judge failure, unparseable
+    verdict, internal error, lost, finalized, canceled).
+
+    A null keeps its job's kind, id and model, so it counts in the denominators of its own
+    section (``retrieval.questions``, ``by_model``): with ``job``, a question's retrieval
+    fields (rank, hits: they need no judge) are filled in too; without it (the payload is
+    gone: a job never sent, or damaged) the null is a job of ``kind`` (the kind the run's
+    rubric grades: a run holds one kind) named ``job_id``, with no model and, for a question,
+    no rank (it counts as not found in every rate over questions).
+    """
+    ident = job.id if job is not None else (job_id or f"#{index}")
+    base: dict[str, object] = {
+        "job_id": ident,
+        "index": index,
+        "rubric_name": rubric_name,
+        "rubric_version": rubric_version,
+        "judge_model": judge_model,
+    }
+    if job is None and kind is not None:
+        base["kind"] = kind
+        if kind == "question":
+            base["question_id"] = ident
+    if job is not None:
+        base.update(job_fields(job, retrieval))
+    return _null(reason, why[:RAW_NULL_LIMIT] if why else why, base)
+
+
+def job_fields(job: Job, retrieval: RetrievalConfig | None) -> dict[str, object]:
+    """What every result of ``job`` carries, graded or null: its kind, model (a pair's output
+    A's, and ``model_b``), label and input key; a pair's output lengths; a question's
+    retrieval fields (rank, hits: they need no judge)."""
+    fields: dict[str, object] = {
+        "kind": job.kind,
+        "model": job.model_a if isinstance(job, PairJob) else job.model,
+        "label": job.label,
+        "input_key": input_key(job),
+    }
+    if isinstance(job, PairJob):
+        fields.update(model_b=job.model_b, len_a=len(job.output_a), len_b=len(job.output_b))
+    if isinstance(job, QuestionJob):
+        fields.update(_question_fields(job, retrieval or RetrievalConfig()))
+    return fields
+
+
+def _null(reason: str, raw: str | None, base: dict[str, object], **extra: object) -> Result:
+    return Result(status="null", null_reason=reason, raw=raw, **base, **extra)  # type: ignore[arg-type]
+
+
+def llm_grade(overall: float, rubric: Rubric) -> int:
+    """A question's grade on 1-10 whatever the rubric's scale (pass 10, fail 1; 1-5 mapped
+    linearly), rounded half up (7.5 -> 8), so retrieval metrics mean the same for every rubric."""
+    lo, hi = rubric.lo, rubric.hi
+    on_ten = 1 + 9 * (min(max(overall, lo), hi) - lo) / (hi - lo) if (lo, hi) != (1, 10) else overall
+    return max(1, min(10, math.floor(on_ten + 0.5)))
+
+
+def _question_fields(job: QuestionJob, config: RetrievalConfig) -> dict[str, object]:
+    doc_ids = [c.doc_id for c in job.retrieved]
+    rank = first_relevant_rank(doc_ids, job.relevant)
+    hits = hits_at(rank, sorted({*config.hit_k, 1, 5}))
+    return {
+        "question_id": job.id,
+        "question": job.question,
+        "expected_answer": job.expected_answer,
+        "retrieved_doc_ids": doc_ids[:100],
+        "needle_found": rank is not None,
+        "rank": rank,
+        "hit_at_1": hits["1"],
+        "hit_at_5": hits["5"],
+        "hit_at_k": {str(k): hits[str(k)] for k in config.hit_k},
+        "latency_ms": job.latency_ms,
+    }

@@ -1,0 +1,165 @@
+"""The stored result of one job (one line of ``verdicts.jsonl``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from judgeq.store.packing import deflate, inflate
+
+
+class Result(BaseModel):
+    """What a worker stores for one (run, job).
+
+    ``status`` is ``graded`` or ``null``; a null result has ``null_reason`` and no scores, and
+    is counted (never turned into a 0).  ``grading_latency_ms`` covers every judge attempt.
+    Question jobs carry the retrieval fields (``rank`` … ``total_score``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str
+    index: int
+    kind: Literal["response", "question", "pair"] = "response"
+    status: Literal["graded", "null"]
+    null_reason: str | None = None
+    scores: dict[str, float] = {}
+    overall: float | None = None
+    passed: bool | None = None
+    flags: list[str] = []
+    safety_categories: list[str] = []
+    notes: str | None = None
+    holistic: float | None = None
+    """The judge's holistic score as parsed (numeric rubrics), beside the dimension ``scores``:
+    with them, ``judgeq rescore`` recomputes the overall under new weights or thresholds."""
+    judge_verdict: Literal["pass", "fail"] | None = None
+    """The judge's own verdict as parsed (pass/fail rubrics, one judge), before the safety gate:
+    ``passed`` is False for an output the gate caught whatever the judge said, and ``judgeq
+    rescore`` with the gate lifted restores this one."""
+    raw: str | None = None
+    grading_latency_ms: float = 0.0
+    attempts: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cached: bool = False
+    """The reply came from judgeq's reply cache: its tokens were spent by an earlier run."""
+    batch: bool = False
+    """The judge answered through the Message Batches lane (its cost is discounted)."""
+    rubric_name: str
+    rubric_version: str
+    judge_model: str
+    model: str | None = None
+    """The system that produced the output (a pair job: output A's, ``model_b`` output B's)."""
+    label: float | str | None = None
+    """The job's label (a person's grade), for the agreement section."""
+    input_key: str | None = None
+    """A short hash of the job's input and expected answer: results on the same input pair up."""
+    judge_scores: dict[str, float] | None = None
+    """A council's overall score per judge model (pairs: output A's score per judge)."""
+    judge_usage: dict[str, list[int]] | None = None
+    """A council's tokens per judge model: input, output, cache read, cache write."""
+    # pair jobs
+    model_b: str | None = None
+    winner: Literal["a", "b", "tie"] | None = None
+    votes: list[str] | None = None
+    """The positional verdicts (A, B, tie) of the job's calls, in order: per judge, the A/B
+    order then (when swapped) the B/A order."""
+    len_a: int | None = None
+    len_b: int | None = None
+    # question jobs
+    question_id: str | None = None
+    question: str | None = None
+    expected_answer: str | None = None
+    retrieved_doc_ids: list[str] | None = None
+    needle_found: bool | None = None
+    rank: int | None = None
+    hit_at_1: bool | None = None
+    hit_at_5: bool | None = None
+    hit_at_k: dict[str, bool] | None = None
+    llm_grade: int | None = None
+    llm_reasoning: str | None = None
+    total_score: float | None = None
+    latency_ms: float | None = None
+    key_facts_present: list[str] | None = None
+    key_facts_missing: list[str] | None = None
+
+    def to_line(self) -> dict[str, Any]:
+        """The ``verdicts.jsonl`` form: question-only fields dropped for response jobs."""
+        data = self.model_dump(mode="json")
+        if self.kind != "question":
+            for key in _QUESTION_FIELDS:
+                data.pop(key, None)
+        if self.kind != "pair":
+            for key in _PAIR_FIELDS:
+                data.pop(key, None)
+        for key in ("label", "judge_scores", "judge_usage", "holistic"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
+
+
+_QUESTION_FIELDS = (
+    "question_id",
+    "question",
+    "expected_answer",
+    "retrieved_doc_ids",
+    "needle_found",
+    "rank",
+    "hit_at_1",
+    "hit_at_5",
+    "hit_at_k",
+    "llm_grade",
+    "llm_reasoning",
+    "total_score",
+    "latency_ms",
+    "key_facts_present",
+    "key_facts_missing",
+)
+_PAIR_FIELDS = ("model_b", "winner", "votes", "len_a", "len_b")
+
+
+# -- the compact stored form (Redis) -------------------------------------------------------------
+
+_STATIC_DICT = (
+    '{"job_id":"","index":0,"kind":"question","status":"null","null_reason":"parse_error",'
+    '"timeout","rate_limited","overloaded","server_error","lost","canceled","internal_error",'
+    '"position_inconsistent","ceiling_applied","judges_disagree","safety_cap",'
+    '"scores":{},"overall":7.0,"passed":false,"flags":[],"safety_categories":[],"notes":"",'
+    '"holistic":8.0,"raw":"","grading_latency_ms":0.0,"attempts":1,"input_tokens":0,'
+    '"output_tokens":0,"cache_read_input_tokens":0,"cache_creation_input_tokens":0,'
+    '"cached":true,"batch":true,"model":"","label":null,"input_key":"","judge_scores":{},'
+    '"judge_usage":{},"model_b":"","winner":"tie","votes":["a","b","tie"],"len_a":0,"len_b":0,'
+    '"question_id":"","question":"","expected_answer":"","retrieved_doc_ids":[],'
+    '"needle_found":true,"rank":1,"hit_at_1":true,"hit_at_5":false,"hit_at_k":{},'
+    '"llm_grade":2,"llm_reasoning":"","total_score":0.0,"latency_ms":0.0,'
+    '"key_facts_present":[],"key_facts_missing":[],'
+    " The response is accurate and relevant, but it does not the answer is clear and "
+    "concise and the user's question. The assistant provides a correct, helpful, complete"
+)
+
+
+def packing_dictionary(constants: dict[str, str], dimensions: list[str]) -> bytes:
+    """The deflate dictionary of a run's stored results: field names, common words, and the
+    run's own rubric, judge and dimension names, so each result pays for little but its own
+    values (most of all its reasoning). Deterministic: the reader derives the same one."""
+    extra = json.dumps({**constants, "scores": dict.fromkeys(dimensions, 7.0)}, separators=(",", ":"))
+    return (_STATIC_DICT + extra).encode()
+
+
+def pack_result(result: Result, dictionary: bytes) -> bytes:
+    """``result`` as compact JSON (fields at their defaults left out), deflated with the run's
+    dictionary: a third to a fifth of the JSON's size, every field kept (:mod:`judgeq.store.packing`)."""
+    data = result.model_dump(mode="json", exclude_defaults=True)
+    data["status"] = result.status
+    data["index"] = result.index
+    return deflate(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode(), dictionary)
+
+
+def unpack_result(blob: bytes, dictionary: bytes, entry: str = "a stored result") -> Result:
+    """The inverse of :func:`pack_result` (plain JSON is read too); UnknownFormat, naming
+    ``entry``, for a format this judgeq does not know."""
+    return Result.model_validate_json(inflate(blob, dictionary, entry, indexed=True))

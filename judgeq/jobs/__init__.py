@@ -1,0 +1,1 @@
+"""The jobs file (one JSONL line per job): its job kinds and the streaming reader that validates it."""

@@ -1,0 +1,194 @@
+"""The judge seam: a :class:`Judge` turns a :class:`JudgeRequest` into a :class:`JudgeReply`.
+
+Implementations live in :mod:`judgeq.judges` (the Anthropic SDK adapter, the lexical judge)
+and in the tests (scripted doubles).  A judge raises only :class:`~judgeq.JudgeError`
+subclasses; :func:`call_with_retries` owns the retry policy and the per-job deadline, so it
+holds for every judge and every worker pool.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from judgeq.errors import JudgeError, JudgeRateLimited, JudgeTimeout
+from judgeq.grading.request import JudgeRequest
+from judgeq.ratelimit import Budget, Share, Usage, estimate_input_tokens, wait_for_budget
+from judgeq.settings import default
+
+
+@dataclass(slots=True)
+class JudgeReply:
+    """A judge's answer, as received."""
+
+    text: str = ""
+    tool_input: dict[str, Any] | None = None
+    stop_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    model: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    """The answer's rate-limit headers (``anthropic-ratelimit-*``)."""
+    paid_by: str | None = None
+    """For a reply from the reply cache: the ``run:job index`` whose judge call paid for it."""
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Anything that can grade one rendered request."""
+
+    provider: str
+    model: str
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
+        """One attempt, bounded by ``timeout`` seconds; raises JudgeError subclasses."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Per-attempt timeout, per-job deadline over all attempts, and backoff.
+
+    429/529/5xx/timeouts are retried with exponential backoff and full jitter (at least
+    half the step), or after the judge's ``retry-after`` when it sent one, as long as the
+    next attempt can start before the deadline. The null reason of a job that never got an
+    answer is the judge's last error, except that a final attempt cut short by the deadline
+    and timing out does not replace an earlier error.
+    """
+
+    timeout: float = default("judge_timeout")
+    deadline: float = default("judge_deadline")
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    max_attempts: int = 10
+    min_attempt_time: float = 0.05
+    max_rate_limited: int = default("max_rate_limited")
+    """With a budget, a 429 is not an attempt: the job waits the server's ``retry-after`` (not
+    counted against the deadline; the budget decides whether every caller pauses too) and asks
+    again, up to this many refused calls in all; then it ends ``rate_limited``."""
+
+
+@dataclass(slots=True)
+class CallOutcome:
+    """The reply (or the final error) and what it took."""
+
+    reply: JudgeReply | None
+    error: JudgeError | None
+    attempts: int
+    elapsed: float
+    errors: list[str] = field(default_factory=list)
+
+
+def _backoff(policy: RetryPolicy, attempt: int, rng: random.Random) -> float:
+    step = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1))
+    return step * (0.5 + rng.random() / 2)
+
+
+class Gate(Protocol):
+    """A bound on the calls in flight at once (a process's ``threading.Semaphore``)."""
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool: ...
+    def release(self) -> None: ...
+
+
+def call_with_retries(
+    judge: Judge,
+    request: JudgeRequest,
+    policy: RetryPolicy,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
+    budget: Budget | None = None,
+    share: Share | None = None,
+    gate: Gate | None = None,
+) -> CallOutcome:
+    """Call ``judge`` until it answers, fails for good, or the deadline runs out. Never raises
+    a JudgeError: the final error is returned in the outcome.
+
+    With a ``gate``, each attempt first takes one of its places (held for the attempt only,
+    not while backing off). With a ``budget``, each attempt then waits for its reservation
+    (one request, the estimated input tokens, ``max_tokens`` output tokens; a ``share`` of the
+    judge's limits for the run), reconciled with the usage the judge reports afterwards, and a
+    429 is reported to it (see :attr:`RetryPolicy.max_rate_limited`). Neither wait counts
+    against the deadline (waiting for a place or for budget never makes a job time out)."""
+    rng = rng or random.Random()
+    start = clock()
+    end = start + policy.deadline
+    attempts = 0
+    refusals = 0  # 429s under a budget: not attempts
+    first_epoch = -1  # the epoch of this job's first 429
+    errors: list[str] = []
+    last: JudgeError | None = None
+    reserve = Usage(estimate_input_tokens(request.size_chars()), request.max_tokens)
+    while attempts - refusals < policy.max_attempts:
+        epoch = 0
+        if gate is not None:
+            before = clock()
+            gate.acquire()
+            end += clock() - before
+        try:
+            if budget is not None:
+                waited, epoch = wait_for_budget(budget, reserve, share, sleep=sleep)
+                end += waited
+            remaining = end - clock()
+            if remaining < policy.min_attempt_time:
+                if budget is not None:  # granted but never sent: give it back
+                    budget.settle(reserve, Usage(0, 0), ok=False, epoch=epoch, share=share)
+                break
+            attempts += 1
+            cut_short = remaining < policy.timeout
+            try:
+                reply = judge.complete(request, timeout=min(policy.timeout, remaining))
+            except JudgeError as failed:
+                exc = failed
+                if budget is not None:
+                    budget.observe(exc.headers)
+                    if not isinstance(exc, JudgeRateLimited):  # the input may have been read
+                        budget.settle(
+                            reserve, Usage(reserve.input_tokens, 0), ok=False, epoch=epoch, share=share
+                        )
+            else:
+                if budget is not None:
+                    budget.observe(reply.headers)
+                    used = Usage(reply.input_tokens + reply.cache_creation_input_tokens, reply.output_tokens)
+                    budget.settle(reserve, used, ok=True, epoch=epoch, share=share)
+                return CallOutcome(reply, None, attempts, clock() - start, errors)
+        finally:
+            if gate is not None:
+                gate.release()
+        errors.append(exc.reason)
+        if budget is not None and isinstance(exc, JudgeRateLimited):
+            refusals += 1
+            first_epoch = epoch if refusals == 1 else first_epoch
+            budget.refused(
+                reserve, exc.retry_after, epoch=epoch, nth=refusals, first_epoch=first_epoch, share=share
+            )
+            last = exc
+            if refusals >= policy.max_rate_limited:
+                break
+            # this job waits the server's word (at most max_delay: a longer wait for everyone is
+            # the budget's pause); whether every caller waits is the budget's call
+            delay = exc.retry_after if exc.retry_after is not None else _backoff(policy, refusals, rng)
+            delay = min(delay, policy.max_delay)
+            sleep(delay)
+            end += delay
+            continue
+        # An attempt the deadline cut short and that then timed out says nothing about
+        # the judge: the job's reason stays what the judge said before (e.g. 500 -> api_error).
+        if not (isinstance(exc, JudgeTimeout) and cut_short and last is not None):
+            last = exc
+        if not exc.retryable:
+            break
+        delay = exc.retry_after if exc.retry_after is not None else _backoff(policy, attempts, rng)
+        if clock() + delay + policy.min_attempt_time > end:
+            break
+        sleep(delay)
+    if last is None:
+        last = JudgeTimeout(f"deadline of {policy.deadline:g}s ran out before an attempt")
+    return CallOutcome(None, last, attempts, clock() - start, errors)

@@ -1,0 +1,1 @@
+"""A run's spec and the stages every transport runs for a message, top to bottom."""

@@ -1,0 +1,443 @@
+"""The stages every worker runs, whatever the transport (Celery or in-process threads).
+
+* :func:`process_jobs` — the jobs of one message: skip those with results, load the payloads, grade, store
+  once.  Returns whether this write completed the run (the caller then enqueues the
+  reducer, exactly once thanks to :meth:`Store.claim_reducer`).
+* :func:`reduce_run` — stream every stored result through the aggregator and save the
+  report.  Idempotent: running it twice gives the same report.
+* :func:`finalize_run` — for a run whose last messages were lost: record every job without
+  a result as null (``lost``) and reduce.
+* :func:`cancel_run` — stop a run: every job without a result becomes null ``canceled``.
+* :func:`settle_held` — what becomes of jobs that could not be graded for a reason outside
+  the job (a systemic judge failure, a rubric or judge that fails to load): the run pauses
+  after ``JUDGEQ_SYSTEMIC_FAILURES`` systemic failures in a row (jobs stay pending, nothing
+  becomes a null), else they are retried, and after the last retry they become nulls.
+
+Every null, whatever the path, is made by :func:`judgeq.grading.job.null_result`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+from judgeq.errors import SYSTEMIC_REASONS, StoreError
+from judgeq.grading.job import GradingContext, grade_job, null_result, plan_calls
+from judgeq.grading.result import Result
+from judgeq.jobs.models import JOB_MODELS, Job, infer_kind
+from judgeq.judges.base import Gate, Judge
+from judgeq.pipeline.spec import RunSpec, iso_time
+from judgeq.ratelimit import Budget
+from judgeq.report.build import build_report, new_aggregator
+from judgeq.store.base import Store
+from judgeq.store.reply_cache import Prefetched, ReplyCache, get_many
+
+log = logging.getLogger("judgeq.worker")
+
+JudgeFactory = Callable[[str, str], Judge]
+BudgetFactory = Callable[[str, str], Budget | None]
+
+
+class Outcome(StrEnum):
+    STORED = "stored"
+    LAST = "last"  # stored, and this completed the run: enqueue the reducer
+    DUPLICATE = "duplicate"
+    UNKNOWN_RUN = "unknown-run"
+    NO_PAYLOAD = "no-payload"
+    PAUSED = "paused"  # the run is paused: not graded, the job stays pending
+    RETRY = "retry"  # held: send the job again later
+    BATCHED = "batched"  # buffered for the Message Batches lane: still pending, graded later
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A job not graded for a reason outside it; nothing was stored (see :func:`settle_held`).
+
+    ``reason`` is the null it ends as if retries run out (``result``, when the judge was
+    called: that null, with its attempts and latency); ``streak`` the run's systemic failures
+    in a row so far (0 when not systemic)."""
+
+    reason: str
+    message: str
+    systemic: bool
+    streak: int = 0
+    result: Result | None = None
+
+
+@dataclass
+class Contexts:
+    """Per-process cache of run specs and grading contexts (judges are built once)."""
+
+    judge_factory: JudgeFactory
+    budget_factory: BudgetFactory | None = None
+    cache: ReplyCache | None = None
+    max_runs: int = 64
+    gate: Gate | None = None
+    """Bounds the judge calls in flight in this process, across runs."""
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._contexts: OrderedDict[str, tuple[RunSpec, GradingContext]] = OrderedDict()
+        self._judges: dict[tuple[str, str], tuple[Judge, Budget | None]] = {}
+
+    def judge(self, provider: str, model: str) -> tuple[Judge, Budget | None]:
+        """The judge and its budget (built once per process)."""
+        key = (provider, model)
+        with self._lock:
+            built = self._judges.get(key)
+            if built is None:
+                judge = self.judge_factory(provider, model)
+                budget = self.budget_factory(provider, model) if self.budget_factory else None
+                built = self._judges[key] = (judge, budget)
+            return built
+
+    def get(self, store: Store, run_id: str) -> tuple[RunSpec, GradingContext] | None:
+        with self._lock:
+            hit = self._contexts.get(run_id)
+            if hit is not None:
+                self._contexts.move_to_end(run_id)
+                return hit
+        spec = store.spec(run_id)
+        if spec is None:
+            return None
+        council = tuple(self.judge(provider, model) for provider, model in spec.judges[1:])
+        ctx = spec.context(
+            *self.judge(spec.judge_provider, spec.judge_model), self.cache, council, gate=self.gate
+        )
+        with self._lock:
+            self._contexts[run_id] = (spec, ctx)
+            while len(self._contexts) > self.max_runs:
+                self._contexts.popitem(last=False)
+        return spec, ctx
+
+
+def process_job(store: Store, contexts: Contexts, run_id: str, index: int) -> Outcome | Held:
+    """Grade job ``index`` of ``run_id`` unless it already has a result (:func:`process_jobs`
+    for one job)."""
+    return process_jobs(store, contexts, run_id, [index], _serial)[0]
+
+
+def _serial(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    return [fn(item) for item in items]
+
+
+def process_jobs(
+    store: Store,
+    contexts: Contexts,
+    run_id: str,
+    indices: list[int],
+    run_all: Callable[[Callable[[Any], Any], list[Any]], list[Any]] = _serial,
+) -> list[Outcome | Held]:
+    """Grade the jobs ``indices`` of ``run_id`` (one grade message) that have no result yet.
+
+    A few store round trips serve all of them: one read of their results and payloads, one of
+    their cached replies, one write of their results and new cache entries. The jobs are
+    graded by ``run_all(fn, items)`` (the workers pass a thread pool).
+
+    A judge failure or a bug in grading a job gives a null result, stored like a grade.
+    A systemic judge failure (auth, billing, unknown model) or a grading context that cannot
+    be built (a rubric that fails to load, a judge that fails to build) stores nothing and
+    returns :class:`Held`: the caller retries or pauses (:func:`settle_held`). A store
+    failure raises :class:`StoreError` (the message goes back)."""
+    try:
+        loaded = contexts.get(store, run_id)
+    except Exception as exc:
+        log.exception("cannot build the grading context of run %s", run_id)
+        return [Held("internal_error", f"{type(exc).__name__}: {exc}", systemic=False) for _ in indices]
+    if loaded is None:
+        log.warning("run %s is unknown or expired; dropping jobs %s", run_id, indices)
+        return [Outcome.UNKNOWN_RUN for _ in indices]
+    spec, ctx = loaded
+    out: dict[int, Outcome | Held] = {}
+    todo: list[tuple[int, str, Job | None, list[Any]]] = []
+    buffered_at: float | None = None  # the store's clock: other workers judge the buffer's age
+    for index, (has, raw) in zip(indices, store.fetch_jobs(run_id, indices), strict=True):
+        if has:
+            out[index] = Outcome.DUPLICATE
+        elif raw is None:  # payloads are deleted when results are stored, or it expired
+            out[index] = Outcome.NO_PAYLOAD
+        else:
+            job = parse_job(raw)
+            if job is not None and spec.lane == "batch" and not ctx.cached_replies(job):
+                # the Message Batches lane sends it (judgeq.judges.batch_lane); a cached reply grades at once
+                buffered_at = store.now() if buffered_at is None else buffered_at
+                added = store.lane_add(run_id, index, buffered_at)
+                out[index] = Outcome.BATCHED if added else Outcome.DUPLICATE
+                continue
+            todo.append((index, raw, job, plan_calls(ctx, job) if job is not None else []))
+    view = ctx
+    if ctx.cache is not None and todo:
+        keys = [key for *_, planned in todo for _, key in planned if key is not None]
+        view = copy.copy(ctx)
+        view.cache = Prefetched(ctx.cache, get_many(ctx.cache, keys))
+
+    def grade(item: tuple[int, str, Job | None, list[Any]]) -> Result:
+        index, raw, job, planned = item
+        try:
+            if job is None:
+                raise ValueError("the stored job payload is not a valid job")
+            return grade_job(view, job, index, planned=planned)
+        except StoreError:
+            raise  # the store failed, not the job: the message goes back
+        except Exception as exc:  # a bug must not lose the job: it becomes a null with its reason
+            log.exception("job %d of run %s failed unexpectedly", index, run_id)
+            return null_for(spec, index, "internal_error", f"{type(exc).__name__}: {exc}", raw)
+
+    results: list[Result] = run_all(grade, todo) if todo else []
+    keep: list[Result] = []
+    for result in results:
+        if result.status == "null" and result.null_reason in SYSTEMIC_REASONS:
+            streak = store.note_systemic(run_id)
+            out[result.index] = Held(
+                result.null_reason, result.raw or result.null_reason, True, streak, result
+            )
+        else:
+            if result.kind == "question" and log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "question %s retrieved=%s rank=%s grade=%s total=%s reasoning=%r",
+                    result.job_id,
+                    result.retrieved_doc_ids,
+                    result.rank,
+                    result.llm_grade,
+                    result.total_score,
+                    (result.llm_reasoning or "")[:300],
+                )
+            keep.append(result)
+    if isinstance(view.cache, Prefetched):
+        view.cache.flush()
+    for result, done in zip(keep, store.store_results(run_id, keep), strict=True):
+        if done is None:
+            out[result.index] = Outcome.DUPLICATE
+        elif done >= spec.total and store.claim_reducer(run_id):
+            out[result.index] = Outcome.LAST
+        else:
+            out[result.index] = Outcome.STORED
+    return [out[i] for i in indices]
+
+
+def store_once(store: Store, spec: RunSpec, result: Result) -> Outcome:
+    """Store ``result`` once: LAST when this write completed the run and claimed its reducer
+    (the caller enqueues it), DUPLICATE when the job had a result already."""
+    run_id = spec.run_id
+    done = store.store_result(run_id, result)
+    if done is None:
+        return Outcome.DUPLICATE
+    if done >= spec.total and store.claim_reducer(run_id):
+        return Outcome.LAST
+    return Outcome.STORED
+
+
+def parse_job(raw: str | None) -> Job | None:
+    """A stored job payload as its model, or None when it is missing or unreadable."""
+    if raw is None:
+        return None
+    try:
+        obj = json.loads(raw)
+        return JOB_MODELS[infer_kind(obj)].model_validate(obj)
+    except Exception:  # a payload is validated before it is stored: this is damage, not input
+        return None
+
+
+def _job_id(raw: str | None, index: int) -> str:
+    try:
+        return str(json.loads(raw or "{}").get("id", f"#{index}"))
+    except (ValueError, AttributeError):
+        return f"#{index}"
+
+
+def null_for(spec: RunSpec, index: int, reason: str, why: str, raw: str | None) -> Result:
+    """A null for job ``index`` of ``spec``'s run, keeping the kind, id and model of its
+    stored payload ``raw`` (when there is one)."""
+    kind: Literal["response", "question", "pair"] | None
+    try:
+        rubric_name, rubric_version, kind = spec.rubric.name, spec.rubric.version, spec.rubric.job_kind
+    except Exception:  # the rubric itself fails to load: the null still names the run's rubric
+        rubric_name, rubric_version, kind = spec.rubric_source, "unknown", None
+    return null_result(
+        index=index,
+        reason=reason,
+        why=why,
+        rubric_name=rubric_name,
+        rubric_version=rubric_version,
+        judge_model=spec.judge_model,
+        job=parse_job(raw),
+        job_id=_job_id(raw, index),
+        retrieval=spec.retrieval,
+        kind=kind,
+    )
+
+
+def settle_held(
+    store: Store,
+    run_id: str,
+    held: list[tuple[int, Held]],
+    *,
+    systemic_limit: int,
+    final: bool,
+) -> Outcome:
+    """Decide what becomes of held jobs; returns the outcome for the caller:
+
+    * :attr:`Outcome.PAUSED` — the run is (now) paused: the jobs stay pending, nothing is
+      stored; ``judgeq resume`` sends them again. A run pauses when a systemic failure made
+      the streak reach ``systemic_limit``.
+    * :attr:`Outcome.RETRY` (``final`` False) — the caller sends them again later;
+    * after the last retry (``final``): each becomes a null with its reason, stored once;
+      :attr:`Outcome.LAST` when that completed the run (enqueue the reducer), else STORED.
+    """
+    if not held:
+        return Outcome.STORED
+    if store.state(run_id).get("state") == "paused":
+        return Outcome.PAUSED
+    systemic = [h for _, h in held if h.systemic]
+    worst = max(systemic, key=lambda h: h.streak, default=None)
+    if worst is not None and worst.streak >= systemic_limit:
+        why = f"{worst.reason}: {worst.message} ({worst.streak} judge calls in a row failed this way)"
+        store.pause(run_id, why)
+        log.error("run %s paused: %s. Fix the judge set-up, then: judgeq resume %s", run_id, why, run_id)
+        return Outcome.PAUSED
+    if not final:
+        return Outcome.RETRY
+    spec = store.spec(run_id)
+    if spec is None:
+        return Outcome.UNKNOWN_RUN
+    outcome = Outcome.STORED
+    for index, h in held:
+        result = h.result or null_for(spec, index, h.reason, h.message, store.job(run_id, index))
+        if store_once(store, spec, result) is Outcome.LAST:
+            outcome = Outcome.LAST
+    return outcome
+
+
+FINAL_STATES = frozenset({"finished", "canceled"})
+"""States after which a run's report cannot change: every job has a stored result (which never
+changes), or the run was stopped and its partial report is the last word. An ``incomplete``
+run may still receive late results, so it is not final."""
+
+
+def reduce_run(store: Store, run_id: str, *, partial: bool = False) -> dict[str, object]:
+    """Aggregate every stored result of a run (streaming) and save its report.
+
+    ``partial``: the run was interrupted (``judgeq run`` and Ctrl-C, ``judgeq cancel``): jobs
+    without a result count as null ``canceled`` (not ``lost``) and the report says
+    ``"partial": true``."""
+    spec = store.spec(run_id)
+    if spec is None:
+        raise LookupError(f"run {run_id} is unknown or expired")
+    state = store.state(run_id)
+    agg = new_aggregator(spec)
+    missing = 0
+    reason, why = (
+        ("canceled", "the run was stopped before this job was graded")
+        if partial
+        else ("lost", "no result was stored for this job")
+    )
+    for index, result in enumerate(store.results(run_id, spec.total)):
+        if result is None:  # vanished (expired?): a null, so every rate keeps all jobs as denominator
+            missing += 1
+            result = null_for(spec, index, reason, why, store.job(run_id, index))
+        agg.add(result)
+    started = state.get("started_at") or spec.created_at
+    now = store.now()  # started_epoch is on the store's clock too; archiving compares with finished_at
+    finished = iso_time(now)
+    epoch = float(state.get("started_epoch") or 0)
+    wall_s = now - epoch if epoch else 0.0
+    report = build_report(spec, agg, started_at=started, finished_at=finished, wall_s=wall_s, missing=missing)
+    if partial:
+        report["partial"] = True
+        report["counts"].pop("missing", None)
+    store.save_report(run_id, report)
+    final = "canceled" if partial else "finished" if not missing else "incomplete"
+    store.set_state(run_id, state=final, finished_at=finished)
+    return report
+
+
+REDUCE_LEASE_S = 30.0
+"""How long a reducer's hold on its run outlives the reducer (it is renewed every third of it
+while the reduce goes on): a duplicate reducer waiting for a reducer that died waits this long."""
+
+
+def reduce_unless_final(
+    store: Store, run_id: str, *, lease_s: float = REDUCE_LEASE_S, poll_s: float = 1.0
+) -> dict[str, object] | None:
+    """What a reduce message does: :func:`reduce_run`, once per run at a time, and not at all
+    when the run already has its final report (:data:`FINAL_STATES`): then None.
+
+    Duplicate messages are common: a waiting producer nudges the reducer while a large run's
+    reduce is still going (a million results take about a minute), the last result of
+    ``judgeq cancel`` sends one. A reducer holds the run's ``reducing`` lock (renewed while it
+    works); a duplicate waits for it, then finds the final report and stops, or takes over if
+    that reducer died (its lock lapses within ``lease_s``). A late message never turns a
+    canceled run's partial report into a finished one."""
+    while (token := store.claim(run_id, "reducing", lease_s)) is None:
+        if _has_final_report(store, run_id):
+            return None
+        time.sleep(poll_s)
+    stop = threading.Event()
+
+    def keep() -> None:
+        while not stop.wait(lease_s / 3):
+            if not store.renew(run_id, "reducing", token, lease_s):
+                return
+
+    keeper = threading.Thread(target=keep, name="judgeq-reducing", daemon=True)
+    keeper.start()
+    try:
+        return None if _has_final_report(store, run_id) else reduce_run(store, run_id)
+    finally:
+        stop.set()
+        store.release(run_id, "reducing", token)
+
+
+def _has_final_report(store: Store, run_id: str) -> bool:
+    return store.state(run_id).get("state") in FINAL_STATES and store.report(run_id) is not None
+
+
+def finalize_run(store: Store, run_id: str) -> tuple[int, dict[str, object]]:
+    """Mark every job without a result as null ``lost``, then reduce. Returns (lost, report)."""
+    spec = store.spec(run_id)
+    if spec is None:
+        raise LookupError(f"run {run_id} is unknown or expired")
+    lost = 0
+    for index, result in enumerate(store.results(run_id, spec.total)):
+        if result is not None:
+            continue
+        placeholder = null_for(
+            spec,
+            index,
+            "lost",
+            "no result was stored for this job before the run was finalized",
+            store.job(run_id, index),
+        )
+        if store.store_result(run_id, placeholder) is not None:
+            lost += 1
+    return lost, reduce_run(store, run_id)
+
+
+def cancel_run(
+    store: Store, run_id: str, why: str = "the run was canceled (judgeq cancel) before this job was graded"
+) -> tuple[int, dict[str, object]]:
+    """Stop a run (``judgeq cancel``): its state becomes ``canceled`` (producers stop
+    enqueuing, the batch lane sends no new batch and cancels those in flight), every job
+    without a result is stored as a null ``canceled`` (a queued message then finds its job
+    done and makes no judge call; a call already in flight is not counted), and the report of
+    what finished is saved. Returns (jobs canceled, report)."""
+    spec = store.spec(run_id)
+    if spec is None:
+        raise LookupError(f"run {run_id} is unknown or expired")
+    store.set_state(run_id, state="canceled")
+    canceled = 0
+    for index, result in enumerate(store.results(run_id, spec.total)):
+        if result is not None:
+            continue
+        null = null_for(spec, index, "canceled", why, store.job(run_id, index))
+        if store.store_result(run_id, null) is not None:
+            canceled += 1
+    return canceled, reduce_run(store, run_id, partial=True)

@@ -1,0 +1,2 @@
+"""From results to a report: aggregation, statistics, validity, Markdown/JSON/HTML files,
+compare and rescore."""

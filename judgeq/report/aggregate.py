@@ -1,0 +1,539 @@
+"""Streaming aggregation of stored results into the run report.
+
+:class:`Aggregator` takes results one at a time and keeps only counters and histograms
+(scores are on a bounded scale with 2 decimals; latencies are kept to the millisecond), so
+a million results aggregate in constant memory and with exact medians and percentiles.
+
+Policies (each metric states its denominator):
+
+* ``overall`` / ``dimensions`` stats (mean, median, std, min, max): over **graded** jobs only;
+  a null is never a 0.  ``std`` is the population standard deviation.  Medians and
+  percentiles interpolate linearly between order statistics (numpy's default).
+* ``pass_rates[t]`` and ``pass_rate``: percent of **all** jobs of the run (graded + null), a
+  null counting as not passed; ``coverage`` (graded / total) stands beside them.
+* ``latency_ms``: grading latency of every job that reached the judge (graded or null).
+* retrieval: ``accuracy``, hit rates and ``mrr`` over all questions (a missing needle is a
+  miss and a reciprocal rank of 0); ``avg_llm_grade`` / ``avg_total_score`` over non-null
+  grades (None when there are none); ``pass_rate_*`` over all questions, null = not passed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+from judgeq.grading.result import Result
+from judgeq.judges.prices import Price, Prices, shipped_prices
+from judgeq.report.stats import t_interval, wilson
+from judgeq.report.validity import AgreementStats, CouncilStats, InputPairing, PairwiseStats
+from judgeq.settings import default_thresholds
+
+RETRIEVAL_PASS_THRESHOLDS = {"pass_rate_8": 8.0, "pass_rate_7": 7.0, "pass_rate_6_5": 6.5}
+
+
+def quantile(hist: Mapping[float, int], q: float) -> float | None:
+    """The q-quantile of a histogram {value: count}, interpolating linearly (numpy default)."""
+    n = sum(hist.values())
+    if n == 0:
+        return None
+    pos = q * (n - 1)
+    lo_rank, frac = math.floor(pos), pos - math.floor(pos)
+    hi_rank = min(lo_rank + 1, n - 1)
+    lo_val = hi_val = None
+    seen = 0
+    for value in sorted(hist):
+        seen += hist[value]
+        if lo_val is None and seen > lo_rank:
+            lo_val = value
+        if seen > hi_rank:
+            hi_val = value
+            break
+    assert lo_val is not None and hi_val is not None
+    return lo_val + (hi_val - lo_val) * frac
+
+
+def threshold_label(t: float) -> str:
+    """``7`` -> ``"7.0"``, ``6.5`` -> ``"6.5"``, ``6.75`` -> ``"6.75"`` (never two labels alike)."""
+    short = f"{t:.1f}"
+    return short if float(short) == t else repr(float(t))
+
+
+def pct(num: int, den: int) -> float | None:
+    """Percent with 2 decimals; None when the denominator is 0."""
+    return round(100.0 * num / den, 2) if den else None
+
+
+def _r(x: float | None, nd: int = 4) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+@dataclass(slots=True)
+class Stats:
+    """Streaming mean/median/std/min/max over values with at most 2 decimals.
+
+    ``add`` only counts the value (it runs several times per result of a million-job reduce);
+    the histogram of values rounded to 2 decimals, the count and the sums are derived from
+    those counts when asked for (a few hundred distinct values whatever the run's size)."""
+
+    raw: Counter[float] = field(default_factory=Counter)
+
+    def add(self, value: float) -> None:
+        self.raw[value] += 1
+
+    @property
+    def hist(self) -> Counter[float]:
+        out: Counter[float] = Counter()
+        for v, c in self.raw.items():
+            out[round(v, 2)] += c
+        return out
+
+    @property
+    def n(self) -> int:
+        return sum(self.raw.values())
+
+    @property
+    def total(self) -> float:
+        return sum(v * c for v, c in self.hist.items())
+
+    @property
+    def total_sq(self) -> float:
+        return sum(v * v * c for v, c in self.hist.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        hist = self.hist
+        n = sum(hist.values())
+        if not n:
+            return {"n": 0, "mean": None, "ci95": None, "median": None, "std": None, "min": None, "max": None}
+        total = sum(v * c for v, c in hist.items())
+        total_sq = sum(v * v * c for v, c in hist.items())
+        mean = total / n
+        var = max(total_sq / n - mean * mean, 0.0)
+        return {
+            "n": n,
+            "mean": _r(mean),
+            "ci95": t_interval(n, total, total_sq),
+            "median": _r(quantile(hist, 0.5)),
+            "std": _r(math.sqrt(var)),
+            "min": min(hist),
+            "max": max(hist),
+        }
+
+
+@dataclass(slots=True)
+class RetrievalStats:
+    """Rank and grade metrics over question jobs."""
+
+    hit_k: tuple[int, ...]
+    n: int = 0
+    found: int = 0
+    hits: Counter[int] = field(default_factory=Counter)
+    rr_sum: float = 0.0
+    rr_sq: float = 0.0
+    grades: Stats = field(default_factory=Stats)
+    totals: Stats = field(default_factory=Stats)
+    passes: Counter[str] = field(default_factory=Counter)
+    nulls: int = 0
+    ranks: Counter[int] = field(default_factory=Counter)
+    """Questions per rank of the first relevant chunk (ranks above 20 as 21; 0: not found)."""
+
+    def add(self, r: Result) -> None:
+        self.n += 1
+        self.ranks[min(r.rank, 21) if r.rank is not None else 0] += 1
+        if r.rank is not None:
+            self.found += 1
+            self.rr_sum += 1.0 / r.rank
+            self.rr_sq += 1.0 / r.rank**2
+            for k in {*self.hit_k, 1, 5}:
+                if r.rank <= k:
+                    self.hits[k] += 1
+        if r.llm_grade is None:
+            self.nulls += 1
+        else:
+            self.grades.add(r.llm_grade)
+        if r.total_score is not None:
+            self.totals.add(r.total_score)
+            for name, t in RETRIEVAL_PASS_THRESHOLDS.items():
+                if r.total_score >= t:
+                    self.passes[name] += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        n = self.n
+        return {
+            "questions": n,
+            "accuracy": pct(self.found, n),
+            "hit_at_1_rate": pct(self.hits[1], n),
+            "hit_at_5_rate": pct(self.hits[5], n),
+            "hit_at_k_rates": {str(k): pct(self.hits[k], n) for k in self.hit_k},
+            "mrr": _r(self.rr_sum / n, 6) if n else None,
+            "avg_llm_grade": _r(self.grades.total / self.grades.n) if self.grades.n else None,
+            "avg_total_score": _r(self.totals.total / self.totals.n) if self.totals.n else None,
+            **{name: pct(self.passes[name], n) for name in RETRIEVAL_PASS_THRESHOLDS},
+            "null": self.nulls,
+            "coverage": pct(self.grades.n, n),
+            "rank_counts": {
+                ("not found" if k == 0 else ">20" if k == 21 else str(k)): v
+                for k, v in sorted(self.ranks.items())
+            },
+            "ci95": {
+                "accuracy": wilson(self.found, n),
+                "hit_at_1_rate": wilson(self.hits[1], n),
+                "hit_at_5_rate": wilson(self.hits[5], n),
+                "hit_at_k_rates": {str(k): wilson(self.hits[k], n) for k in self.hit_k},
+                "mrr": t_interval(n, self.rr_sum, self.rr_sq, 6),
+                "avg_llm_grade": t_interval(self.grades.n, self.grades.total, self.grades.total_sq),
+                "avg_total_score": t_interval(self.totals.n, self.totals.total, self.totals.total_sq),
+                **{name: wilson(self.passes[name], n) for name in RETRIEVAL_PASS_THRESHOLDS},
+                "coverage": wilson(self.grades.n, n),
+            },
+        }
+
+
+@dataclass(slots=True)
+class Summary:
+    """Everything reported for a group of jobs (the whole run, or one model)."""
+
+    dimensions: tuple[str, ...]
+    thresholds: tuple[float, ...]
+    pass_fail: bool
+    hit_k: tuple[int, ...]
+    total: int = 0
+    graded: int = 0
+    null_by_reason: Counter[str] = field(default_factory=Counter)
+    overall: Stats = field(default_factory=Stats)
+    dims: dict[str, Stats] = field(default_factory=dict)
+    passes: Counter[float] = field(default_factory=Counter)
+    passed: int = 0
+    flags: Counter[str] = field(default_factory=Counter)
+    retrieval: RetrievalStats | None = None
+
+    def add(self, r: Result) -> None:
+        self.total += 1
+        if r.kind == "question":
+            if self.retrieval is None:
+                self.retrieval = RetrievalStats(self.hit_k)
+            self.retrieval.add(r)
+        for f in r.flags:
+            self.flags[f] += 1
+        if r.status != "graded" or r.overall is None:
+            self.null_by_reason[r.null_reason or "unknown"] += 1
+            return
+        self.graded += 1
+        self.overall.raw[r.overall] += 1
+        dims = self.dims
+        for name, value in r.scores.items():
+            stats = dims.get(name)
+            if stats is None:
+                stats = dims[name] = Stats()
+            stats.raw[value] += 1  # Stats.add, inlined: this runs for every dimension of every result
+        if r.passed:
+            self.passed += 1
+        for t in self.thresholds:
+            if r.overall >= t:
+                self.passes[t] += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        null = sum(self.null_by_reason.values())
+        out: dict[str, Any] = {
+            "counts": {
+                "total": self.total,
+                "graded": self.graded,
+                "null": null,
+                "null_by_reason": dict(sorted(self.null_by_reason.items())),
+            },
+            "coverage": pct(self.graded, self.total),
+            "coverage_ci95": wilson(self.graded, self.total),
+            "overall": self.overall.to_dict(),
+            "dimensions": {d: self.dims.get(d, Stats()).to_dict() for d in self.dimensions},
+            "pass_rate": pct(self.passed, self.total),
+            "pass_rate_ci95": wilson(self.passed, self.total),
+        }
+        if not self.pass_fail:
+            out["pass_rates"] = {threshold_label(t): pct(self.passes[t], self.total) for t in self.thresholds}
+            out["pass_rates_ci95"] = {
+                threshold_label(t): wilson(self.passes[t], self.total) for t in self.thresholds
+            }
+        out["flags"] = dict(sorted(self.flags.items()))
+        if self.retrieval is not None:
+            out["retrieval"] = self.retrieval.to_dict()
+        return out
+
+
+def price_for(model: str, prices: Prices | None = None) -> Price | None:
+    """The price of ``model`` in ``prices`` (default: the shipped file): its own entry or its
+    alias's, never a prefix's (:mod:`judgeq.judges.prices`)."""
+    return (prices or shipped_prices()).lookup(model)
+
+
+def prices_taken(prices: Prices | None = None) -> str:
+    """Where and when the prices were taken (default: the date of ``judgeq/data/prices.json``)."""
+    return (prices or shipped_prices()).taken
+
+
+def cost_breakdown(
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    *,
+    batch: bool = False,
+    prices: Prices | None = None,
+) -> dict[str, float] | None:
+    """USD per part of a usage (:meth:`judgeq.judges.prices.Prices.cost`): ``input``, ``output``,
+    ``cache_read``, ``cache_write``, ``batch_discount`` (negative, when ``batch``) and their
+    ``total``. None: no price for the model (``prices``, default: the shipped file)."""
+    table = prices or shipped_prices()
+    return table.cost(model, input_tokens, output_tokens, cache_read, cache_write, batch=batch)
+
+
+def estimate_cost(
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    *,
+    prices: Prices | None = None,
+) -> float | None:
+    """The total of :func:`cost_breakdown` for the live lane; None: no price."""
+    parts = cost_breakdown(model, input_tokens, output_tokens, cache_read, cache_write, prices=prices)
+    return None if parts is None else parts["total"]
+
+
+def lane_cost(
+    model: str, live: list[int], batch: list[int], prices: Prices | None = None
+) -> dict[str, float] | None:
+    """:func:`cost_breakdown` of the tokens spent in the live lane plus those spent in the
+    Message Batches lane (discounted), part by part; None: no price for the model."""
+    a = cost_breakdown(model, *live, prices=prices)
+    b = cost_breakdown(model, *batch, batch=True, prices=prices)
+    if a is None or b is None:
+        return None
+    return {k: round(a[k] + b[k], 6) for k in a}
+
+
+class Histogram(TypedDict):
+    """A ``report.json`` distribution: bin edges and the count in each bin."""
+
+    edges: list[float]
+    counts: list[int]
+
+
+def histogram(hist: Mapping[float, int], lo: float, hi: float, bins: int = 20) -> Histogram:
+    """A {value: count} histogram in ``bins`` equal bins from ``lo`` to ``hi`` (``edges`` has
+    bins + 1 entries; a value equal to ``hi`` falls in the last bin). Integer scales of at most
+    ``bins`` values get one bin per value."""
+    if hi <= lo:
+        hi = lo + 1
+    if float(lo).is_integer() and float(hi).is_integer() and hi - lo + 1 <= bins:
+        edges = [lo + i - 0.5 for i in range(int(hi - lo) + 2)]
+    else:
+        edges = [lo + (hi - lo) * i / bins for i in range(bins + 1)]
+    counts = [0] * (len(edges) - 1)
+    for value, n in hist.items():
+        k = next((i for i in range(len(counts)) if value < edges[i + 1]), len(counts) - 1)
+        counts[max(k, 0)] += n
+    return {"edges": [round(e, 4) for e in edges], "counts": counts}
+
+
+def pair_counts(hist: Mapping[float, int]) -> list[int]:
+    """Pairs lost, tied and won by output A (councils' means rounded to the nearest)."""
+    counts = [0, 0, 0]
+    for value, n in hist.items():
+        counts[0 if value < 0.25 else 1 if value <= 0.75 else 2] += n
+    return counts
+
+
+class Aggregator:
+    """Fold results into a report, streaming."""
+
+    def __init__(
+        self,
+        *,
+        dimensions: Iterable[str] = (),
+        thresholds: Iterable[float] = default_thresholds(),
+        pass_fail: bool = False,
+        hit_k: Iterable[int] = (1, 3, 5, 10),
+        scale: str = "1-10",
+        lo: int = 1,
+        hi: int = 10,
+        threshold: float | None = None,
+        judges: Sequence[str] = (),
+        council_mode: str = "mean",
+        swap: bool = True,
+        lane: str = "live",
+        prices: Prices | None = None,
+    ) -> None:
+        self._args = (
+            tuple(dimensions),
+            tuple(sorted(set(thresholds), reverse=True)),
+            pass_fail,
+            tuple(sorted(set(hit_k))),
+        )
+        self.run = Summary(*self._args)
+        self.by_model: dict[str, Summary] = {}
+        self.latency: Counter[float] = Counter()
+        self.spent = {"live": [0, 0, 0, 0], "batch": [0, 0, 0, 0]}
+        """Tokens spent per lane: input, output, cache read, cache write."""
+        self.batch_jobs = 0
+        self.attempts = 0
+        self.cache_hits = 0
+        self.saved: list[int] = [0, 0, 0, 0]  # tokens a cached reply spared: in, out, cache read, write
+        self.saved_by: dict[str, list[int]] = {}
+        """The same per judge model (a council's judges price differently; "": the run's judge)."""
+        self.lane = lane
+        """The run's lane: a cached reply spared a call priced at that lane's rate."""
+        self.prices = prices or shipped_prices()
+        """The run's prices (:meth:`judgeq.RunSpec.price_book`)."""
+        self.lo, self.hi = lo, hi
+        mode = "pairwise" if scale == "pairwise" else "pass-fail" if pass_fail else "numeric"
+        self.agreement = AgreementStats(mode, lo, hi, threshold)
+        self.pairwise = PairwiseStats() if scale == "pairwise" else None
+        self.judges = list(judges)
+        self.swap = swap
+        self.council = (
+            CouncilStats(self.judges, "ordinal" if mode == "numeric" else "nominal", council_mode)
+            if len(self.judges) > 1
+            else None
+        )
+        self.pairing = InputPairing()
+        self.judge_spent: dict[str, list[int]] = {}
+        """A council's tokens per judge model (for its cost): input, output, cache read, write,
+        per lane (live 0-3, batch 4-7)."""
+
+    def add(self, r: Result) -> None:
+        self.run.add(r)  # a pair job's model is output A's: pairs are reported by model pair instead
+        self.agreement.add(r)
+        self.pairing.add(r)
+        if self.pairwise is not None and r.kind == "pair":
+            self.pairwise.add(r, judges=max(1, len(self.judges)), swapped=self.swap)
+        if self.council is not None:
+            self.council.add(r)
+        if r.judge_usage and not r.cached:
+            for model, used in r.judge_usage.items():
+                row = self.judge_spent.setdefault(model, [0] * 8)
+                off = 4 if r.batch else 0
+                for i, n in enumerate(used[:4]):
+                    row[off + i] += n
+        if r.model is not None and r.kind != "pair":
+            group = self.by_model.get(r.model)
+            if group is None:
+                group = self.by_model[r.model] = Summary(*self._args)
+            group.add(r)
+        if r.attempts:
+            self.latency[round(r.grading_latency_ms)] += 1
+        self.attempts += r.attempts
+        tokens = (r.input_tokens, r.output_tokens, r.cache_read_input_tokens, r.cache_creation_input_tokens)
+        if r.cached:  # spent by an earlier run: counted as saved, not as spent
+            self.cache_hits += 1
+            self.saved = [a + b for a, b in zip(self.saved, tokens, strict=True)]
+            for model, used in (r.judge_usage or {"": list(tokens)}).items():  # "": the run's judge
+                row = self.saved_by.setdefault(model, [0, 0, 0, 0])
+                for i, n in enumerate(used[:4]):
+                    row[i] += n
+            return
+        if r.batch:
+            self.batch_jobs += 1
+        lane = self.spent["batch" if r.batch else "live"]
+        for i, n in enumerate(tokens):
+            lane[i] += n
+
+    def _cost(self, judge_model: str) -> dict[str, float] | None:
+        """:func:`lane_cost` of the run; a council's is the sum of its judges' (None when any
+        judge has no price)."""
+        if not self.judge_spent:
+            return lane_cost(judge_model, self.spent["live"], self.spent["batch"], self.prices)
+        total: dict[str, float] = {}
+        for model, row in self.judge_spent.items():
+            part = lane_cost(model, row[:4], row[4:], self.prices)
+            if part is None:
+                return None
+            for k, v in part.items():
+                total[k] = round(total.get(k, 0.0) + v, 6)
+        return total
+
+    def _saved_usd(self, judge_model: str) -> float | None:
+        """What the reply cache's hits would have cost in the run's lane (None: a model has
+        no price)."""
+        total = 0.0
+        for model, row in self.saved_by.items():
+            parts = cost_breakdown(model or judge_model, *row, batch=self.lane == "batch", prices=self.prices)
+            if parts is None:
+                return None
+            total += parts["total"]
+        return round(total, 6)
+
+    def report(self, *, judge_model: str) -> dict[str, Any]:
+        """The aggregate part of ``report.json``."""
+        run = self.run.to_dict()
+        total = [a + b for a, b in zip(self.spent["live"], self.spent["batch"], strict=True)]
+        cost = self._cost(judge_model)
+        out: dict[str, Any] = {
+            "counts": run.pop("counts"),
+            **run,
+            "latency_ms": {
+                "p50": _r(quantile(self.latency, 0.5), 1),
+                "p95": _r(quantile(self.latency, 0.95), 1),
+                "max": max(self.latency) if self.latency else None,
+            },
+            "distributions": {
+                "overall": histogram(self.run.overall.hist, self.lo, self.hi)
+                if self.pairwise is None
+                else {"edges": [-0.25, 0.25, 0.75, 1.25], "counts": pair_counts(self.run.overall.hist)},
+                "latency_ms": histogram(self.latency, 0, max(self.latency) if self.latency else 0),
+            },
+            "usage": {
+                "input_tokens": total[0],
+                "output_tokens": total[1],
+                "cache_read_input_tokens": total[2],
+                "cache_creation_input_tokens": total[3],
+                "judge_calls": self.attempts,
+                "estimated_cost_usd": None if cost is None else cost["total"],
+                "cost_usd": cost,
+                "batch_api": {
+                    "jobs": self.batch_jobs,
+                    "input_tokens": self.spent["batch"][0],
+                    "output_tokens": self.spent["batch"][1],
+                    "discount_usd": None if cost is None else cost["batch_discount"],
+                },
+                "prices_taken": self.prices.taken,
+                "reply_cache": {
+                    "hits": self.cache_hits,
+                    "saved_input_tokens": self.saved[0],
+                    "saved_output_tokens": self.saved[1],
+                    "saved_usd": self._saved_usd(judge_model),
+                },
+            },
+        }
+        if self.by_model:
+            out["by_model"] = {}
+            for model in sorted(self.by_model):
+                summary = self.by_model[model].to_dict()
+                if "retrieval" in summary:
+                    out.setdefault("retrieval_by_model", {})[model] = summary["retrieval"]
+                out["by_model"][model] = summary
+        if "retrieval" in out and "retrieval_by_model" in out:
+            out["retrieval"]["by_model"] = out.pop("retrieval_by_model")
+        paired = self.pairing.to_list()
+        if paired:
+            out["by_model_paired"] = paired
+        if self.pairwise is not None:
+            out["pairwise"] = self.pairwise.to_dict()
+        agreement = self.agreement.to_dict()
+        if agreement is not None:
+            out["agreement"] = agreement
+        if self.council is not None:
+            out["council"] = self.council.to_dict()
+            if self.judge_spent:
+                out["usage"]["by_judge"] = {
+                    model: {
+                        "input_tokens": row[0] + row[4],
+                        "output_tokens": row[1] + row[5],
+                        "cost_usd": (lane_cost(model, row[:4], row[4:], self.prices) or {}).get("total"),
+                    }
+                    for model, row in sorted(self.judge_spent.items())
+                }
+        return out

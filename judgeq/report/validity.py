@@ -1,0 +1,389 @@
+"""How far a run's grades can be trusted: streaming accumulators for the report.
+
+* :class:`PairwiseStats` -- pair jobs: wins, ties and losses per model pair with win rates
+  and intervals, position consistency, first-position preference, length bias, a
+  length-controlled win rate and (three models or more) a Bradley-Terry leaderboard;
+* :class:`AgreementStats` -- labelled jobs: the judge against people's labels;
+* :class:`CouncilStats` -- several judges: each judge's scores, Krippendorff's alpha between
+  them, the combined score (mean, or mean of per-judge z-scores) and the jobs they disagree on;
+* :class:`InputPairing` -- models graded on the same inputs: paired differences and a test.
+
+Denominators (each figure's): pairwise rates are over **graded** pair jobs (a null pair has no
+winner; nulls are counted beside: ``nulls``); agreement is over labelled **graded** jobs
+(labelled nulls are counted by reason beside, never scored); council figures over graded jobs
+with every judge's score.  Memory is bounded: counters, plus at most :data:`MAX_UNITS` values
+per judge or input (the report says when a figure is over that sample).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from judgeq.grading.result import Result
+from judgeq.report import stats as _stats
+
+MAX_UNITS = 200_000
+"""Jobs (or inputs) whose per-judge or per-model values are kept for alpha, z-scores and
+paired tests: the first that many graded; the figures say when they are over a sample."""
+SHOWN = 20
+PAIR_SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
+SWAP = {"A": "B", "B": "A", "tie": "tie"}
+
+
+def _pct(num: float, den: float) -> float | None:
+    return round(100.0 * num / den, 2) if den else None
+
+
+@dataclass(slots=True)
+class _Stratum:
+    n: int = 0
+    score: float = 0.0
+    sq: float = 0.0
+
+
+@dataclass(slots=True)
+class PairwiseStats:
+    """Pair jobs (see the module docstring). Models are oriented by name: for the pair
+    (m1, m2) with m1 < m2, ``wins`` are m1's."""
+
+    outcomes: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    strata: dict[tuple[str, str], dict[str, _Stratum]] = field(default_factory=dict)
+    graded: int = 0
+    nulls: int = 0
+    call_pairs: int = 0
+    consistent: int = 0
+    decisive_calls: int = 0
+    first_chosen: int = 0
+    length_decisive: int = 0
+    longer_won: int = 0
+    self_pairs: int = 0
+
+    def add(self, r: Result, *, judges: int, swapped: bool) -> None:
+        if r.status != "graded" or r.winner is None:
+            self.nulls += 1
+            return
+        self.graded += 1
+        votes = r.votes or []
+        per_judge = 2 if swapped else 1
+        for vote in votes:
+            if vote in ("A", "B"):
+                self.decisive_calls += 1
+                self.first_chosen += vote == "A"
+        if swapped:
+            for j in range(min(judges, len(votes) // per_judge)):
+                first, second = votes[2 * j], votes[2 * j + 1]
+                self.call_pairs += 1
+                self.consistent += first == SWAP.get(second)
+        a, b = r.model or "output_a", r.model_b or "output_b"
+        len_a, len_b = r.len_a or 0, r.len_b or 0
+        if a == b:  # a model against itself says nothing of its strength (a position check only)
+            self.self_pairs += 1
+            return
+        if r.winner != "tie" and len_a != len_b:
+            self.length_decisive += 1
+            self.longer_won += (r.winner == "a") == (len_a > len_b)
+        key, flip = ((a, b), False) if a <= b else ((b, a), True)
+        cells = self.outcomes.setdefault(key, [0, 0, 0])
+        winner = {"a": "b", "b": "a", "tie": "tie"}[r.winner] if flip else r.winner
+        cells[{"a": 0, "tie": 1, "b": 2}[winner]] += 1
+        first_len, second_len = (len_b, len_a) if flip else (len_a, len_b)
+        stratum = "equal" if first_len == second_len else ("longer" if first_len > second_len else "shorter")
+        slot = self.strata.setdefault(key, {}).setdefault(stratum, _Stratum())
+        slot.n += 1
+        slot.score += PAIR_SCORE[winner]
+        slot.sq += PAIR_SCORE[winner] ** 2
+
+    def to_dict(self) -> dict[str, Any]:
+        pairs = []
+        for (m1, m2), (w, t, losses) in sorted(self.outcomes.items()):
+            n = w + t + losses
+            mean = (w + 0.5 * t) / n
+            strata = self.strata.get((m1, m2), {})
+            longer, shorter = strata.get("longer"), strata.get("shorter")
+            both = [s for s in (longer, shorter) if s and s.n]
+            controlled = round(100 * sum(s.score / s.n for s in both) / 2, 2) if len(both) == 2 else None
+            controlled_ci = (
+                _stats.strata_mean_interval([(s.n, 100 * s.score, 1e4 * s.sq) for s in both])
+                if len(both) == 2
+                else None
+            )
+            pairs.append(
+                {
+                    "model": m1,
+                    "opponent": m2,
+                    "n": n,
+                    "wins": w,
+                    "ties": t,
+                    "losses": losses,
+                    "win_rate": round(100 * mean, 2),
+                    "win_rate_ci95": _stats.wilson(w + 0.5 * t, n),
+                    "win_rate_excluding_ties": _pct(w, w + losses),
+                    "win_rate_excluding_ties_ci95": _stats.wilson(w, w + losses),
+                    "win_rate_length_controlled": controlled,
+                    "win_rate_length_controlled_ci95": controlled_ci,
+                }
+            )
+        models = sorted({m for key in self.outcomes for m in key})
+        out: dict[str, Any] = {
+            "graded": self.graded,
+            "nulls": self.nulls,
+            "same_model_pairs": self.self_pairs,
+            "pairs": pairs,
+            "position_consistency": _pct(self.consistent, self.call_pairs),
+            "position_consistency_ci95": _stats.wilson(self.consistent, self.call_pairs),
+            "position_consistency_n": self.call_pairs,
+            "first_position_preference": _pct(self.first_chosen, self.decisive_calls),
+            "first_position_preference_ci95": _stats.wilson(self.first_chosen, self.decisive_calls),
+            "first_position_preference_n": self.decisive_calls,
+            "longer_output_wins": _pct(self.longer_won, self.length_decisive),
+            "longer_output_wins_ci95": _stats.wilson(self.longer_won, self.length_decisive),
+            "longer_output_wins_n": self.length_decisive,
+            "notes": {
+                "win_rate": "model's wins plus half its ties, over the pair's graded jobs (interval: Wilson, "
+                "a tie counting half a win, rounded to a whole)",
+                "same_model_pairs": "pairs of a model with itself: in the position figures, not in win rates",
+                "position_consistency": "share of (judge, pair) verdicts that stayed the same when "
+                "the outputs were swapped (None without swapping)",
+                "first_position_preference": "share of decisive calls (not tie) that chose the "
+                "output shown first; 50% is unbiased",
+                "longer_output_wins": "share of decisive pairs of unequal length won by the longer output",
+                "win_rate_length_controlled": "mean of the model's win rate when its output is the "
+                "longer and when it is the shorter (None unless both happen)",
+            },
+        }
+        if len(models) >= 3:
+            cells = {key: (c[0], c[1], c[2]) for key, c in self.outcomes.items()}
+            out["leaderboard"] = _stats.bradley_terry_leaderboard(cells)
+        return out
+
+
+@dataclass(slots=True)
+class AgreementStats:
+    """The judge against people's labels (``label`` on a job): see :meth:`to_dict`."""
+
+    mode: str  # "pairwise", "pass-fail" or "numeric"
+    lo: int = 1
+    hi: int = 10
+    threshold: float | None = None
+    categories: Counter[tuple[str, str]] = field(default_factory=Counter)
+    pass_fail: Counter[tuple[str, str]] = field(default_factory=Counter)
+    labels: array = field(default_factory=lambda: array("d"))
+    scores: array = field(default_factory=lambda: array("d"))
+    nulls: Counter[str] = field(default_factory=Counter)
+    labelled: int = 0
+
+    def add(self, r: Result) -> None:
+        if r.label is None:
+            return
+        self.labelled += 1
+        if r.status != "graded" or r.overall is None:
+            self.nulls[r.null_reason or "unknown"] += 1
+            return
+        said_pass = "pass" if r.passed else "fail"
+        if self.mode == "pairwise":
+            self.categories[(str(r.label), str(r.winner))] += 1
+        elif isinstance(r.label, str):
+            self.pass_fail[(r.label, said_pass)] += 1
+        else:
+            if len(self.labels) < MAX_UNITS * 5:
+                self.labels.append(float(r.label))
+                self.scores.append(float(r.overall))
+            if self.threshold is not None:
+                self.pass_fail[("pass" if r.label >= self.threshold else "fail", said_pass)] += 1
+
+    def to_dict(self) -> dict[str, Any] | None:
+        if not self.labelled:
+            return None
+        graded = self.labelled - sum(self.nulls.values())
+        out: dict[str, Any] = {
+            "labelled": self.labelled,
+            "graded": graded,
+            "nulls": sum(self.nulls.values()),
+            "null_by_reason": dict(sorted(self.nulls.items())),
+        }
+        if self.mode == "pairwise":
+            out["pairs"] = self._pairs()
+        if self.pass_fail:
+            out["pass_fail"] = _stats.categorical_agreement(self.pass_fail, ["pass", "fail"])
+            if self.mode == "numeric":
+                out["pass_fail"]["note"] = (
+                    f"numeric labels at or above the pass threshold ({self.threshold:g}) count as pass"
+                    if self.threshold is not None
+                    else "pass/fail labels against the judge's pass"
+                )
+        if self.labels:
+            out["numeric"] = _stats.numeric_agreement(self.labels, self.scores, self.lo, self.hi)
+        return out
+
+    def _pairs(self) -> dict[str, Any]:
+        cats = self.categories
+        n = sum(cats.values())
+        credits = {
+            key: 1.0 if key[0] == key[1] else 0.5 if "tie" in key else 0.0 for key in cats
+        }  # a job's credit: right 1, a tie on one side 0.5, wrong 0
+        credit = sum(c * credits[k] for k, c in cats.items())
+        decisive = {k: c for k, c in cats.items() if "tie" not in k}
+        right = sum(c for (label, said), c in decisive.items() if label == said)
+        m = sum(decisive.values())
+        base = _stats.categorical_agreement(cats, ["a", "b", "tie"])
+        return {
+            "n": n,
+            "accuracy_ties_half": _pct(credit, n),
+            "accuracy_ties_half_ci95": _stats.wilson(credit, n),
+            "accuracy_ties_excluded": _pct(right, m),
+            "accuracy_ties_excluded_ci95": _stats.wilson(right, m),
+            "ties_excluded_n": m,
+            "kappa": base["kappa"],
+            "confusion": base["confusion"],
+            "note": "ties half: a tie on one side and a winner on the other earns half; ties excluded: "
+            "only jobs where neither the label nor the judge is a tie",
+        }
+
+
+@dataclass(slots=True)
+class CouncilStats:
+    """Several judges per job (``judge_scores``): see :meth:`to_dict`."""
+
+    judges: Sequence[str]
+    level: _stats.AlphaLevel
+    mode: str = "mean"
+    rows: dict[str, array] = field(default_factory=dict)
+    models: list[str | None] = field(default_factory=list)
+    sums: dict[str, list[float]] = field(default_factory=dict)
+    disagreements: list[tuple[float, str]] = field(default_factory=list)
+    units: int = 0
+
+    def __post_init__(self) -> None:
+        self.rows = {j: array("d") for j in self.judges}
+        self.sums = {j: [0, 0.0, 0.0] for j in self.judges}
+
+    def add(self, r: Result) -> None:
+        if r.status != "graded" or not r.judge_scores:
+            return
+        self.units += 1
+        for j in self.judges:
+            v = r.judge_scores.get(j)
+            if v is not None:
+                s = self.sums[j]
+                s[0] += 1
+                s[1] += v
+                s[2] += v * v
+        if len(self.models) < MAX_UNITS:
+            for j in self.judges:
+                self.rows[j].append(r.judge_scores.get(j, math.nan))
+            self.models.append(r.model)
+        values = list(r.judge_scores.values())
+        spread = max(values) - min(values)
+        if "judges_disagree" in r.flags:
+            item = (spread, r.job_id)
+            if len(self.disagreements) < SHOWN:
+                heapq.heappush(self.disagreements, item)
+            else:
+                heapq.heappushpop(self.disagreements, item)
+
+    def to_dict(self) -> dict[str, Any]:
+        per_judge = {}
+        for j in self.judges:
+            n, total, sq = self.sums[j]
+            per_judge[j] = {
+                "n": int(n),
+                "mean": round(total / n, 4) if n else None,
+                "ci95": _stats.t_interval(int(n), total, sq),
+            }
+        matrix = [list(self.rows[j]) for j in self.judges]
+        sampled = len(self.models)
+        out: dict[str, Any] = {
+            "judges": list(self.judges),
+            "per_judge": per_judge,
+            "krippendorff_alpha": _stats.krippendorff_alpha(matrix, level=self.level),
+            "alpha_level": self.level,
+            "units": self.units,
+            "sampled_units": sampled,
+            "combined": self._combined(matrix),
+            "disagreements": [
+                {"job_id": job, "spread": round(spread, 4)}
+                for spread, job in sorted(self.disagreements, reverse=True)
+            ],
+        }
+        return out
+
+    def _combined(self, matrix: list[list[float]]) -> dict[str, Any]:
+        """The mean of the judges' scores (each job's ``overall``), or with ``z`` the mean of
+        per-judge z-scores (each judge's scores standardised over the run), overall and by model."""
+        if self.mode != "z":
+            return {"method": "mean", "note": "each job's overall is the mean of its judges' scores"}
+        stats = {}
+        for j, row in zip(self.judges, matrix, strict=True):
+            vals = [v for v in row if not math.isnan(v)]
+            if len(vals) >= 2:
+                mean = math.fsum(vals) / len(vals)
+                sd = math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
+                stats[j] = (mean, sd)
+        combined: list[float] = []
+        by_model: dict[str, list[float]] = {}
+        for u, model in enumerate(self.models):
+            zs = [
+                (matrix[k][u] - stats[j][0]) / stats[j][1]
+                for k, j in enumerate(self.judges)
+                if j in stats and stats[j][1] > 0 and not math.isnan(matrix[k][u])
+            ]
+            if zs:
+                z = math.fsum(zs) / len(zs)
+                combined.append(z)
+                by_model.setdefault(model or "(no model)", []).append(z)
+        return {
+            "method": "z",
+            "note": "mean of per-judge z-scores (each judge's scores standardised over the run)",
+            "n": len(combined),
+            "mean": round(math.fsum(combined) / len(combined), 4) if combined else None,
+            "ci95": _stats.mean_interval(combined),
+            "by_model": {
+                m: {"n": len(v), "mean": round(math.fsum(v) / len(v), 4), "ci95": _stats.mean_interval(v)}
+                for m, v in sorted(by_model.items())
+            },
+        }
+
+
+@dataclass(slots=True)
+class InputPairing:
+    """Overall scores of several models on the same input (``input_key``), for paired tests; a
+    model graded more than once on an input counts with the mean of its scores there."""
+
+    scores: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    dropped: int = 0
+
+    def add(self, r: Result) -> None:
+        if r.status != "graded" or r.overall is None or r.model is None or r.input_key is None:
+            return
+        if r.kind == "pair":
+            return
+        slot = self.scores.get(r.input_key)
+        if slot is None:
+            if len(self.scores) >= MAX_UNITS:
+                self.dropped += 1
+                return
+            slot = self.scores[r.input_key] = {}
+        total = slot.setdefault(r.model, [0.0, 0.0])
+        total[0] += r.overall
+        total[1] += 1
+
+    def to_list(self) -> list[dict[str, Any]]:
+        models = sorted({m for slot in self.scores.values() for m in slot})
+        out = []
+        for a, b in combinations(models, 2):
+            diffs = [
+                slot[b][0] / slot[b][1] - slot[a][0] / slot[a][1]
+                for slot in self.scores.values()
+                if a in slot and b in slot
+            ]
+            if len(diffs) < 2:
+                continue
+            out.append({"model": a, "vs": b, **_stats.paired(diffs), "sampled": bool(self.dropped)})
+        return out

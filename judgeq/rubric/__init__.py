@@ -1,0 +1,1 @@
+"""Rubrics: the model, loading (built-in, file, text), validation and the fingerprint."""

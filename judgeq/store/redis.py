@@ -1,0 +1,781 @@
+"""The Redis implementation of :class:`judgeq.Store`, and :func:`connect`.
+
+It lives outside the pure core (it imports redis) and outside the worker package, so the
+producer, the workers and the tests import it without building a Celery app.
+
+Keys of a run (all expire after the retention period; the ``{run_id}`` hash tag keeps them
+on one slot of a cluster):
+
+====================================  ======  ==================================================
+``judgeq:run:{ID}:spec``              string  the RunSpec JSON (rubric text, judge, settings)
+``judgeq:run:{ID}:jobs``              hash    index -> job JSON; deleted as each job is stored
+``judgeq:run:{ID}:done``              bitmap  bit i set once job i has a result (decides "once")
+``judgeq:run:{ID}:results:{N}``       list    packed results of jobs N*1024 … N*1024+1023, in
+                                              the order stored (:func:`judgeq.grading.result.pack_result`)
+``judgeq:run:{ID}:counters``          hash    done, graded, passed, null:<reason>, … (live)
+``judgeq:run:{ID}:state``             hash    state, enqueued, started_at, finished_at, …
+``judgeq:run:{ID}:reducer``           string  set once by the worker that enqueues the reducer
+``judgeq:run:{ID}:report``            string  the report JSON
+``judgeq:run:{ID}:lane``              hash    batch lane: index -> batch token ('' = buffered)
+``judgeq:run:{ID}:buffer``            list    batch lane: buffered jobs ``index:time``, oldest first
+``judgeq:run:{ID}:batches``           hash    batch lane: token -> Message Batch record JSON
+``judgeq:run:{ID}:batch_states``      hash    batch lane: token -> state (changed by compare-and-set)
+``judgeq:run:{ID}:batch:{TOKEN}``     list    batch lane: the job indices of one batch
+``judgeq:run:{ID}:reserved``          hash    batch lane: token -> USD reserved by a batch in flight
+``judgeq:runs``                       zset    run ids by creation time (for listings)
+``judgeq:lane:runs``                  set     runs with buffered jobs or batches in flight
+====================================  ======  ==================================================
+
+Storing a result is one Lua script: write the result if absent, delete the payload, bump the
+counters and return the done-count, atomically; a redelivered job therefore never counts
+twice, and exactly one worker sees the count reach the total.
+
+Times that one process writes and another compares with (``last_done_at``, the lane's
+buffer times and batch records, ``started_epoch``, ``producer_heartbeat``) are on Redis's
+clock: ``TIME`` (:meth:`RedisStore.now`), or read inside the script that writes them; a
+machine whose own clock is off decides as the others do.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, ParamSpec, TypeVar, cast
+
+import redis
+from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.client import NEVER_DECODE
+from redis.retry import Retry
+from redis.typing import EncodableT, FieldT
+
+from judgeq.errors import ConfigError, RubricError, StoreError
+from judgeq.grading.result import Result, pack_result, packing_dictionary, unpack_result
+from judgeq.judges.base import JudgeReply
+from judgeq.judges.prices import Prices, shipped_prices
+from judgeq.pipeline.spec import RunSpec
+from judgeq.settings import RETENTION_S, Settings, mask_url
+from judgeq.store.base import live_increments
+from judgeq.store.packing import UnknownFormat
+from judgeq.store.reply_cache import decode_reply, encode_reply
+
+log = logging.getLogger(__name__)
+
+_STORE_RESULT = """
+local index = tonumber(ARGV[1])
+if redis.call('SETBIT', KEYS[1], index, 1) == 1 then return -1 end
+if redis.call('RPUSH', KEYS[2], ARGV[2]) == 1 then redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3])) end
+redis.call('HDEL', KEYS[3], ARGV[1])
+for i = 4, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[4], ARGV[i], ARGV[i + 1]) end
+-- when, on Redis's clock (the one every worker's stall detection and status compare with)
+local now = redis.call('TIME')
+redis.call('HSET', KEYS[4], 'last_done_at', now[1] .. '.' .. string.format('%06d', tonumber(now[2])))
+redis.call('HDEL', KEYS[6], 'systemic_streak')
+local done = redis.call('HINCRBY', KEYS[4], 'done', 1)
+-- the run's cost limit: the write that reaches it pauses the run (no new judge calls)
+local limit = tonumber(redis.call('HGET', KEYS[6], 'max_cost_usd') or '')
+if limit and limit > 0 then
+  local spent = tonumber(redis.call('HGET', KEYS[4], 'cost_usd') or '0')
+  if spent >= limit and redis.call('HGET', KEYS[6], 'state') == 'running' then
+    redis.call('HSET', KEYS[6], 'state', 'paused', 'pause_reason', string.format(
+      'max_cost: $%.4f spent of the $%.4f allowed (raise it with: judgeq resume RUN --max-cost USD)',
+      spent, limit))
+  end
+end
+local ttl = tonumber(ARGV[3])
+-- a run that grades for longer than half the retention keeps all its keys alive
+if ttl > 0 and redis.call('TTL', KEYS[1]) < ttl / 2 then
+  for i = 1, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
+end
+return done
+"""
+"""Store one result once: its bit in the ``done`` bitmap decides, the packed result goes to
+the end of its bucket's list; the payload is deleted, the counters bumped (with
+``last_done_at``: Redis's ``TIME``), the done-count returned (-1: it had a result already)."""
+
+_TRANSITION = """
+if redis.call('HGET', KEYS[1], 'state') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'state', ARGV[2], 'pause_reason', ARGV[3], 'systemic_streak', 0)
+return 1
+"""
+"""Pause (running -> paused) or resume (paused -> running) atomically, with the reason."""
+
+_LANE_ADD = """
+if redis.call('GETBIT', KEYS[1], tonumber(ARGV[1])) == 1 then return 0 end
+if redis.call('HSETNX', KEYS[2], ARGV[1], '') == 0 then return 0 end
+redis.call('RPUSH', KEYS[3], ARGV[1] .. ':' .. ARGV[2])
+local ttl = tonumber(ARGV[3])
+for i = 2, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
+return 1
+"""
+"""Buffer a job for the batch lane (``index:time`` in the buffer) unless it has a result or
+is in the lane already."""
+
+_LANE_TAKE = """
+local entries = redis.call('LPOP', KEYS[2], ARGV[1])
+if not entries then return {} end
+local taken = {}
+for i, entry in ipairs(entries) do
+  local idx = string.match(entry, '^[^:]+')
+  taken[i] = idx
+  redis.call('HSET', KEYS[1], idx, ARGV[2])
+end
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
+redis.call('HSET', KEYS[4], ARGV[2], 'creating')
+for i = 1, #taken, 4000 do
+  redis.call('RPUSH', KEYS[5], unpack(taken, i, math.min(i + 3999, #taken)))
+end
+local ttl = tonumber(ARGV[3])
+for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('EXPIRE', KEYS[i], ttl) end
+end
+return taken
+"""
+"""Move the oldest buffered jobs into a new batch and create its record, in one step."""
+
+_LANE_RETURN = """
+local back = 0
+for i = 4, #ARGV do
+  local idx = ARGV[i]
+  if redis.call('HGET', KEYS[2], idx) == ARGV[2] then
+    if redis.call('GETBIT', KEYS[1], tonumber(idx)) == 1 then
+      redis.call('HDEL', KEYS[2], idx)
+    else
+      redis.call('HSET', KEYS[2], idx, '')
+      redis.call('RPUSH', KEYS[3], idx .. ':' .. ARGV[1])
+      back = back + 1
+    end
+  end
+end
+if back > 0 then redis.call('EXPIRE', KEYS[3], tonumber(ARGV[3])) end
+return back
+"""
+"""Put back in the buffer the jobs still in batch ARGV[2] and without a result."""
+
+_LANE_SET = """
+local current = redis.call('HGET', KEYS[2], ARGV[1])
+local allowed = false
+for i = 5, #ARGV do
+  if current == ARGV[i] then allowed = true end
+end
+if not allowed then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+local ttl = tonumber(ARGV[4])
+redis.call('EXPIRE', KEYS[1], ttl)
+redis.call('EXPIRE', KEYS[2], ttl)
+if ARGV[2] ~= 'creating' and ARGV[2] ~= 'in_progress' then redis.call('HDEL', KEYS[3], ARGV[1]) end
+return 1
+"""
+"""Write a batch record if its state is still one of the expected ones (compare-and-set); a
+batch no longer in flight gives back its cost reservation."""
+
+_LANE_RESERVE = resources.files("judgeq").joinpath("data/lane_reserve.lua").read_text(encoding="utf-8")
+"""Reserve a batch's estimated cost against the run's cost limit (``judgeq/data/lane_reserve.lua``)."""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+"""Release a lock only if this holder's token still holds it."""
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+"""Extend a lock only if this holder's token still holds it."""
+
+LANE_RUNS = "judgeq:lane:runs"
+CHUNK = 1000
+
+
+def _k(run_id: str, what: str) -> str:
+    return f"judgeq:run:{{{run_id}}}:{what}"
+
+
+RECONNECT_RETRIES = 40
+"""Retries of a command after a connection error, with exponential backoff capped at 2 s:
+about a minute, so clients ride out a Redis restart."""
+
+
+@dataclass(frozen=True, slots=True)
+class SentinelURL:
+    """``sentinel://[:PASSWORD@]HOST:PORT[;sentinel://HOST:PORT...][/DB]?master_name=NAME``:
+    the Redis behind Sentinels (kombu's form, with the master's name in the query)."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    master_name: str
+    db: int = 0
+    password: str | None = None
+
+    @property
+    def kombu_url(self) -> str:
+        """The broker URL for kombu (the master's name goes in its transport options)."""
+        auth = f":{self.password}@" if self.password else ""
+        return ";".join(f"sentinel://{auth}{h}:{p}/{self.db}" for h, p in self.sentinels)
+
+
+def parse_sentinel_url(url: str) -> SentinelURL:
+    """Parse a ``sentinel://`` URL (see :class:`SentinelURL`); ConfigError naming the problem."""
+    from urllib.parse import parse_qs, urlsplit
+
+    parts = [p for p in url.split(";") if p.strip()]
+    sentinels: list[tuple[str, int]] = []
+    master, db, password = "", 0, None
+    for part in parts:
+        u = urlsplit(part.strip())
+        if u.scheme != "sentinel" or not u.hostname:
+            raise ConfigError(
+                f"Redis URL {mask_url(url)}: every part of a Sentinel URL is sentinel://HOST:PORT"
+            )
+        try:
+            sentinels.append((u.hostname, u.port or 26379))
+        except ValueError:
+            raise ConfigError(f"Redis URL {mask_url(url)}: a Sentinel port is not a number") from None
+        password = u.password or password
+        if u.path.strip("/"):
+            try:
+                db = int(u.path.strip("/"))
+            except ValueError:
+                raise ConfigError(
+                    f"Redis URL {mask_url(url)}: the database {u.path!r} is not a number"
+                ) from None
+        master = parse_qs(u.query).get("master_name", [master])[-1]
+    if not master:
+        raise ConfigError(
+            f"Redis URL {mask_url(url)}: a Sentinel URL needs ?master_name=NAME (the monitored master)"
+        )
+    return SentinelURL(tuple(sentinels), master, db, password)
+
+
+def _following_connection() -> type:
+    """A Sentinel-managed connection that asks the Sentinels for the master whenever it
+    reconnects. (redis-py's own reconnects through ``connect_check_health`` to the address it
+    had, so after a failover it kept retrying the lost master until its retries ran out.)"""
+    from redis.sentinel import SentinelManagedConnection
+
+    class FollowingConnection(SentinelManagedConnection):
+        def connect_check_health(self, check_health: bool = True, retry_socket_connect: bool = True) -> None:
+            if self._sock:
+                return
+            if retry_socket_connect:  # a plain reconnect: resolve the master again first
+                self.retry.call_with_retry(self._connect_retry, lambda error: None)
+                return
+            super().connect_check_health(check_health=check_health, retry_socket_connect=False)
+
+    return FollowingConnection
+
+
+def connect(url: str) -> redis.Redis:
+    """A client checked with one PING (a clear error at once if Redis is down), which then
+    retries commands across connection errors for about a minute (a Redis restart). A
+    ``sentinel://`` URL connects to the master its Sentinels name (and follows a failover)."""
+    try:
+        options: dict[str, Any] = {
+            "decode_responses": True,
+            "socket_connect_timeout": 5,
+            "socket_timeout": 30,
+            "health_check_interval": 30,
+            "retry": Retry(NoBackoff(), 0),
+        }
+        if url.startswith("sentinel://"):
+            from redis.sentinel import Sentinel
+
+            target = parse_sentinel_url(url)
+            sentinel = Sentinel(list(target.sentinels), socket_timeout=5, socket_connect_timeout=5)
+            sentinel.discover_master(target.master_name)  # a clear error at once when none is known
+            # every connection retries through a failover (the pool asks the Sentinels again)
+            options["retry"] = Retry(ExponentialBackoff(cap=2.0, base=0.1), RECONNECT_RETRIES)
+            client = sentinel.master_for(
+                target.master_name,
+                db=target.db,
+                password=target.password,
+                connection_class=_following_connection(),
+                **options,
+            )
+        else:
+            check_redis_url(url)
+            client = redis.Redis.from_url(url, **options)
+        client.ping()
+        client.set_retry(Retry(ExponentialBackoff(cap=2.0, base=0.1), RECONNECT_RETRIES))
+    except ConfigError:
+        raise
+    except redis.AuthenticationError:  # a ConnectionError subclass: test it first
+        raise StoreError(f"Redis at {mask_url(url)} refused the password") from None
+    except redis.ResponseError as exc:  # e.g. "DB index is out of range"
+        raise ConfigError(f"Redis URL {mask_url(url)}: {_scrub(str(exc), url)}") from None
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise StoreError(f"cannot reach Redis at {mask_url(url)}: {_scrub(str(exc), url)}") from None
+    except ValueError:
+        raise ConfigError(f"invalid Redis URL {mask_url(url)} (e.g. redis://:PASSWORD@host:6379/0)") from None
+    return client
+
+
+def check_redis_url(url: str) -> None:
+    """ConfigError for what redis-py would read wrongly rather than refuse: a database that is
+    not one number (``/abc`` would be database 0, ``/1/2`` database 12), and a password with a
+    character that ends the address part (``/``, ``?``, ``#``: the rest would be read as the
+    host and shown in errors), which must be percent-encoded."""
+    from urllib.parse import parse_qs, urlsplit
+
+    if url.partition("://")[0] not in ("redis", "rediss"):
+        return  # unix:// and others: redis-py's own checks
+    parts = urlsplit(url)
+    try:
+        _ = parts.port  # ValueError when it is not a number: the authority was cut short
+        authority_ok = bool(parts.hostname)
+    except ValueError:
+        authority_ok = False
+    # an '@' past the authority: a '/', '?' or '#' of the password ended it early (an '@' in the
+    # query of a URL whose authority is a good host[:port] is the query's own: client_name=a@b)
+    if "@" in parts.path or ("@" in parts.query + parts.fragment and not authority_ok):
+        raise ConfigError(
+            f"invalid Redis URL {mask_url(url)}: a password containing '/', '?' or '#' must be "
+            "percent-encoded (%2F, %3F, %23)"
+        )
+    path = parts.path.strip("/")
+    dbs = parse_qs(parts.query).get("db", [])
+    for db in ([path] if path else []) + dbs:
+        if not db.isdigit():
+            raise ConfigError(f"Redis URL {mask_url(url)}: the database {db!r} is not a number (e.g. /0)")
+
+
+def _scrub(text: str, url: str) -> str:
+    """``text`` without the URL's password (error messages never show it)."""
+    userinfo = url.partition("://")[2].rpartition("@")[0]
+    password = userinfo.split(":", 1)[1] if ":" in userinfo else ""
+    return text.replace(password, "***") if password else text
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def store_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """Redis failing under a call made while grading (the reply cache, the judge budget) is the
+    store failing, never the job: raise :class:`~judgeq.StoreError`, which puts the job's message
+    back, instead of letting the job end as an ``internal_error`` null."""
+
+    @functools.wraps(method)
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except redis.RedisError as exc:
+            raise StoreError(f"Redis failed during grading: {type(exc).__name__}: {exc}") from exc
+
+    return wrapped
+
+
+class RedisCache:
+    """The judge-reply cache in Redis (:mod:`judgeq.store.reply_cache`): ``judgeq:cache:<key>`` strings
+    with a TTL, shared by every worker."""
+
+    def __init__(self, client: redis.Redis, ttl_s: float) -> None:
+        self.r, self.ttl_s = client, max(1, int(ttl_s))
+
+    @store_errors
+    def get(self, key: str) -> JudgeReply | None:
+        name = f"judgeq:cache:{key}"
+        raw = self.r.execute_command("GET", name, **{NEVER_DECODE: True})
+        return decode_reply(raw, f"reply cache entry {name}")
+
+    @store_errors
+    def put(self, key: str, reply: JudgeReply) -> None:
+        self.r.set(f"judgeq:cache:{key}", encode_reply(reply), ex=self.ttl_s)
+
+    @store_errors
+    def get_many(self, keys: list[str]) -> dict[str, JudgeReply]:
+        """One MGET for a grade message's requests."""
+        if not keys:
+            return {}
+        found = {}
+        names = [f"judgeq:cache:{k}" for k in keys]
+        raws = self.r.execute_command("MGET", *names, **{NEVER_DECODE: True})
+        for key, raw in zip(keys, raws, strict=True):
+            reply = decode_reply(raw, f"reply cache entry judgeq:cache:{key}")
+            if reply is not None:
+                found[key] = reply
+        return found
+
+    @store_errors
+    def put_many(self, items: list[tuple[str, JudgeReply]]) -> None:
+        p = self.r.pipeline(transaction=False)
+        for key, reply in items:
+            p.set(f"judgeq:cache:{key}", encode_reply(reply), ex=self.ttl_s)
+        p.execute()
+
+
+class RedisStore:
+    """:class:`judgeq.Store` on Redis."""
+
+    @classmethod
+    def open(cls, settings: Settings, client: redis.Redis | None = None) -> RedisStore:
+        """The store at ``settings.redis_url`` (or on ``client``), keeping runs for
+        ``JUDGEQ_RETENTION_DAYS``."""
+        client = connect(settings.redis_url) if client is None else client
+        return cls(client, retention_s=int(settings.retention_days * 86400))
+
+    def __init__(self, client: redis.Redis, *, retention_s: int = RETENTION_S) -> None:
+        # a client of connect() (decode_responses=True): its replies are str where redis-py's
+        # types say bytes | str (the casts below), raw bytes only through _raw (NEVER_DECODE)
+        self.r = client
+        self.retention_s = int(retention_s)
+        self._store = client.register_script(_STORE_RESULT)
+        self._transition = client.register_script(_TRANSITION)
+        self._lane_add = client.register_script(_LANE_ADD)
+        self._lane_take = client.register_script(_LANE_TAKE)
+        self._lane_return = client.register_script(_LANE_RETURN)
+        self._lane_set = client.register_script(_LANE_SET)
+        self._lane_reserve = client.register_script(_LANE_RESERVE)
+        self._release = client.register_script(_RELEASE)
+        self._renew = client.register_script(_RENEW)
+        self._lock = threading.Lock()
+        self._dictionaries: dict[str, tuple[bytes, Prices]] = {}
+
+    def now(self) -> float:
+        """Redis's clock (``TIME``): every process compares times on it, whatever its own says."""
+        seconds, micros = self.r.time()
+        return int(seconds) + int(micros) / 1e6
+
+    # -- runs ----------------------------------------------------------------------
+    def register(self, spec: RunSpec) -> None:
+        p = self.r.pipeline()
+        p.set(_k(spec.run_id, "spec"), spec.model_dump_json(), ex=self.retention_s)
+        p.zadd("judgeq:runs", {spec.run_id: _epoch(spec.created_at)})
+        p.zremrangebyscore("judgeq:runs", "-inf", _epoch(spec.created_at) - self.retention_s)
+        p.execute()
+
+    def spec(self, run_id: str) -> RunSpec | None:
+        raw = self.r.get(_k(run_id, "spec"))
+        return RunSpec.model_validate_json(raw) if raw else None
+
+    def runs(self, limit: int = 20) -> list[str]:
+        return cast(list[str], self.r.zrevrange("judgeq:runs", 0, limit - 1))
+
+    # -- jobs ----------------------------------------------------------------------
+    def put_jobs(self, run_id: str, jobs: Iterable[tuple[int, str]]) -> None:
+        mapping: dict[FieldT, EncodableT] = dict(jobs)
+        if mapping:
+            p = self.r.pipeline(transaction=False)
+            p.hset(_k(run_id, "jobs"), mapping=mapping)
+            p.expire(_k(run_id, "jobs"), self.retention_s)
+            p.execute()
+
+    def job(self, run_id: str, index: int) -> str | None:
+        return cast(str | None, self.r.hget(_k(run_id, "jobs"), str(index)))
+
+    def missing(self, run_id: str, indices: list[int]) -> list[int]:
+        if not indices:
+            return []
+        done = self._done_bitmap(run_id)
+        return [i for i in indices if not _bit(done, i)]
+
+    def _done_bitmap(self, run_id: str) -> bytes:
+        return bytes(self._raw("GET", _k(run_id, "done")) or b"")
+
+    def _raw(self, *command: Any) -> Any:
+        """A command whose reply is bytes (packed results, bitmaps), not decoded text."""
+        return self.r.execute_command(*command, **{NEVER_DECODE: True})
+
+    # -- results -------------------------------------------------------------------
+    def has_result(self, run_id: str, index: int) -> bool:
+        return bool(self.r.getbit(_k(run_id, "done"), index))
+
+    def store_result(self, run_id: str, result: Result) -> int | None:
+        return self.store_results(run_id, [result])[0]
+
+    def fetch_jobs(self, run_id: str, indices: list[int]) -> list[tuple[bool, str | None]]:
+        """For each job: whether it has a result, and its payload; one round trip."""
+        if not indices:
+            return []
+        p = self.r.pipeline(transaction=False)
+        for i in indices:
+            p.getbit(_k(run_id, "done"), i)
+        p.hmget(_k(run_id, "jobs"), [str(i) for i in indices])
+        *present, payloads = p.execute()
+        return [(bool(has), raw) for has, raw in zip(present, payloads, strict=True)]
+
+    def store_results(self, run_id: str, results: list[Result]) -> list[int | None]:
+        """Store each result once, atomically (:data:`_STORE_RESULT`), all in one round trip."""
+        if not results:
+            return []
+        dictionary, prices = self._constants(run_id)
+        p = self.r.pipeline(transaction=False)
+        for result in results:
+            args: list[Any] = [result.index, pack_result(result, dictionary), self.retention_s]
+            for key, inc in live_increments(result, prices).items():
+                args += [key, repr(float(inc))]
+            where = ("done", _bucket(result.index), "jobs", "counters", "spec", "state")
+            keys = [_k(run_id, w) for w in where]
+            self._store(keys=keys, args=args, client=p)
+        return [None if int(done) < 0 else int(done) for done in p.execute()]
+
+    def _dictionary(self, run_id: str) -> bytes:
+        """The deflate dictionary of the run's packed results (from its spec; kept per process)."""
+        return self._constants(run_id)[0]
+
+    def _constants(self, run_id: str) -> tuple[bytes, Prices]:
+        """What the run's spec fixes for storing its results, kept per process: the deflate
+        dictionary of its packed results and its prices (:meth:`RunSpec.price_book`)."""
+        with self._lock:
+            hit = self._dictionaries.get(run_id)
+        if hit is None:
+            spec = self.spec(run_id)
+            if spec is None:  # not registered (yet): not kept, the spec decides once it exists
+                return packing_dictionary({}, []), shipped_prices()
+            hit = packing_dictionary(*run_constants(spec)), spec.price_book()
+            with self._lock:
+                self._dictionaries[run_id] = hit
+                while len(self._dictionaries) > 256:
+                    self._dictionaries.pop(next(iter(self._dictionaries)))
+        return hit
+
+    def results(self, run_id: str, total: int) -> Iterator[Result | None]:
+        """Every job's result in index order (None: no result), a bucket of
+        :data:`BUCKET` results at a time whatever the run's size."""
+        dictionary = self._dictionary(run_id)
+        for start in range(0, total, BUCKET):
+            bucket = _k(run_id, _bucket(start))
+            found = {r.index: r for r in self._unpack(bucket, self._raw("LRANGE", bucket, 0, -1), dictionary)}
+            for index in range(start, min(start + BUCKET, total)):
+                yield found.get(index)
+
+    @staticmethod
+    def _unpack(bucket: str, blobs: list[bytes] | None, dictionary: bytes) -> Iterator[Result]:
+        for position, blob in enumerate(blobs or []):
+            try:
+                yield unpack_result(bytes(blob), dictionary, f"stored result {bucket}[{position}]")
+            except UnknownFormat as e:  # written by a newer judgeq: that job counts as missing
+                log.error("%s; it is counted as a result missing from the report", e)
+
+    def counters(self, run_id: str) -> dict[str, float]:
+        raw = cast(dict[str, str], self.r.hgetall(_k(run_id, "counters")))
+        return {k: float(v) for k, v in raw.items() if k != "last_done_at"}
+
+    def last_progress(self, run_id: str) -> float | None:
+        """When a result was last stored for the run (epoch seconds on Redis's clock), if ever."""
+        value = self.r.hget(_k(run_id, "counters"), "last_done_at")
+        return float(value) if value else None
+
+    def pending_indices(self, run_id: str) -> list[int]:
+        """Indices of the jobs without a result yet (payloads are deleted as results are stored)."""
+        # HKEYS, not HSCAN NOVALUES (Redis >= 7.4 only): the hash holds only jobs sent and not
+        # yet graded, which the producer's queue bound keeps small
+        return sorted(int(k) for k in self.r.hkeys(_k(run_id, "jobs")))
+
+    def job_ids(self, run_id: str, indices: list[int]) -> list[str]:
+        """The ids of some jobs still pending (for display in task arguments)."""
+        raws = self.r.hmget(_k(run_id, "jobs"), [str(i) for i in indices])
+        return [str(json.loads(raw).get("id", "")) if raw else "" for raw in raws]
+
+    def note_systemic(self, run_id: str) -> int:
+        return int(self.r.hincrby(_k(run_id, "state"), "systemic_streak", 1))
+
+    def pause(self, run_id: str, reason: str) -> bool:
+        return bool(self._transition(keys=[_k(run_id, "state")], args=["running", "paused", reason]))
+
+    def resume(self, run_id: str) -> bool:
+        return bool(self._transition(keys=[_k(run_id, "state")], args=["paused", "running", ""]))
+
+    def claim(self, run_id: str, what: str, seconds: float) -> str | None:
+        """A lock shared by every worker, held for ``seconds``: its token, or None."""
+        token = secrets.token_hex(8)
+        ok = self.r.set(_k(run_id, what), token, nx=True, ex=max(1, int(seconds)))
+        return token if ok else None
+
+    def release(self, run_id: str, what: str, token: str | None = None) -> None:
+        if token is None:
+            self.r.delete(_k(run_id, what))
+        else:
+            self._release(keys=[_k(run_id, what)], args=[token])
+
+    def renew(self, run_id: str, what: str, token: str, seconds: float) -> bool:
+        return bool(self._renew(keys=[_k(run_id, what)], args=[token, max(1, int(seconds))]))
+
+    # -- the Message Batches lane ---------------------------------------------------
+    def lane_add(self, run_id: str, index: int, now: float) -> bool:
+        keys = [_k(run_id, w) for w in ("done", "lane", "buffer")]
+        return bool(self._lane_add(keys=keys, args=[str(index), repr(now), self.retention_s]))
+
+    def lane_take(self, run_id: str, n: int, token: str, now: float) -> list[int]:
+        keys = [_k(run_id, w) for w in ("lane", "buffer", "batches", "batch_states", f"batch:{token}")]
+        record = json.dumps({"token": token, "id": None, "state": "creating", "created": now})
+        taken = self._lane_take(keys=keys, args=[max(1, n), token, self.retention_s, record])
+        return [int(i) for i in taken]
+
+    def lane_return(self, run_id: str, indices: list[int], now: float, token: str) -> int:
+        keys = [_k(run_id, w) for w in ("done", "lane", "buffer")]
+        back = 0
+        for start in range(0, len(indices), 10 * CHUNK):
+            part = [str(i) for i in indices[start : start + 10 * CHUNK]]
+            back += int(self._lane_return(keys=keys, args=[repr(now), token, self.retention_s, *part]))
+        return back
+
+    def lane_done(self, run_id: str, indices: list[int]) -> None:
+        for start in range(0, len(indices), 10 * CHUNK):
+            self.r.hdel(_k(run_id, "lane"), *(str(i) for i in indices[start : start + 10 * CHUNK]))
+
+    def lane_counts(self, run_id: str) -> tuple[int, int, float | None]:
+        p = self.r.pipeline(transaction=False)
+        p.llen(_k(run_id, "buffer"))
+        p.hlen(_k(run_id, "lane"))
+        p.lindex(_k(run_id, "buffer"), 0)
+        buffered, in_lane, oldest = p.execute()
+        return int(buffered), int(in_lane), float(oldest.partition(":")[2]) if oldest else None
+
+    def lane_set_batch(self, run_id: str, record: dict[str, Any], expect: tuple[str, ...]) -> bool:
+        keys = [_k(run_id, "batches"), _k(run_id, "batch_states"), _k(run_id, "reserved")]
+        args = [record["token"], record["state"], json.dumps(record), self.retention_s, *expect]
+        return bool(self._lane_set(keys=keys, args=args))
+
+    def lane_reserve(self, run_id: str, token: str, usd: float) -> bool:
+        keys = [_k(run_id, w) for w in ("counters", "state", "reserved", "batch_states")]
+        return int(self._lane_reserve(keys=keys, args=[token, repr(float(usd)), self.retention_s])) == 1
+
+    def lane_reserved(self, run_id: str) -> float:
+        return sum(float(v) for v in self.r.hvals(_k(run_id, "reserved")))
+
+    def lane_batches(self, run_id: str) -> list[dict[str, Any]]:
+        p = self.r.pipeline(transaction=False)
+        p.hgetall(_k(run_id, "batches"))
+        p.hgetall(_k(run_id, "batch_states"))
+        raw, states = p.execute()
+        records = []
+        for token, text in raw.items():
+            record = json.loads(text)
+            record["state"] = states.get(token, record.get("state"))
+            records.append(record)
+        return sorted(records, key=lambda r: (r.get("created", 0), r["token"]))
+
+    def lane_batch(self, run_id: str, token: str) -> dict[str, Any] | None:
+        p = self.r.pipeline(transaction=False)
+        p.hget(_k(run_id, "batches"), token)
+        p.hget(_k(run_id, "batch_states"), token)
+        raw, state = p.execute()
+        if not raw:
+            return None
+        record = json.loads(raw)
+        record["state"] = state or record.get("state")
+        return record
+
+    def lane_batch_indices(self, run_id: str, token: str) -> list[int]:
+        taken = self.r.lrange(_k(run_id, f"batch:{token}"), 0, -1)
+        still: list[int] = []
+        for start in range(0, len(taken), 10 * CHUNK):
+            part = taken[start : start + 10 * CHUNK]
+            owners = self.r.hmget(_k(run_id, "lane"), part)
+            still += [int(i) for i, owner in zip(part, owners, strict=True) if owner == token]
+        return still
+
+    def lane_runs(self) -> list[str]:
+        return sorted(cast(set[str], self.r.smembers(LANE_RUNS)))
+
+    def lane_track(self, run_id: str, active: bool) -> None:
+        if active:
+            self.r.sadd(LANE_RUNS, run_id)
+        else:
+            self.r.srem(LANE_RUNS, run_id)
+
+    # -- workers -------------------------------------------------------------------
+    def worker_heartbeat(self, queue: str, name: str, ttl: float) -> None:
+        """A worker consuming ``queue`` says it lives (``judgeq:worker:QUEUE:NAME``, expiring):
+        a lease on Redis's clock, whoever reads it; its value (the worker's clock) is only shown."""
+        self.r.set(f"judgeq:worker:{queue}:{name}", repr(time.time()), ex=max(1, int(ttl)))
+
+    def workers(self, queue: str) -> list[str]:
+        """The workers that said they consume ``queue`` within their heartbeat's lifetime."""
+        prefix = f"judgeq:worker:{queue}:"
+        return sorted(key.removeprefix(prefix) for key in self.r.scan_iter(match=prefix + "*", count=1000))
+
+    # -- reducer, state, report -----------------------------------------------------
+    def claim_reducer(self, run_id: str) -> bool:
+        return bool(self.r.set(_k(run_id, "reducer"), "1", nx=True, ex=self.retention_s))
+
+    def release_reducer(self, run_id: str) -> None:
+        self.r.delete(_k(run_id, "reducer"))
+
+    def set_state(self, run_id: str, **fields: Any) -> None:
+        p = self.r.pipeline()
+        p.hset(_k(run_id, "state"), mapping={k: str(v) for k, v in fields.items()})
+        p.expire(_k(run_id, "state"), self.retention_s)
+        p.execute()
+
+    def state(self, run_id: str) -> dict[str, str]:
+        return dict(cast(dict[str, str], self.r.hgetall(_k(run_id, "state"))))
+
+    def save_report(self, run_id: str, report: dict[str, Any]) -> None:
+        p = self.r.pipeline()
+        p.set(_k(run_id, "report"), json.dumps(report), ex=self.retention_s)
+        # the run is complete: keep everything until the same retention from now
+        for what in ("spec", "done", "counters", "state", "jobs", "batches", "batch_states", "reserved"):
+            p.expire(_k(run_id, what), self.retention_s)
+        for what in self._buckets(run_id):
+            p.expire(_k(run_id, what), self.retention_s)
+        p.execute()
+
+    def report(self, run_id: str) -> dict[str, Any] | None:
+        raw = self.r.get(_k(run_id, "report"))
+        return json.loads(raw) if raw else None
+
+    def mark_archived(self, run_id: str, folder: str) -> None:
+        """The run's data is in ``folder`` now: drop it here, keeping its state as a marker
+        (``archived``, ``archived_to``) and its place in the list of runs."""
+        self.delete_run(run_id, keep_listing=True)
+        self.set_state(run_id, state="archived", archived_to=folder, archived_at=repr(time.time()))
+
+    def _buckets(self, run_id: str) -> list[str]:
+        spec = self.spec(run_id)
+        return [_bucket(start) for start in range(0, spec.total if spec else 0, BUCKET)]
+
+    def delete_run(self, run_id: str, *, keep_listing: bool = False) -> None:
+        """Drop every key of the run (and, unless ``keep_listing``, its place in the list)."""
+        names = (
+            "spec", "jobs", "done", "counters", "state", "reducer", "reducing", "report",
+            "lane", "buffer", "batches", "batch_states", "reserved", "repair", "archive",
+        )  # fmt: skip
+        self.r.delete(*(_k(run_id, w) for w in (*names, *self._buckets(run_id))))
+        for key in self.r.scan_iter(match=_k(run_id, "batch:*"), count=1000):
+            self.r.delete(key)
+        self.r.srem(LANE_RUNS, run_id)
+        if not keep_listing:
+            self.r.zrem("judgeq:runs", run_id)
+
+
+BUCKET = 1024
+"""Results per list (``results:<n>``): a reader holds one bucket at a time."""
+
+
+def _bucket(index: int) -> str:
+    return f"results:{index // BUCKET}"
+
+
+def _bit(bitmap: bytes, index: int) -> bool:
+    """Bit ``index`` of a Redis bitmap (bit 0 is the high bit of the first byte)."""
+    byte = index >> 3
+    return byte < len(bitmap) and bool(bitmap[byte] & (0x80 >> (index & 7)))
+
+
+def run_constants(spec: RunSpec) -> tuple[dict[str, str], list[str]]:
+    """What every result of a run repeats (for :func:`packing_dictionary`).
+
+    A rubric that fails to load still gets a dictionary (its jobs end as ``internal_error``
+    nulls, which must be stored): the judge model alone, the same for writer and reader."""
+    try:
+        rubric = spec.rubric
+    except RubricError:
+        return {"judge_model": spec.judge_model}, []
+    constants = {"rubric_name": rubric.name, "rubric_version": rubric.version}
+    constants["judge_model"] = spec.judge_model
+    return constants, [d.name for d in rubric.dimensions]
+
+
+def _epoch(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
