@@ -5,7 +5,8 @@ aggregation.  It imports no Celery, Redis or SDK (a test holds it to that); thos
 :mod:`judgeq.workers`, :mod:`judgeq.producer` and :mod:`judgeq.judges`.
 """
 
-from judgeq.api import grade, submit, wait
+import typing as _typing
+
 from judgeq.errors import (
     NULL_REASONS,
     SYSTEMIC_REASONS,
@@ -117,3 +118,19 @@ __all__ = [
     "weighted_overall",
     "weights_from_env",
 ]
+
+if _typing.TYPE_CHECKING:
+    from judgeq.producer.api import grade, submit, wait
+
+_PRODUCER_API = frozenset({"grade", "submit", "wait"})
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """``grade``, ``submit`` and ``wait`` run the producer (:mod:`judgeq.producer.api`): imported
+    on first use, so ``import judgeq`` imports no Redis, Celery or SDK and the core never
+    imports the producer."""
+    if name in _PRODUCER_API:
+        from judgeq.producer import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'judgeq' has no attribute {name!r}")

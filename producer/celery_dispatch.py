@@ -6,7 +6,8 @@ import json
 
 from celery import Celery
 
-from judgeq.workers.celery_app import GRADE_TASK, REDUCE_TASK, queue_depth
+from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
+from judgeq.workers.broker import queue_depth
 
 ARGSREPR_CHARS = 1024
 BATCH_COMMANDS = 500

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from judgeq.errors import ConfigError
+from judgeq.pipeline.messages import REDUCE_TASK
 from judgeq.settings import Settings
 from judgeq.store.base import Store
 from judgeq.store.redis import RedisStore
@@ -75,7 +76,7 @@ def wait_run(
     if store.spec(run_id) is None:
         raise ConfigError(f"run {run_id!r} is unknown or expired")
     if nudge is None:
-        from judgeq.workers.celery_app import REDUCE_TASK, create_app
+        from judgeq.workers.celery_app import create_app
 
         app = create_app(settings)
 

@@ -371,3 +371,10 @@ def preflight(plan: Plan, settings: Settings, *, sleep: Callable[[float], None] 
                 "model_not_found": f"the judge rejected model {judge.model!r}: check --judge",
             }.get(exc.reason, "the judge could not be reached")
             raise ConfigError(f"judge preflight failed: {hint} ({exc})") from None
+
+
+def judges_text(plan: Plan) -> str:
+    """``anthropic:m`` or, for a council, ``council of anthropic:a, anthropic:b (mean)``."""
+    if not plan.council:
+        return str(plan.judge)
+    return f"council of {', '.join(map(str, plan.judges))} ({plan.spec.council_mode})"

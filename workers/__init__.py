@@ -11,7 +11,9 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .celery_app import GRADE_TASK, REDUCE_TASK, create_app
+from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
+
+from .celery_app import create_app
 
 if TYPE_CHECKING:
     from celery import Celery

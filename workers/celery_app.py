@@ -28,21 +28,9 @@ import click
 from celery import Celery, signals
 
 from judgeq.errors import ConfigError
+from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
 from judgeq.pipeline.timing import restore_interval, visibility_timeout
 from judgeq.settings import Settings, load_settings
-
-GRADE_TASK = "judgeq.grade"
-REDUCE_TASK = "judgeq.reduce"
-
-
-def queue_depth(app: Celery, queue: str) -> int:
-    """Messages waiting in ``queue`` on the broker (not those reserved by workers)."""
-    with app.connection_for_write() as conn:
-        try:
-            ok = conn.default_channel.queue_declare(queue, passive=True)
-        except conn.channel_errors:
-            return 0  # never declared: nothing waiting
-        return int(ok.message_count)
 
 
 def is_amqp(url: str) -> bool:

@@ -29,12 +29,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
 from judgeq.pipeline.timing import check_interval, stall_after
 from judgeq.settings import Settings
 from judgeq.store.archive import ENDED, archive_run
 from judgeq.store.redis import RedisStore
-
-from .celery_app import GRADE_TASK, REDUCE_TASK
 
 log = logging.getLogger("judgeq.worker")
 

@@ -32,13 +32,14 @@ from kombu.exceptions import OperationalError
 from judgeq.errors import StoreError
 from judgeq.judges import budget_factory, judge_factory
 from judgeq.judges.batch_lane import BatchLane, LaneConfig, lane_loop
+from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
 from judgeq.pipeline.stages import Contexts, Held, Outcome, process_jobs, reduce_unless_final, settle_held
 from judgeq.ratelimit.redis import RedisBudget
 from judgeq.report import stats as _stats
 from judgeq.settings import Settings, unknown_variables
 from judgeq.store.redis import RedisCache, RedisStore, connect
 
-from .celery_app import GRADE_TASK, REDUCE_TASK, queue_depth
+from .broker import queue_depth
 from .health import JudgeHealth
 from .repair import repair_loop
 

@@ -23,6 +23,7 @@ from judgeq.judges.prices import Prices, shipped_prices, unpriced_text
 from judgeq.pipeline.spec import RunSpec
 from judgeq.ratelimit import estimate_input_tokens
 from judgeq.report.aggregate import Aggregator
+from judgeq.report.formatting import fmt, fmt_ci, fmt_p
 from judgeq.report.html import MAX_ROWS, render_html
 from judgeq.report.stats import METHODS
 from judgeq.rubric.model import Rubric
@@ -270,24 +271,6 @@ def write_report_files(
     return paths
 
 
-def _fmt(x: Any, suffix: str = "", nd: int | None = None) -> str:
-    """A figure as report.md prints it: floats with ``nd`` decimals (by default 2, and 1 for a
-    percentage: ``6.44``, ``75.0%``)."""
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        nd = _decimals(suffix, nd)
-        return f"{x:.{nd}f}{suffix}"
-    return f"{x}{suffix}"
-
-
-def _p(p: float | None) -> str:
-    """A p-value: three decimals, or ``< 0.001``."""
-    if p is None:
-        return "–"
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
-
-
 def validity_markdown(report: dict[str, Any]) -> list[str]:
     """The sections on how far the grades can be trusted: paired model comparisons, pairwise
     figures, agreement with labels, the council."""
@@ -302,8 +285,8 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
         ]
         for p in report["by_model_paired"]:
             lines.append(
-                f"| {p['model']} | {p['vs']} | {p['n']} | {_ci(p['mean_diff'], p['ci95'])} | "
-                f"{_p(p['p_value'])} |"
+                f"| {p['model']} | {p['vs']} | {p['n']} | {fmt_ci(p['mean_diff'], p['ci95'])} | "
+                f"{fmt_p(p['p_value'])} |"
             )
     pw = report.get("pairwise")
     if pw:
@@ -318,27 +301,27 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
         for p in pw["pairs"]:
             lines.append(
                 f"| {p['model']} | {p['opponent']} | {p['n']} | {p['wins']} | {p['ties']} | {p['losses']} | "
-                f"{_ci(p['win_rate'], p['win_rate_ci95'], '%')} | "
-                f"{_ci(p['win_rate_excluding_ties'], p['win_rate_excluding_ties_ci95'], '%')} | "
-                f"{_ci(p['win_rate_length_controlled'], p.get('win_rate_length_controlled_ci95'), '%')} |"
+                f"{fmt_ci(p['win_rate'], p['win_rate_ci95'], '%')} | "
+                f"{fmt_ci(p['win_rate_excluding_ties'], p['win_rate_excluding_ties_ci95'], '%')} | "
+                f"{fmt_ci(p['win_rate_length_controlled'], p.get('win_rate_length_controlled_ci95'), '%')} |"
             )
         lines += [
             "",
             "- Position consistency: "
-            + _ci(pw["position_consistency"], pw["position_consistency_ci95"], "%")
+            + fmt_ci(pw["position_consistency"], pw["position_consistency_ci95"], "%")
             + " "
             f"of {pw['position_consistency_n']} verdicts kept when the outputs were swapped",
             "- First-position preference: "
-            + _ci(pw["first_position_preference"], pw["first_position_preference_ci95"], "%")
+            + fmt_ci(pw["first_position_preference"], pw["first_position_preference_ci95"], "%")
             + f" of {pw['first_position_preference_n']} decisive calls chose the output shown first "
             "(50% is unbiased)",
-            f"- Longer output wins: {_ci(pw['longer_output_wins'], pw['longer_output_wins_ci95'], '%')} "
+            f"- Longer output wins: {fmt_ci(pw['longer_output_wins'], pw['longer_output_wins_ci95'], '%')} "
             f"of {pw['longer_output_wins_n']} decisive pairs of unequal length",
         ]
         if pw.get("leaderboard"):
             lines += ["", "| rank | model | Bradley-Terry rating (95% CI) |", "|---:|---|---:|"]
             for rank, row in enumerate(pw["leaderboard"], 1):
-                lines.append(f"| {rank} | {row['model']} | {_ci(row['rating'], row['ci95'], nd=0)} |")
+                lines.append(f"| {rank} | {row['model']} | {fmt_ci(row['rating'], row['ci95'], nd=0)} |")
     ag = report.get("agreement")
     if ag:
         lines += [
@@ -350,24 +333,25 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
         if "pairs" in ag:
             p = ag["pairs"]
             lines.append(
-                f"- Pairs: accuracy {_ci(p['accuracy_ties_half'], p.get('accuracy_ties_half_ci95'), '%')} "
+                f"- Pairs: accuracy {fmt_ci(p['accuracy_ties_half'], p.get('accuracy_ties_half_ci95'), '%')} "
                 f"(ties half), "
-                f"{_ci(p['accuracy_ties_excluded'], p['accuracy_ties_excluded_ci95'], '%')} excluding ties "
-                f"({p['ties_excluded_n']} jobs); Cohen's kappa {_fmt(p['kappa'], nd=3)}"
+                + fmt_ci(p["accuracy_ties_excluded"], p["accuracy_ties_excluded_ci95"], "%")
+                + " excluding ties "
+                f"({p['ties_excluded_n']} jobs); Cohen's kappa {fmt(p['kappa'], nd=3)}"
             )
         if "pass_fail" in ag:
             p = ag["pass_fail"]
             lines.append(
-                f"- Pass/fail: accuracy {_ci(p['accuracy'], p['accuracy_ci95'], '%')} of {p['n']}; "
-                f"Cohen's kappa {_fmt(p['kappa'], nd=3)}"
+                f"- Pass/fail: accuracy {fmt_ci(p['accuracy'], p['accuracy_ci95'], '%')} of {p['n']}; "
+                f"Cohen's kappa {fmt(p['kappa'], nd=3)}"
             )
         if "numeric" in ag:
             p = ag["numeric"]
             lines.append(
-                f"- Scores ({p['n']}): Spearman {_fmt(p['spearman'], nd=3)}, "
-                f"Kendall's tau {_fmt(p['kendall_tau'], nd=3)}, "
-                f"quadratic-weighted kappa {_fmt(p['qwk'], nd=3)}, "
-                f"mean absolute error {_ci(p['mae'], p.get('mae_ci95'))}"
+                f"- Scores ({p['n']}): Spearman {fmt(p['spearman'], nd=3)}, "
+                f"Kendall's tau {fmt(p['kendall_tau'], nd=3)}, "
+                f"quadratic-weighted kappa {fmt(p['qwk'], nd=3)}, "
+                f"mean absolute error {fmt_ci(p['mae'], p.get('mae_ci95'))}"
             )
     co = report.get("council")
     if co:
@@ -379,10 +363,10 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
             "|---|---:|---:|",
         ]
         for j, row in co["per_judge"].items():
-            lines.append(f"| {j} | {row['n']} | {_ci(row['mean'], row['ci95'])} |")
+            lines.append(f"| {j} | {row['n']} | {fmt_ci(row['mean'], row['ci95'])} |")
         lines += [
             "",
-            f"- Krippendorff's alpha ({co['alpha_level']}): {_fmt(co['krippendorff_alpha'], nd=3)} over "
+            f"- Krippendorff's alpha ({co['alpha_level']}): {fmt(co['krippendorff_alpha'], nd=3)} over "
             f"{co['sampled_units']} jobs",
             f"- Jobs the judges disagree on: {report.get('flags', {}).get('judges_disagree', 0)}"
             + (
@@ -397,31 +381,16 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
         if combined.get("method") == "z" and combined.get("n"):
             lines += [
                 "",
-                f"Combined score: mean of per-judge z-scores, {_ci(combined['mean'], combined.get('ci95'))} "
+                "Combined score: mean of per-judge z-scores, "
+                f"{fmt_ci(combined['mean'], combined.get('ci95'))} "
                 f"over {combined['n']} jobs",
                 "",
                 "| model | n | mean z (95% CI) |",
                 "|---|---:|---:|",
             ]
             for model, row in combined["by_model"].items():
-                lines.append(f"| {model} | {row['n']} | {_ci(row['mean'], row['ci95'])} |")
+                lines.append(f"| {model} | {row['n']} | {fmt_ci(row['mean'], row['ci95'])} |")
     return lines
-
-
-def _decimals(suffix: str, nd: int | None) -> int:
-    return nd if nd is not None else 1 if suffix == "%" else 2
-
-
-def _ci(x: Any, ci: list[float] | None, suffix: str = "", nd: int | None = None) -> str:
-    """``6.44 (6.21-6.67)``: a value with its 95% interval (just the value when it has none);
-    an interval with a negative bound reads ``-0.09 (-0.89 to 0.71)``."""
-    if x is None:
-        return "–"
-    if not ci:
-        return _fmt(x, suffix, nd)
-    nd = _decimals(suffix, nd)
-    low, high = (f"{float(b):.{nd}f}" for b in ci)
-    return f"{_fmt(float(x), suffix, nd)} ({low}{'-' if ci[0] >= 0 else ' to '}{high})"
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -441,7 +410,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "| total | graded | null | rejected | coverage |",
         "|---:|---:|---:|---:|---:|",
         f"| {c['total']} | {c['graded']} | {c['null']} | {c['rejected']} | "
-        f"{_ci(report['coverage'], report.get('coverage_ci95'), '%')} |",
+        f"{fmt_ci(report['coverage'], report.get('coverage_ci95'), '%')} |",
     ]
     if c["null_by_reason"]:
         lines += ["", "| null reason | jobs |", "|---|---:|"]
@@ -453,26 +422,26 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "| | n | mean (95% CI) | median | std | min | max |",
         "|---|---:|---:|---:|---:|---:|---:|",
-        f"| **overall** | {o['n']} | {_ci(o['mean'], o.get('ci95'))} | {_fmt(o['median'])} | "
-        f"{_fmt(o['std'])} | {_fmt(o['min'])} | {_fmt(o['max'])} |",
+        f"| **overall** | {o['n']} | {fmt_ci(o['mean'], o.get('ci95'))} | {fmt(o['median'])} | "
+        f"{fmt(o['std'])} | {fmt(o['min'])} | {fmt(o['max'])} |",
     ]
     for name, d in report["dimensions"].items():
         lines.append(
-            f"| {name} | {d['n']} | {_ci(d['mean'], d.get('ci95'))} | {_fmt(d['median'])} | "
-            f"{_fmt(d['std'])} | {_fmt(d['min'])} | {_fmt(d['max'])} |"
+            f"| {name} | {d['n']} | {fmt_ci(d['mean'], d.get('ci95'))} | {fmt(d['median'])} | "
+            f"{fmt(d['std'])} | {fmt(d['min'])} | {fmt(d['max'])} |"
         )
     if "pass_rates" in report:
         cis = report.get("pass_rates_ci95", {})
         lines += ["", "## Pass rates (percent of all jobs; a null counts as not passed)", ""]
         lines += ["| threshold | pass rate (95% CI) |", "|---:|---:|"]
-        lines += [f"| ≥ {t} | {_ci(v, cis.get(t), '%')} |" for t, v in report["pass_rates"].items()]
+        lines += [f"| ≥ {t} | {fmt_ci(v, cis.get(t), '%')} |" for t, v in report["pass_rates"].items()]
         lines.append(
             f"| rubric threshold ({r['pass_threshold']}) | "
-            f"{_ci(report['pass_rate'], report.get('pass_rate_ci95'), '%')} |"
+            f"{fmt_ci(report['pass_rate'], report.get('pass_rate_ci95'), '%')} |"
         )
     elif "pass_rate" in report:
         lines += ["", "## Pass rate (percent of all jobs; a null counts as not passed)", ""]
-        lines.append(f"Pass rate: **{_ci(report['pass_rate'], report.get('pass_rate_ci95'), '%')}**")
+        lines.append(f"Pass rate: **{fmt_ci(report['pass_rate'], report.get('pass_rate_ci95'), '%')}**")
     if "retrieval" in report:
         rt = report["retrieval"]
         lines += ["", "## Retrieval", "", "| metric | value |", "|---|---:|"]
@@ -493,9 +462,11 @@ def render_markdown(report: dict[str, Any]) -> str:
                 "%" if key in ("accuracy",) or key.endswith("_rate") or key.startswith("pass_rate") else ""
             )
             nd = 3 if key == "mrr" else None
-            lines.append(f"| {key} | {_ci(rt[key], rt.get('ci95', {}).get(key), suffix, nd)} |")
+            lines.append(f"| {key} | {fmt_ci(rt[key], rt.get('ci95', {}).get(key), suffix, nd)} |")
         for k, v in rt["hit_at_k_rates"].items():
-            lines.append(f"| hit@{k} | {_ci(v, rt.get('ci95', {}).get('hit_at_k_rates', {}).get(k), '%')} |")
+            lines.append(
+                f"| hit@{k} | {fmt_ci(v, rt.get('ci95', {}).get('hit_at_k_rates', {}).get(k), '%')} |"
+            )
     if report.get("by_model"):
         lines += [
             "",
@@ -507,8 +478,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         for model, s in report["by_model"].items():
             lines.append(
                 f"| {model} | {s['counts']['total']} | {s['counts']['graded']} | "
-                f"{s['counts']['null']} | {_ci(s['overall']['mean'], s['overall'].get('ci95'))} | "
-                f"{_ci(s.get('pass_rate'), s.get('pass_rate_ci95'), '%')} |"
+                f"{s['counts']['null']} | {fmt_ci(s['overall']['mean'], s['overall'].get('ci95'))} | "
+                f"{fmt_ci(s.get('pass_rate'), s.get('pass_rate_ci95'), '%')} |"
             )
     lines += validity_markdown(report)
     lat, use = report["latency_ms"], report["usage"]
@@ -516,7 +487,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "## Latency and usage",
         "",
-        f"- Grading latency: p50 {_fmt(lat['p50'])} ms, p95 {_fmt(lat['p95'])} ms, max {_fmt(lat['max'])} ms",
+        f"- Grading latency: p50 {fmt(lat['p50'])} ms, p95 {fmt(lat['p95'])} ms, max {fmt(lat['max'])} ms",
         f"- Tokens: {use['input_tokens']:,} in, {use['output_tokens']:,} out "
         f"({use['judge_calls']:,} judge calls); estimated cost "
         + (

@@ -24,7 +24,7 @@ from typing import Any
 
 from judgeq.grading.result import Result
 from judgeq.report import stats as _stats
-from judgeq.report.build import _fmt, _p
+from judgeq.report.formatting import fmt, fmt_p
 
 SHOWN_FLIPS = 50
 
@@ -211,18 +211,20 @@ def render_markdown(c: Mapping[str, Any], a: str, b: str) -> str:
         "",
         "| | n | mean difference B - A (95% CI) | p |",
         "|---|---:|---:|---:|",
-        f"| **overall** | {o['n']} | {_fmt(o['mean_diff'])} {_ci(o['ci95'])} | {_p(o['p_value'])} |",
+        f"| **overall** | {o['n']} | {fmt(o['mean_diff'])} {_ci(o['ci95'])} | {fmt_p(o['p_value'])} |",
     ]
     for name, d in c["dimensions"].items():
-        lines.append(f"| {name} | {d['n']} | {_fmt(d['mean_diff'])} {_ci(d['ci95'])} | {_p(d['p_value'])} |")
+        lines.append(
+            f"| {name} | {d['n']} | {fmt(d['mean_diff'])} {_ci(d['ci95'])} | {fmt_p(d['p_value'])} |"
+        )
     lines += [
         "",
         "p: Wilcoxon signed-rank (two-sided) on the jobs graded in both runs.",
         "",
-        f"Pass rate (of {p['n']} matched jobs; a null counts as not passed): A {_fmt(p['a'], '%')}, "
-        f"B {_fmt(p['b'], '%')}, change {_fmt(p['change'], ' points')} {_ci(p['ci95'])}; "
+        f"Pass rate (of {p['n']} matched jobs; a null counts as not passed): A {fmt(p['a'], '%')}, "
+        f"B {fmt(p['b'], '%')}, change {fmt(p['change'], ' points')} {_ci(p['ci95'])}; "
         f"{p.get('fail_to_pass', 0)} fail to pass, {p.get('pass_to_fail', 0)} pass to fail "
-        f"(McNemar p = {_p(p['p_value'])})",
+        f"(McNemar p = {fmt_p(p['p_value'])})",
     ]
     if c["by_model"]:
         lines += [
@@ -233,8 +235,8 @@ def render_markdown(c: Mapping[str, Any], a: str, b: str) -> str:
         for m, g in c["by_model"].items():
             s, pr = g["scores"], g["pass_rate"]
             lines.append(
-                f"| {m} | {s['n']} | {_fmt(s['mean_diff'])} {_ci(s['ci95'])} | {_p(s['p_value'])} | "
-                f"{_fmt(pr['a'], '%')} | {_fmt(pr['b'], '%')} |"
+                f"| {m} | {s['n']} | {fmt(s['mean_diff'])} {_ci(s['ci95'])} | {fmt_p(s['p_value'])} | "
+                f"{fmt(pr['a'], '%')} | {fmt(pr['b'], '%')} |"
             )
     for key, title in (
         ("pass_to_fail", "Passed in A, failed in B"),
@@ -249,7 +251,7 @@ def render_markdown(c: Mapping[str, Any], a: str, b: str) -> str:
         for f in flips:
             lines.append(
                 f"- **{f['job_id']}** ({f['model'] or 'no model'}): "
-                f"A {_fmt(f['a']['overall'])}, B {_fmt(f['b']['overall'])}"
+                f"A {fmt(f['a']['overall'])}, B {fmt(f['b']['overall'])}"
             )
             for side in ("a", "b"):
                 text = " ".join(str(f[side].get("notes") or "").split())
@@ -285,7 +287,7 @@ def render_html(c: Mapping[str, Any], a: str, b: str) -> str:
     body = _markdown_html(render_markdown(c, a, b))
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_html._e(f'judgeq compare {a} vs {b}')}</title>"
+        f"<title>{_html.esc(f'judgeq compare {a} vs {b}')}</title>"
         "<style>body{font:14px/1.45 system-ui,sans-serif;margin:24px}table{border-collapse:collapse}"
         "td,th{border-bottom:1px solid #eee;padding:4px 8px;text-align:left}"
         ".tick{font-size:10px;fill:#555}.axis{stroke:#888}.interval{stroke:#222;stroke-width:1.5}"
@@ -300,9 +302,9 @@ def _inline(text: str) -> str:
     """A line's text escaped, with ``**bold**`` and ```code``` as HTML."""
     import re
 
-    from judgeq.report.html import _e
+    from judgeq.report.html import esc
 
-    html = _e(text)
+    html = esc(text)
     html = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html)
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
 

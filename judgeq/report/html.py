@@ -29,7 +29,8 @@ COLOR = "#3b6ea8"
 NULL_COLOR = "#b5523b"
 
 
-def _e(x: Any) -> str:
+def esc(x: Any) -> str:
+    """``x`` as HTML text (quotes escaped too)."""
     return html.escape(str(x), quote=True)
 
 
@@ -38,10 +39,10 @@ def _num(x: float) -> str:
 
 
 def _frame(title: str, body: list[str], *, note: str = "") -> str:
-    caption = f'<p class="note">{_e(note)}</p>' if note else ""
+    caption = f'<p class="note">{esc(note)}</p>' if note else ""
     return (
-        f'<figure class="chart"><figcaption>{_e(title)}</figcaption>'
-        f'<svg viewBox="0 0 {W} {H}" role="img" aria-label="{_e(title)}" xmlns="http://www.w3.org/2000/svg">'
+        f'<figure class="chart"><figcaption>{esc(title)}</figcaption>'
+        f'<svg viewBox="0 0 {W} {H}" role="img" aria-label="{esc(title)}" xmlns="http://www.w3.org/2000/svg">'
         + "".join(body)
         + f"</svg>{caption}</figure>"
     )
@@ -67,7 +68,7 @@ def _axis(ymax: float, ylabel: str = "") -> list[str]:
         if i:
             out.append(f'<line x1="{PAD_L}" y1="{y:.1f}" x2="{W - 10}" y2="{y:.1f}" class="grid"/>')
     if ylabel:
-        out.append(f'<text x="12" y="{PAD_T - 10}" class="tick">{_e(ylabel)}</text>')
+        out.append(f'<text x="12" y="{PAD_T - 10}" class="tick">{esc(ylabel)}</text>')
     return out
 
 
@@ -100,7 +101,7 @@ def bars(
         y = y_of(v)
         out.append(
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{bw:.1f}" height="{H - PAD_B - y:.1f}" fill="{color}">'
-            f"<title>{_e(label)}: {_e(_num(v))}</title></rect>"
+            f"<title>{esc(label)}: {esc(_num(v))}</title></rect>"
         )
         err = errors[i] if errors else None
         if err:
@@ -114,7 +115,7 @@ def bars(
         if len(labels) <= 24:
             out.append(
                 f'<text x="{x + bw / 2:.1f}" y="{H - PAD_B + 14}" class="tick" text-anchor="middle">'
-                f"{_e(label[:14])}</text>"
+                f"{esc(label[:14])}</text>"
             )
     return _frame(title, out, note=note)
 
@@ -157,19 +158,21 @@ def dots(
         )
     for k, (label, value, ci) in enumerate(rows):
         y = PAD_T + 22 * k + 10
-        out.append(f'<text x="{left - 8}" y="{y + 4}" class="tick" text-anchor="end">{_e(label[:26])}</text>')
+        out.append(
+            f'<text x="{left - 8}" y="{y + 4}" class="tick" text-anchor="end">{esc(label[:26])}</text>'
+        )
         if ci:
             out.append(
                 f'<line x1="{x_of(ci[0]):.1f}" y1="{y}" x2="{x_of(ci[1]):.1f}" y2="{y}" class="interval"/>'
             )
         tip = f"{label}: {_num(value or 0)}" + (f" ({_num(ci[0])}-{_num(ci[1])})" if ci else "")
         out.append(
-            f'<circle cx="{x_of(value or 0):.1f}" cy="{y}" r="5" fill="{COLOR}"><title>{_e(tip)}</title></circle>'
+            f'<circle cx="{x_of(value or 0):.1f}" cy="{y}" r="5" fill="{COLOR}"><title>{esc(tip)}</title></circle>'
         )
-    caption = f'<p class="note">{_e(note)}</p>' if note else ""
+    caption = f'<p class="note">{esc(note)}</p>' if note else ""
     return (
-        f'<figure class="chart"><figcaption>{_e(title)}</figcaption>'
-        f'<svg viewBox="0 0 {W} {height}" role="img" aria-label="{_e(title)}" xmlns="http://www.w3.org/2000/svg">'
+        f'<figure class="chart"><figcaption>{esc(title)}</figcaption>'
+        f'<svg viewBox="0 0 {W} {height}" role="img" aria-label="{esc(title)}" xmlns="http://www.w3.org/2000/svg">'
         + "".join(out)
         + f"</svg>{caption}</figure>"
     )
@@ -190,10 +193,10 @@ def curve(
         y = H - PAD_B - (H - PAD_B - PAD_T) * min(v or 0, ymax) / ymax
         coords.append(f"{x:.1f},{y:.1f}")
         out.append(
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{COLOR}"><title>{_e(label)}: {_e(_num(v or 0))}%</title></circle>'
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{COLOR}"><title>{esc(label)}: {esc(_num(v or 0))}%</title></circle>'
         )
         out.append(
-            f'<text x="{x:.1f}" y="{H - PAD_B + 14}" class="tick" text-anchor="middle">{_e(label)}</text>'
+            f'<text x="{x:.1f}" y="{H - PAD_B + 14}" class="tick" text-anchor="middle">{esc(label)}</text>'
         )
     out.insert(2, f'<polyline points="{" ".join(coords)}" fill="none" stroke="{COLOR}" stroke-width="2"/>')
     return _frame(title, out, note=note)
@@ -213,12 +216,12 @@ def matrix(title: str, pairs: Sequence[Mapping[str, Any]], *, note: str = "") ->
     out = []
     for j, m in enumerate(models):
         out.append(
-            f'<text x="{140 + cell * j + cell / 2:.1f}" y="30" class="tick" text-anchor="middle">{_e(m[:10])}</text>'
+            f'<text x="{140 + cell * j + cell / 2:.1f}" y="30" class="tick" text-anchor="middle">{esc(m[:10])}</text>'
         )
     for i, a in enumerate(models):
         y = 40 + cell * i
         out.append(
-            f'<text x="132" y="{y + cell / 2 + 4:.1f}" class="tick" text-anchor="end">{_e(a[:18])}</text>'
+            f'<text x="132" y="{y + cell / 2 + 4:.1f}" class="tick" text-anchor="end">{esc(a[:18])}</text>'
         )
         for j, b in enumerate(models):
             x = 140 + cell * j
@@ -230,14 +233,14 @@ def matrix(title: str, pairs: Sequence[Mapping[str, Any]], *, note: str = "") ->
             fill = f"rgb({shade},{shade},255)" if v >= 50 else f"rgb(255,{shade},{shade})"
             out.append(
                 f'<rect x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" fill="{fill}">'
-                f"<title>{_e(a)} vs {_e(b)}: {_e(_num(v))}%</title></rect>"
+                f"<title>{esc(a)} vs {esc(b)}: {esc(_num(v))}%</title></rect>"
                 f'<text x="{x + cell / 2 - 1:.1f}" y="{y + cell / 2 + 4:.1f}" class="tick" text-anchor="middle">'
-                f"{_e(_num(v))}</text>"
+                f"{esc(_num(v))}</text>"
             )
-    caption = f'<p class="note">{_e(note)}</p>' if note else ""
+    caption = f'<p class="note">{esc(note)}</p>' if note else ""
     return (
-        f'<figure class="chart"><figcaption>{_e(title)}</figcaption>'
-        f'<svg viewBox="0 0 {W} {height}" role="img" aria-label="{_e(title)}" xmlns="http://www.w3.org/2000/svg">'
+        f'<figure class="chart"><figcaption>{esc(title)}</figcaption>'
+        f'<svg viewBox="0 0 {W} {height}" role="img" aria-label="{esc(title)}" xmlns="http://www.w3.org/2000/svg">'
         + "".join(out)
         + f"</svg>{caption}</figure>"
     )
@@ -297,13 +300,14 @@ def _summary(report: Mapping[str, Any]) -> str:
         cards.insert(4, ("mean", f"{o['mean']:g}" + (f" ({ci[0]:g}-{ci[1]:g})" if ci else "")))
     out = ['<div class="cards">']
     out += [
-        f'<div class="card"><div class="k">{_e(k)}</div><div class="v">{_e(v)}</div></div>' for k, v in cards
+        f'<div class="card"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div></div>'
+        for k, v in cards
     ]
     out.append("</div>")
     nulls = c.get("null_by_reason") or {}
     if nulls:
         out.append(
-            "<p>Nulls by reason: " + ", ".join(f"<b>{_e(k)}</b> {v:,}" for k, v in nulls.items()) + "</p>"
+            "<p>Nulls by reason: " + ", ".join(f"<b>{esc(k)}</b> {v:,}" for k, v in nulls.items()) + "</p>"
         )
     return "".join(out)
 
@@ -429,15 +433,15 @@ def render_html(
         else ""
     )
     return _PAGE.format(
-        title=_e(f"judgeq report {report['run_id']}"),
-        run_id=_e(report["run_id"]),
-        subtitle=_e(subtitle),
+        title=esc(f"judgeq report {report['run_id']}"),
+        run_id=esc(report["run_id"]),
+        subtitle=esc(subtitle),
         partial=partial,
         summary=_summary(report),
         charts="".join(charts(report)),
         more=more,
         data=data,
-        finished=_e(str(report.get("finished_at"))),
+        finished=esc(str(report.get("finished_at"))),
         has_texts="yes" if texts else "no",
     )
 

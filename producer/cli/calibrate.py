@@ -26,7 +26,7 @@ import click
 from judgeq.errors import ConfigError
 from judgeq.jobs.reader import BatchLimits, open_batch, scan_batch
 from judgeq.judges import judge_factory
-from judgeq.report.build import _ci, _fmt
+from judgeq.report.formatting import fmt, fmt_ci
 from judgeq.rubric.model import Rubric
 
 from ..embedded import EmbeddedRunner
@@ -166,11 +166,11 @@ def _print(
         )
     )
     accuracy, kappa, what = figures(ag, rubric)
-    click.echo(f"  agreement ({what}): accuracy {_fmt(accuracy, '%')}, kappa {_fmt(kappa, nd=3)}")
+    click.echo(f"  agreement ({what}): accuracy {fmt(accuracy, '%')}, kappa {fmt(kappa, nd=3)}")
     if "pairs" in ag:
         p = ag["pairs"]
         excluded = (
-            _ci(p["accuracy_ties_excluded"], p["accuracy_ties_excluded_ci95"], "%")
+            fmt_ci(p["accuracy_ties_excluded"], p["accuracy_ties_excluded_ci95"], "%")
             if p["ties_excluded_n"]
             else "– (no job without a tie on either side)"
         )
@@ -178,13 +178,13 @@ def _print(
         pw = report.get("pairwise") or {}
         click.echo(
             "  position consistency "
-            + _ci(pw.get("position_consistency"), pw.get("position_consistency_ci95"), "%")
+            + fmt_ci(pw.get("position_consistency"), pw.get("position_consistency_ci95"), "%")
         )
     if "numeric" in ag:
         n = ag["numeric"]
         click.echo(
-            f"  scores: Spearman {_fmt(n['spearman'], nd=3)}, Kendall's tau {_fmt(n['kendall_tau'], nd=3)}, "
-            f"MAE {_ci(n['mae'], n.get('mae_ci95'))}"
+            f"  scores: Spearman {fmt(n['spearman'], nd=3)}, Kendall's tau {fmt(n['kendall_tau'], nd=3)}, "
+            f"MAE {fmt_ci(n['mae'], n.get('mae_ci95'))}"
         )
     missed = [r for r in results if r.status == "graded" and _missed(r, rubric)]
     for r in missed[:20]:

@@ -16,8 +16,7 @@ from judgeq.report.aggregate import cost_breakdown
 from judgeq.settings import Settings
 from judgeq.store.reply_cache import ReplyCache, cache_key, get_many
 
-from ..plan import Plan
-from .submit import judges_text
+from ..plan import Plan, judges_text
 
 SAMPLE = 20
 EST_OUTPUT_TOKENS = 250

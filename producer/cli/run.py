@@ -8,9 +8,10 @@ from typing import Any
 import click
 
 from ..embedded import Interrupted, run_plan
+from ..plan import judges_text
 from ..progress import summary_text
 from .options import grading_options, settings_from
-from .submit import judges_text, validated
+from .submit import validated
 
 
 @click.command()

@@ -12,7 +12,7 @@ import click
 from judgeq.jobs.reader import open_batch
 from judgeq.settings import Settings
 
-from ..plan import Plan, make_plan, plan_kwargs
+from ..plan import Plan, judges_text, make_plan, plan_kwargs
 from .options import grading_options, redis_option, settings_from
 
 
@@ -63,13 +63,6 @@ def reply_cache(settings: Settings, command: str) -> Any:
     except StoreError as exc:
         click.echo(f"judgeq: the reply cache in Redis cannot be read ({exc})", err=True)
         return None
-
-
-def judges_text(plan: Plan) -> str:
-    """``anthropic:m`` or, for a council, ``council of anthropic:a, anthropic:b (mean)``."""
-    if not plan.council:
-        return str(plan.judge)
-    return f"council of {', '.join(map(str, plan.judges))} ({plan.spec.council_mode})"
 
 
 def report_invalid(plan: Plan) -> None:

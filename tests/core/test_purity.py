@@ -102,4 +102,6 @@ def test_all_is_sorted_and_complete() -> None:
         for name, value in vars(judgeq).items()
         if not name.startswith("_") and not isinstance(value, type(judgeq))
     }
-    assert public == set(judgeq.__all__)
+    lazy = {"grade", "submit", "wait"}  # the producer's API, imported on first access
+    assert public == set(judgeq.__all__) - lazy
+    assert all(callable(getattr(judgeq, name)) for name in lazy)

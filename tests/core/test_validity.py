@@ -205,7 +205,8 @@ def test_markdown_prints_values_with_their_intervals() -> None:
     assert (rep["overall"]["mean"], rep["overall"]["ci95"]) == (6.05, [4.3186, 7.7814])
     assert "| **overall** | 10 | 6.05 (4.32-7.78) |" in md  # two decimals, as people read them
     # a negative bound is not a dash: "-0.09 (-0.89 to 0.71)"
-    from judgeq.report.build import _ci, _p
+    from judgeq.report.formatting import fmt_ci as _ci
+    from judgeq.report.formatting import fmt_p as _p
 
     assert _ci(-0.0863, [-0.8862, 0.7137]) == "-0.09 (-0.89 to 0.71)"
     assert _ci(75.0, [50.5, 90.0], "%") == "75.0% (50.5-90.0)"

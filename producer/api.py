@@ -19,8 +19,10 @@
 ``max_cost``, ``prices``, ``rpm``, ...), and settings come from ``JUDGEQ_*`` as for the CLI.  Errors are
 :class:`~judgeq.JudgeqError` subclasses with the CLI's one-line messages.
 
-This module imports the producer (and through it Redis and Celery) only when a function is
-called, so ``import judgeq`` stays free of them.
+The package root re-exports these lazily (``judgeq.grade`` imports this module on first
+access), and this module imports the rest of the producer (and through it Redis and Celery)
+only when a function is called, so ``import judgeq`` stays free of them and the core never
+imports the producer.
 """
 
 from __future__ import annotations

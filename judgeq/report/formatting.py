@@ -1,0 +1,42 @@
+"""How report.md, compare.md and the CLI print figures: a value, a p-value, a value with its
+95% interval; a missing figure is an en dash, never ``None`` or ``nan``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["decimals", "fmt", "fmt_ci", "fmt_p"]
+
+
+def decimals(suffix: str, nd: int | None) -> int:
+    return nd if nd is not None else 1 if suffix == "%" else 2
+
+
+def fmt(x: Any, suffix: str = "", nd: int | None = None) -> str:
+    """A figure as report.md prints it: floats with ``nd`` decimals (by default 2, and 1 for a
+    percentage: ``6.44``, ``75.0%``)."""
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        nd = decimals(suffix, nd)
+        return f"{x:.{nd}f}{suffix}"
+    return f"{x}{suffix}"
+
+
+def fmt_p(p: float | None) -> str:
+    """A p-value: three decimals, or ``< 0.001``."""
+    if p is None:
+        return "–"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def fmt_ci(x: Any, ci: list[float] | None, suffix: str = "", nd: int | None = None) -> str:
+    """``6.44 (6.21-6.67)``: a value with its 95% interval (just the value when it has none);
+    an interval with a negative bound reads ``-0.09 (-0.89 to 0.71)``."""
+    if x is None:
+        return "–"
+    if not ci:
+        return fmt(x, suffix, nd)
+    nd = decimals(suffix, nd)
+    low, high = (f"{float(b):.{nd}f}" for b in ci)
+    return f"{fmt(float(x), suffix, nd)} ({low}{'-' if ci[0] >= 0 else ' to '}{high})"
