@@ -67,129 +67,12 @@ from judgeq.store.reply_cache import decode_reply, encode_reply
 
 log = logging.getLogger(__name__)
 
-_STORE_RESULT = """
-local index = tonumber(ARGV[1])
-if redis.call('SETBIT', KEYS[1], index, 1) == 1 then return -1 end
-if redis.call('RPUSH', KEYS[2], ARGV[2]) == 1 then redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3])) end
-redis.call('HDEL', KEYS[3], ARGV[1])
-for i = 4, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[4], ARGV[i], ARGV[i + 1]) end
--- when, on Redis's clock (the one every worker's stall detection and status compare with)
-local now = redis.call('TIME')
-redis.call('HSET', KEYS[4], 'last_done_at', now[1] .. '.' .. string.format('%06d', tonumber(now[2])))
-redis.call('HDEL', KEYS[6], 'systemic_streak')
-local done = redis.call('HINCRBY', KEYS[4], 'done', 1)
--- the run's cost limit: the write that reaches it pauses the run (no new judge calls)
-local limit = tonumber(redis.call('HGET', KEYS[6], 'max_cost_usd') or '')
-if limit and limit > 0 then
-  local spent = tonumber(redis.call('HGET', KEYS[4], 'cost_usd') or '0')
-  if spent >= limit and redis.call('HGET', KEYS[6], 'state') == 'running' then
-    redis.call('HSET', KEYS[6], 'state', 'paused', 'pause_reason', string.format(
-      'max_cost: $%.4f spent of the $%.4f allowed (raise it with: judgeq resume RUN --max-cost USD)',
-      spent, limit))
-  end
-end
-local ttl = tonumber(ARGV[3])
--- a run that grades for longer than half the retention keeps all its keys alive
-if ttl > 0 and redis.call('TTL', KEYS[1]) < ttl / 2 then
-  for i = 1, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
-end
-return done
-"""
-"""Store one result once: its bit in the ``done`` bitmap decides, the packed result goes to
-the end of its bucket's list; the payload is deleted, the counters bumped (with
-``last_done_at``: Redis's ``TIME``), the done-count returned (-1: it had a result already)."""
 
-_TRANSITION = """
-if redis.call('HGET', KEYS[1], 'state') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'state', ARGV[2], 'pause_reason', ARGV[3], 'systemic_streak', 0)
-return 1
-"""
-"""Pause (running -> paused) or resume (paused -> running) atomically, with the reason."""
+def _lua(name: str) -> str:
+    """The text of ``judgeq/store/lua/<name>.lua``: each is one atomic step of the store (its
+    first comment says which)."""
+    return resources.files("judgeq.store").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
 
-_LANE_ADD = """
-if redis.call('GETBIT', KEYS[1], tonumber(ARGV[1])) == 1 then return 0 end
-if redis.call('HSETNX', KEYS[2], ARGV[1], '') == 0 then return 0 end
-redis.call('RPUSH', KEYS[3], ARGV[1] .. ':' .. ARGV[2])
-local ttl = tonumber(ARGV[3])
-for i = 2, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
-return 1
-"""
-"""Buffer a job for the batch lane (``index:time`` in the buffer) unless it has a result or
-is in the lane already."""
-
-_LANE_TAKE = """
-local entries = redis.call('LPOP', KEYS[2], ARGV[1])
-if not entries then return {} end
-local taken = {}
-for i, entry in ipairs(entries) do
-  local idx = string.match(entry, '^[^:]+')
-  taken[i] = idx
-  redis.call('HSET', KEYS[1], idx, ARGV[2])
-end
-redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
-redis.call('HSET', KEYS[4], ARGV[2], 'creating')
-for i = 1, #taken, 4000 do
-  redis.call('RPUSH', KEYS[5], unpack(taken, i, math.min(i + 3999, #taken)))
-end
-local ttl = tonumber(ARGV[3])
-for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('EXPIRE', KEYS[i], ttl) end
-end
-return taken
-"""
-"""Move the oldest buffered jobs into a new batch and create its record, in one step."""
-
-_LANE_RETURN = """
-local back = 0
-for i = 4, #ARGV do
-  local idx = ARGV[i]
-  if redis.call('HGET', KEYS[2], idx) == ARGV[2] then
-    if redis.call('GETBIT', KEYS[1], tonumber(idx)) == 1 then
-      redis.call('HDEL', KEYS[2], idx)
-    else
-      redis.call('HSET', KEYS[2], idx, '')
-      redis.call('RPUSH', KEYS[3], idx .. ':' .. ARGV[1])
-      back = back + 1
-    end
-  end
-end
-if back > 0 then redis.call('EXPIRE', KEYS[3], tonumber(ARGV[3])) end
-return back
-"""
-"""Put back in the buffer the jobs still in batch ARGV[2] and without a result."""
-
-_LANE_SET = """
-local current = redis.call('HGET', KEYS[2], ARGV[1])
-local allowed = false
-for i = 5, #ARGV do
-  if current == ARGV[i] then allowed = true end
-end
-if not allowed then return 0 end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-local ttl = tonumber(ARGV[4])
-redis.call('EXPIRE', KEYS[1], ttl)
-redis.call('EXPIRE', KEYS[2], ttl)
-if ARGV[2] ~= 'creating' and ARGV[2] ~= 'in_progress' then redis.call('HDEL', KEYS[3], ARGV[1]) end
-return 1
-"""
-"""Write a batch record if its state is still one of the expected ones (compare-and-set); a
-batch no longer in flight gives back its cost reservation."""
-
-_LANE_RESERVE = resources.files("judgeq").joinpath("data/lane_reserve.lua").read_text(encoding="utf-8")
-"""Reserve a batch's estimated cost against the run's cost limit (``judgeq/data/lane_reserve.lua``)."""
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-"""Release a lock only if this holder's token still holds it."""
-
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-"""Extend a lock only if this holder's token still holds it."""
 
 LANE_RUNS = "judgeq:lane:runs"
 CHUNK = 1000
@@ -426,15 +309,15 @@ class RedisStore:
         # types say bytes | str (the casts below), raw bytes only through _raw (NEVER_DECODE)
         self.r = client
         self.retention_s = int(retention_s)
-        self._store = client.register_script(_STORE_RESULT)
-        self._transition = client.register_script(_TRANSITION)
-        self._lane_add = client.register_script(_LANE_ADD)
-        self._lane_take = client.register_script(_LANE_TAKE)
-        self._lane_return = client.register_script(_LANE_RETURN)
-        self._lane_set = client.register_script(_LANE_SET)
-        self._lane_reserve = client.register_script(_LANE_RESERVE)
-        self._release = client.register_script(_RELEASE)
-        self._renew = client.register_script(_RENEW)
+        self._store = client.register_script(_lua("store_result"))
+        self._transition = client.register_script(_lua("transition"))
+        self._lane_add = client.register_script(_lua("lane_add"))
+        self._lane_take = client.register_script(_lua("lane_take"))
+        self._lane_return = client.register_script(_lua("lane_return"))
+        self._lane_set = client.register_script(_lua("lane_set"))
+        self._lane_reserve = client.register_script(_lua("lane_reserve"))
+        self._release = client.register_script(_lua("release"))
+        self._renew = client.register_script(_lua("renew"))
         self._lock = threading.Lock()
         self._dictionaries: dict[str, tuple[bytes, Prices]] = {}
 
@@ -502,7 +385,7 @@ class RedisStore:
         return [(bool(has), raw) for has, raw in zip(present, payloads, strict=True)]
 
     def store_results(self, run_id: str, results: list[Result]) -> list[int | None]:
-        """Store each result once, atomically (:data:`_STORE_RESULT`), all in one round trip."""
+        """Store each result once, atomically (``lua/store_result.lua``), all in one round trip."""
         if not results:
             return []
         dictionary, prices = self._constants(run_id)

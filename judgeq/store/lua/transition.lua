@@ -1,0 +1,4 @@
+-- Pause (running -> paused) or resume (paused -> running) atomically, with the reason.
+if redis.call('HGET', KEYS[1], 'state') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'state', ARGV[2], 'pause_reason', ARGV[3], 'systemic_streak', 0)
+return 1
