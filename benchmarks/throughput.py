@@ -79,7 +79,8 @@ async def asyncio_grader(batch: Path, api_url: str, concurrency: int, out: Path)
     from judgeq.judges.anthropic import AnthropicJudge, reply_from_message
     from judgeq.judges.base import CallOutcome
     from judgeq.pipeline.spec import RunSpec, utcnow
-    from judgeq.report.build import build_report, new_aggregator, write_report_files
+    from judgeq.report.build import build_report, new_aggregator
+    from judgeq.report.files import write_report_files
     from judgeq.rubric.model import read_rubric_text
 
     text, source = read_rubric_text("quality")

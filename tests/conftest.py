@@ -35,6 +35,7 @@ SLOW_FILES = {"test_scale_benchmark.py", "test_llmbar_benchmark.py", "test_html_
 report in a real browser."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every integration test, and the files in :data:`SLOW_FILES`, are ``slow`` (``pytest -m
     "not slow"`` is the fast loop). Tests on a RabbitMQ node share one xdist worker (``--dist

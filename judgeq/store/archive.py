@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from judgeq.report.build import write_report_files
+from judgeq.report.files import write_report_files
 from judgeq.store.base import Store
 
 

@@ -25,7 +25,8 @@ from judgeq.report.aggregate import (
     price_for,
     quantile,
 )
-from judgeq.report.build import build_report, new_aggregator, render_markdown
+from judgeq.report.build import build_report, new_aggregator
+from judgeq.report.markdown import render_markdown
 from judgeq.report.stats import wilson
 from judgeq.rubric.model import read_rubric_text
 

@@ -22,7 +22,7 @@ from judgeq import ConfigError, Result, load_settings
 from judgeq.judges.prices import load_prices, shipped_prices
 from judgeq.pipeline.spec import RunSpec
 from judgeq.producer.plan import make_plan
-from judgeq.report.build import render_markdown
+from judgeq.report.markdown import render_markdown
 from judgeq.store.base import MemoryStore, Store
 from judgeq.store.redis import RedisStore
 

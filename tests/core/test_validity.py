@@ -19,7 +19,7 @@ from judgeq.grading.request import JudgeRequest
 from judgeq.grading.result import Result
 from judgeq.jobs.models import ResponseJob
 from judgeq.report.aggregate import Aggregator
-from judgeq.report.build import render_markdown
+from judgeq.report.markdown import render_markdown
 from judgeq.report.stats import wilson
 from judgeq.testing.mock_messages import verdict_for_schema
 

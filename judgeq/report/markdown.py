@@ -1,0 +1,272 @@
+"""``report.md``: a report as Markdown, with tables (the validity sections too)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from judgeq.judges.prices import unpriced_text
+from judgeq.report.formatting import fmt, fmt_ci, fmt_p
+
+
+def validity_markdown(report: dict[str, Any]) -> list[str]:
+    """The sections on how far the grades can be trusted: paired model comparisons, pairwise
+    figures, agreement with labels, the council."""
+    lines: list[str] = []
+    if report.get("by_model_paired"):
+        lines += [
+            "",
+            "## Models on the same inputs (paired)",
+            "",
+            "| model | vs | shared inputs | mean difference (vs - model, 95% CI) | p (Wilcoxon) |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for p in report["by_model_paired"]:
+            lines.append(
+                f"| {p['model']} | {p['vs']} | {p['n']} | {fmt_ci(p['mean_diff'], p['ci95'])} | "
+                f"{fmt_p(p['p_value'])} |"
+            )
+    pw = report.get("pairwise")
+    if pw:
+        lines += [
+            "",
+            f"## Pairwise ({pw['graded']} graded pairs, {pw['nulls']} null)",
+            "",
+            "| model | vs | n | wins | ties | losses | win rate (95% CI) | excluding ties "
+            "| length-controlled |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for p in pw["pairs"]:
+            lines.append(
+                f"| {p['model']} | {p['opponent']} | {p['n']} | {p['wins']} | {p['ties']} | {p['losses']} | "
+                f"{fmt_ci(p['win_rate'], p['win_rate_ci95'], '%')} | "
+                f"{fmt_ci(p['win_rate_excluding_ties'], p['win_rate_excluding_ties_ci95'], '%')} | "
+                f"{fmt_ci(p['win_rate_length_controlled'], p.get('win_rate_length_controlled_ci95'), '%')} |"
+            )
+        lines += [
+            "",
+            "- Position consistency: "
+            + fmt_ci(pw["position_consistency"], pw["position_consistency_ci95"], "%")
+            + " "
+            f"of {pw['position_consistency_n']} verdicts kept when the outputs were swapped",
+            "- First-position preference: "
+            + fmt_ci(pw["first_position_preference"], pw["first_position_preference_ci95"], "%")
+            + f" of {pw['first_position_preference_n']} decisive calls chose the output shown first "
+            "(50% is unbiased)",
+            f"- Longer output wins: {fmt_ci(pw['longer_output_wins'], pw['longer_output_wins_ci95'], '%')} "
+            f"of {pw['longer_output_wins_n']} decisive pairs of unequal length",
+        ]
+        if pw.get("leaderboard"):
+            lines += ["", "| rank | model | Bradley-Terry rating (95% CI) |", "|---:|---|---:|"]
+            for rank, row in enumerate(pw["leaderboard"], 1):
+                lines.append(f"| {rank} | {row['model']} | {fmt_ci(row['rating'], row['ci95'], nd=0)} |")
+    ag = report.get("agreement")
+    if ag:
+        lines += [
+            "",
+            f"## Agreement with labels ({ag['graded']} labelled and graded; {ag['nulls']} labelled nulls "
+            "not scored)",
+            "",
+        ]
+        if "pairs" in ag:
+            p = ag["pairs"]
+            lines.append(
+                f"- Pairs: accuracy {fmt_ci(p['accuracy_ties_half'], p.get('accuracy_ties_half_ci95'), '%')} "
+                f"(ties half), "
+                + fmt_ci(p["accuracy_ties_excluded"], p["accuracy_ties_excluded_ci95"], "%")
+                + " excluding ties "
+                f"({p['ties_excluded_n']} jobs); Cohen's kappa {fmt(p['kappa'], nd=3)}"
+            )
+        if "pass_fail" in ag:
+            p = ag["pass_fail"]
+            lines.append(
+                f"- Pass/fail: accuracy {fmt_ci(p['accuracy'], p['accuracy_ci95'], '%')} of {p['n']}; "
+                f"Cohen's kappa {fmt(p['kappa'], nd=3)}"
+            )
+        if "numeric" in ag:
+            p = ag["numeric"]
+            lines.append(
+                f"- Scores ({p['n']}): Spearman {fmt(p['spearman'], nd=3)}, "
+                f"Kendall's tau {fmt(p['kendall_tau'], nd=3)}, "
+                f"quadratic-weighted kappa {fmt(p['qwk'], nd=3)}, "
+                f"mean absolute error {fmt_ci(p['mae'], p.get('mae_ci95'))}"
+            )
+    co = report.get("council")
+    if co:
+        lines += [
+            "",
+            f"## Council of judges ({co['combined']['method']})",
+            "",
+            "| judge | n | mean (95% CI) |",
+            "|---|---:|---:|",
+        ]
+        for j, row in co["per_judge"].items():
+            lines.append(f"| {j} | {row['n']} | {fmt_ci(row['mean'], row['ci95'])} |")
+        lines += [
+            "",
+            f"- Krippendorff's alpha ({co['alpha_level']}): {fmt(co['krippendorff_alpha'], nd=3)} over "
+            f"{co['sampled_units']} jobs",
+            f"- Jobs the judges disagree on: {report.get('flags', {}).get('judges_disagree', 0)}"
+            + (
+                " (largest spreads: "
+                + ", ".join(f"{d['job_id']} {d['spread']:g}" for d in co["disagreements"][:5])
+                + ")"
+                if co["disagreements"]
+                else ""
+            ),
+        ]
+        combined = co["combined"]
+        if combined.get("method") == "z" and combined.get("n"):
+            lines += [
+                "",
+                "Combined score: mean of per-judge z-scores, "
+                f"{fmt_ci(combined['mean'], combined.get('ci95'))} "
+                f"over {combined['n']} jobs",
+                "",
+                "| model | n | mean z (95% CI) |",
+                "|---|---:|---:|",
+            ]
+            for model, row in combined["by_model"].items():
+                lines.append(f"| {model} | {row['n']} | {fmt_ci(row['mean'], row['ci95'])} |")
+    return lines
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """A readable summary of a report, with tables."""
+    c = report["counts"]
+    r = report["rubric"]
+    lines = [
+        f"# judgeq report: {report['run_id']}",
+        "",
+        f"- Rubric: **{r['name']}** {r['version']} (scale {r['scale']}, source `{r['source']}`)",
+        f"- Judge: {report['judge']['provider']}:{report['judge']['model']}",
+        f"- Batch: `{report.get('batch', '')}`",
+        f"- Started {report['started_at']}, finished {report['finished_at']} ({report['wall_s']} s)",
+        "",
+        "## Counts",
+        "",
+        "| total | graded | null | rejected | coverage |",
+        "|---:|---:|---:|---:|---:|",
+        f"| {c['total']} | {c['graded']} | {c['null']} | {c['rejected']} | "
+        f"{fmt_ci(report['coverage'], report.get('coverage_ci95'), '%')} |",
+    ]
+    if c["null_by_reason"]:
+        lines += ["", "| null reason | jobs |", "|---|---:|"]
+        lines += [f"| {k} | {v} |" for k, v in c["null_by_reason"].items()]
+    o = report["overall"]
+    lines += [
+        "",
+        "## Scores (graded jobs)",
+        "",
+        "| | n | mean (95% CI) | median | std | min | max |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        f"| **overall** | {o['n']} | {fmt_ci(o['mean'], o.get('ci95'))} | {fmt(o['median'])} | "
+        f"{fmt(o['std'])} | {fmt(o['min'])} | {fmt(o['max'])} |",
+    ]
+    for name, d in report["dimensions"].items():
+        lines.append(
+            f"| {name} | {d['n']} | {fmt_ci(d['mean'], d.get('ci95'))} | {fmt(d['median'])} | "
+            f"{fmt(d['std'])} | {fmt(d['min'])} | {fmt(d['max'])} |"
+        )
+    if "pass_rates" in report:
+        cis = report.get("pass_rates_ci95", {})
+        lines += ["", "## Pass rates (percent of all jobs; a null counts as not passed)", ""]
+        lines += ["| threshold | pass rate (95% CI) |", "|---:|---:|"]
+        lines += [f"| ≥ {t} | {fmt_ci(v, cis.get(t), '%')} |" for t, v in report["pass_rates"].items()]
+        lines.append(
+            f"| rubric threshold ({r['pass_threshold']}) | "
+            f"{fmt_ci(report['pass_rate'], report.get('pass_rate_ci95'), '%')} |"
+        )
+    elif "pass_rate" in report:
+        lines += ["", "## Pass rate (percent of all jobs; a null counts as not passed)", ""]
+        lines.append(f"Pass rate: **{fmt_ci(report['pass_rate'], report.get('pass_rate_ci95'), '%')}**")
+    if "retrieval" in report:
+        rt = report["retrieval"]
+        lines += ["", "## Retrieval", "", "| metric | value |", "|---|---:|"]
+        for key in (
+            "questions",
+            "accuracy",
+            "hit_at_1_rate",
+            "hit_at_5_rate",
+            "mrr",
+            "avg_llm_grade",
+            "avg_total_score",
+            "pass_rate_8",
+            "pass_rate_7",
+            "pass_rate_6_5",
+            "null",
+        ):
+            suffix = (
+                "%" if key in ("accuracy",) or key.endswith("_rate") or key.startswith("pass_rate") else ""
+            )
+            nd = 3 if key == "mrr" else None
+            lines.append(f"| {key} | {fmt_ci(rt[key], rt.get('ci95', {}).get(key), suffix, nd)} |")
+        for k, v in rt["hit_at_k_rates"].items():
+            lines.append(
+                f"| hit@{k} | {fmt_ci(v, rt.get('ci95', {}).get('hit_at_k_rates', {}).get(k), '%')} |"
+            )
+    if report.get("by_model"):
+        lines += [
+            "",
+            "## By model",
+            "",
+            "| model | total | graded | null | mean (95% CI) | pass rate (95% CI) |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for model, s in report["by_model"].items():
+            lines.append(
+                f"| {model} | {s['counts']['total']} | {s['counts']['graded']} | "
+                f"{s['counts']['null']} | {fmt_ci(s['overall']['mean'], s['overall'].get('ci95'))} | "
+                f"{fmt_ci(s.get('pass_rate'), s.get('pass_rate_ci95'), '%')} |"
+            )
+    lines += validity_markdown(report)
+    lat, use = report["latency_ms"], report["usage"]
+    lines += [
+        "",
+        "## Latency and usage",
+        "",
+        f"- Grading latency: p50 {fmt(lat['p50'])} ms, p95 {fmt(lat['p95'])} ms, max {fmt(lat['max'])} ms",
+        f"- Tokens: {use['input_tokens']:,} in, {use['output_tokens']:,} out "
+        f"({use['judge_calls']:,} judge calls); estimated cost "
+        + (
+            f"${use['estimated_cost_usd']:.4f}"
+            if use["estimated_cost_usd"] is not None
+            else f"unknown ({unpriced_text(use.get('unpriced_models'))})"
+        ),
+    ]
+    parts = use.get("cost_usd")
+    if parts:
+        shown = ", ".join(f"{k.replace('_', ' ')} ${v:.4f}" for k, v in parts.items() if k != "total" and v)
+        lines.append(f"- Cost by part: {shown or 'nothing'} (prices of {use.get('prices_taken', '?')})")
+    lane = use.get("batch_api") or {}
+    if lane.get("jobs"):
+        off = lane.get("discount_usd")
+        lines.append(
+            f"- Message Batches lane: {lane['jobs']:,} job(s) judged in batches"
+            + (
+                f", discount ${-off:.4f} included above"
+                if off is not None
+                else " (discount unknown: no price)"
+            )
+        )
+    note = (use.get("prompt_cache") or {}).get("note")
+    if note:
+        lines.append(f"- Prompt caching: {note}")
+    hits = use.get("reply_cache", {}).get("hits", 0)
+    if hits:
+        saved = use["reply_cache"]["saved_usd"]
+        lines.append(
+            f"- Reply cache: {hits:,} job(s) graded from cached judge replies, no judge call "
+            + (f"(saved ${saved:.4f})" if saved is not None else "(saving unknown: no price)")
+        )
+    if report.get("flags"):
+        lines += ["", "Flags: " + ", ".join(f"{k} {v}" for k, v in report["flags"].items())]
+    if report.get("rejected"):
+        lines += [
+            "",
+            f"## Rejected input lines ({c['rejected']})",
+            "",
+            "| line | field | reason |",
+            "|---:|---|---|",
+        ]
+        lines += [f"| {x['line']} | {x['field']} | {x['reason']} |" for x in report["rejected"][:100]]
+    return "\n".join(lines) + "\n"
