@@ -74,8 +74,8 @@ async def asyncio_grader(batch: Path, api_url: str, concurrency: int, out: Path)
     t0 = time.perf_counter()
     import anthropic
 
-    from judgeq import GradingContext, ResponseJob, load_rubric
-    from judgeq.grading.job import grade_reply
+    from judgeq import ResponseJob, load_rubric
+    from judgeq.grading.job import GradingContext, grade_reply
     from judgeq.judges.anthropic import AnthropicJudge, reply_from_message
     from judgeq.judges.base import CallOutcome
     from judgeq.pipeline.spec import RunSpec, utcnow

@@ -1,15 +1,17 @@
 """judgeq: distributed LLM-as-judge grading on Celery + Redis.
 
-The package root is the pure core: rubrics, rendering, verdict parsing, scoring, metrics and
-aggregation.  It imports no Celery, Redis or SDK (a test holds it to that); those live in
-:mod:`judgeq.workers`, :mod:`judgeq.producer` and :mod:`judgeq.judges`.
+The public API, and only it (as httpx does): :func:`grade`, :func:`submit`, :func:`wait`,
+:func:`load_report` and :class:`Report`; the rubric, job and result models; the
+:class:`Judge` protocol with what it takes and returns; the exception tree. Everything else
+is reachable in its package (``judgeq.grading``, ``judgeq.store``, ...: the README's table) but
+not exported, so it may change between releases. ``import judgeq`` imports no Celery, Redis or
+SDK (a test holds it to that).
 """
 
 import typing as _typing
 
 from judgeq.errors import (
     NULL_REASONS,
-    SYSTEMIC_REASONS,
     BatchError,
     ConfigError,
     JudgeAPIError,
@@ -26,14 +28,10 @@ from judgeq.errors import (
     RubricError,
     StoreError,
 )
-from judgeq.grading.job import GradingContext, grade_job, null_result
-from judgeq.grading.request import JudgeRequest, output_schema, render_request, render_system, render_user
+from judgeq.grading.request import JudgeRequest
 from judgeq.grading.result import Result
-from judgeq.grading.safety import SAFETY_CATEGORIES, check_safety
-from judgeq.grading.score import Score, apply_ceiling, score_verdict, weighted_overall
-from judgeq.grading.verdict import ParsedVerdict, parse_verdict
-from judgeq.jobs.models import Job, QuestionJob, ResponseJob
-from judgeq.judges.base import CallOutcome, Judge, JudgeReply, RetryPolicy, call_with_retries
+from judgeq.jobs.models import Job, PairJob, QuestionJob, ResponseJob
+from judgeq.judges.base import Judge, JudgeReply
 from judgeq.rubric.model import (
     Ceiling,
     CeilingRule,
@@ -45,26 +43,18 @@ from judgeq.rubric.model import (
     builtin_names,
     load_rubric,
     parse_rubric,
-    parse_weights,
-    weights_from_env,
 )
-from judgeq.settings import Settings, load_settings, mask_url
-from judgeq.store.base import MemoryStore, Store
 from judgeq.store.runfolder import Report, load_report
 
 __all__ = [
     "NULL_REASONS",
-    "SAFETY_CATEGORIES",
-    "SYSTEMIC_REASONS",
     "BatchError",
-    "CallOutcome",
     "Ceiling",
     "CeilingRule",
     "Chunk",
     "ConfigError",
     "Dimension",
     "Golden",
-    "GradingContext",
     "Job",
     "Judge",
     "JudgeAPIError",
@@ -80,43 +70,22 @@ __all__ = [
     "JudgeRequest",
     "JudgeTimeout",
     "JudgeqError",
-    "MemoryStore",
-    "ParsedVerdict",
+    "PairJob",
     "QuestionJob",
     "Report",
     "ResponseJob",
     "Result",
     "RetrievalConfig",
-    "RetryPolicy",
     "Rubric",
     "RubricError",
-    "Score",
-    "Settings",
-    "Store",
     "StoreError",
-    "apply_ceiling",
     "builtin_names",
-    "call_with_retries",
-    "check_safety",
     "grade",
-    "grade_job",
     "load_report",
     "load_rubric",
-    "load_settings",
-    "mask_url",
-    "null_result",
-    "output_schema",
     "parse_rubric",
-    "parse_verdict",
-    "parse_weights",
-    "render_request",
-    "render_system",
-    "render_user",
-    "score_verdict",
     "submit",
     "wait",
-    "weighted_overall",
-    "weights_from_env",
 ]
 
 if _typing.TYPE_CHECKING:

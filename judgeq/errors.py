@@ -30,6 +30,26 @@ policy depends on these types only.
 
 from __future__ import annotations
 
+__all__ = [
+    "NULL_REASONS",
+    "SYSTEMIC_REASONS",
+    "BatchError",
+    "ConfigError",
+    "JudgeAPIError",
+    "JudgeAuthError",
+    "JudgeBillingError",
+    "JudgeCanceled",
+    "JudgeError",
+    "JudgeInvalidRequest",
+    "JudgeModelNotFound",
+    "JudgeOverloaded",
+    "JudgeRateLimited",
+    "JudgeTimeout",
+    "JudgeqError",
+    "RubricError",
+    "StoreError",
+]
+
 
 class JudgeqError(Exception):
     """Base class of every error judgeq raises on purpose."""

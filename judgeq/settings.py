@@ -20,6 +20,19 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from judgeq.errors import ConfigError
 from judgeq.ratelimit.policy import Limits
 
+__all__ = [
+    "PREFIX",
+    "RETENTION_S",
+    "WEIGHT_PREFIX",
+    "Settings",
+    "default",
+    "default_thresholds",
+    "known_variables",
+    "load_settings",
+    "mask_url",
+    "unknown_variables",
+]
+
 PREFIX = "JUDGEQ_"
 WEIGHT_PREFIX = "JUDGEQ_WEIGHT_"
 

@@ -9,6 +9,8 @@ from celery import Celery
 from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
 from judgeq.workers.broker import queue_depth
 
+__all__ = ["ARGSREPR_CHARS", "BATCH_COMMANDS", "CeleryDispatcher"]
+
 ARGSREPR_CHARS = 1024
 BATCH_COMMANDS = 500
 

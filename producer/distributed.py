@@ -19,6 +19,8 @@ from .enqueue import EnqueueStats, register_and_enqueue
 from .plan import Plan, preflight
 from .progress import wait_for_report, write_files
 
+__all__ = ["Submitted", "open_store", "set_judge_limits", "submit_plan", "wait_run"]
+
 
 def open_store(settings: Settings) -> RedisStore:
     return RedisStore.open(settings)

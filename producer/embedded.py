@@ -33,6 +33,8 @@ from .enqueue import check_resubmission, register_and_enqueue
 from .plan import Plan, preflight
 from .progress import wait_for_report, write_files
 
+__all__ = ["EmbeddedRunner", "Interrupted", "QueueDispatcher", "run_plan"]
+
 log = logging.getLogger("judgeq.embedded")
 _STOP = object()
 

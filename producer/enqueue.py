@@ -32,6 +32,15 @@ from judgeq.store.base import Store
 
 from .plan import Plan
 
+__all__ = [
+    "BACK_PRESSURE_POLL",
+    "HEARTBEAT_EVERY",
+    "Dispatcher",
+    "EnqueueStats",
+    "check_resubmission",
+    "register_and_enqueue",
+]
+
 
 class Dispatcher(Protocol):
     """Puts grading messages on a queue."""

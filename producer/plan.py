@@ -33,6 +33,26 @@ from judgeq.rubric.model import (
 )
 from judgeq.settings import Settings
 
+__all__ = [
+    "KIND_RUBRIC",
+    "LEXICAL_NOTICE",
+    "PLAN_OPTIONS",
+    "PREFLIGHT_TRIES",
+    "Plan",
+    "check_rubric_fits",
+    "judges_text",
+    "label_check",
+    "load_rubric_for_run",
+    "make_plan",
+    "parse_thresholds",
+    "plan_kwargs",
+    "preflight",
+    "resolve_judge",
+    "resolve_judges",
+    "retrieval_config",
+    "rubric_kinds",
+]
+
 LEXICAL_NOTICE = (
     "judgeq: no ANTHROPIC_API_KEY is set, so this run uses the offline 'lexical' judge "
     "(token overlap with the expected answer; no LLM).\n"

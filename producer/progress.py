@@ -19,6 +19,22 @@ from judgeq.judges.prices import unpriced_text
 from judgeq.report.files import batch_texts, write_report_files
 from judgeq.store.base import Store
 
+__all__ = [
+    "PRODUCER_GONE_AFTER",
+    "STOPPED",
+    "Snapshot",
+    "fmt_duration",
+    "pause_line",
+    "producer_gone",
+    "progress_line",
+    "snapshot",
+    "state_text",
+    "stopped_text",
+    "summary_text",
+    "wait_for_report",
+    "write_files",
+]
+
 PRODUCER_GONE_AFTER = 60.0
 """Seconds without a producer heartbeat after which a run that is not fully enqueued is shown
 as stopped (the producer died or was interrupted).  The producer

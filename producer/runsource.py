@@ -15,6 +15,8 @@ from judgeq.pipeline.spec import RunSpec
 from judgeq.settings import Settings
 from judgeq.store.runfolder import find_run_folder, iter_results, read_spec, verdicts_path
 
+__all__ = ["RunSource", "open_run"]
+
 
 @dataclass(slots=True)
 class RunSource:

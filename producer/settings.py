@@ -7,6 +7,8 @@ from typing import Any
 
 from judgeq.settings import Settings, load_settings
 
+__all__ = ["settings_for"]
+
 
 def settings_for(**flags: Any) -> Settings:
     """``JUDGEQ_*`` settings with the given options on top (None: not given). Option names are

@@ -47,3 +47,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if path.name == "test_rabbitmq.py" or "rabbitmq" in params.values():
             item.add_marker(pytest.mark.xdist_group("rabbitmq"))
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than the cores. Integration tests spend most of their time
+    waiting on worker processes, Redis and the stand-in judge: on 2 cores the suite took 570 s
+    with 2 workers and 486 s with 3."""
+    return (os.cpu_count() or 1) + 1

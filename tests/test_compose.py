@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from judgeq import Settings
+from judgeq.settings import Settings
 
 ROOT = Path(__file__).parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

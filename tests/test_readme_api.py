@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -46,3 +48,23 @@ def test_a_misspelt_option_of_the_api_is_an_error_not_ignored(tmp_path: Path) ->
         rows, rubric="quality", judge="lexical", out=tmp_path, thresholds="9,5", no_cache=True
     )
     assert report.to_dict()["pass_rates"].keys() == {"9.0", "5.0"}
+
+
+@pytest.mark.slow  # a job refused ten times, through the real SDK
+def test_the_readme_offline_testing_example_runs(tmp_path: Path) -> None:
+    """``judgeq.testing`` is public: the README's example grades through the real SDK against
+    the stand-in, a job with ``[[fake:429]]`` ending ``rate_limited`` after its refused calls."""
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"### Testing your own pipeline offline\n.*?```python\n(.*?)```", text, re.S)
+    assert match is not None, "the README has an offline testing example"
+    code = match.group(1)
+    expected = re.search(r"^# (.*)$", code, re.M)
+    assert expected is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUDGEQ_", "ANTHROPIC_"))}
+    env["JUDGEQ_CACHE_DIR"] = str(tmp_path / "cache")
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == expected.group(1)
+    assert len(list((tmp_path / "results").glob("*/report.json"))) == 1

@@ -32,6 +32,8 @@ from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
 from judgeq.pipeline.timing import restore_interval, visibility_timeout
 from judgeq.settings import Settings, load_settings
 
+__all__ = ["amqp_options", "create_app", "is_amqp"]
+
 
 def is_amqp(url: str) -> bool:
     return url.split("://", 1)[0] in ("amqp", "amqps", "pyamqp")

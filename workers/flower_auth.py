@@ -22,6 +22,8 @@ from typing import Any
 from judgeq.errors import ConfigError
 from judgeq.settings import Settings
 
+__all__ = ["REFUSAL", "check_flower_auth"]
+
 log = logging.getLogger("judgeq.flower")
 
 REFUSAL = (

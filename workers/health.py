@@ -21,6 +21,8 @@ from judgeq.errors import ConfigError, JudgeError
 from judgeq.judges import parse_judge_spec
 from judgeq.settings import Settings
 
+__all__ = ["JudgeHealth", "judge_setup_problem"]
+
 log = logging.getLogger("judgeq.worker")
 
 

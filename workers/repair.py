@@ -35,6 +35,8 @@ from judgeq.settings import Settings
 from judgeq.store.archive import ENDED, archive_run
 from judgeq.store.redis import RedisStore
 
+__all__ = ["Send", "archive_ended_runs", "repair_loop", "repair_stalled_runs"]
+
 log = logging.getLogger("judgeq.worker")
 
 Send = Callable[[str, list[Any]], None]

@@ -43,6 +43,17 @@ from .broker import queue_depth
 from .health import JudgeHealth
 from .repair import repair_loop
 
+__all__ = [
+    "HEALTH",
+    "HEALTH_INTERVAL",
+    "STORE_ERRORS",
+    "grade",
+    "needs_reducer",
+    "reduce",
+    "register",
+    "runtime",
+]
+
 log = logging.getLogger("judgeq.worker")
 
 _lock = threading.Lock()

@@ -38,6 +38,27 @@ from judgeq.ratelimit import Budget, Share
 from judgeq.rubric.model import RetrievalConfig, Rubric
 from judgeq.store.reply_cache import ReplyCache, cache_key
 
+__all__ = [
+    "NOTES_LIMIT",
+    "PAIR_SCORE",
+    "RAW_NULL_LIMIT",
+    "SWAP",
+    "Call",
+    "CallResult",
+    "GradingContext",
+    "call_count",
+    "combine",
+    "default_disagreement",
+    "grade_job",
+    "grade_reply",
+    "input_key",
+    "job_calls",
+    "job_fields",
+    "llm_grade",
+    "null_result",
+    "plan_calls",
+]
+
 NOTES_LIMIT = 4000
 PAIR_SCORE = {"A": 1.0, "tie": 0.5, "B": 0.0}
 """Output A's score for a positional verdict."""

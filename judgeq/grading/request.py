@@ -26,6 +26,16 @@ from typing import Any
 from judgeq.rubric.model import Chunk, Rubric
 from judgeq.settings import default
 
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "PAIR_VERDICTS",
+    "JudgeRequest",
+    "output_schema",
+    "render_request",
+    "render_system",
+    "render_user",
+]
+
 DEFAULT_MAX_TOKENS: int = default("judge_max_tokens")
 PAIR_VERDICTS = ("A", "B", "tie")
 

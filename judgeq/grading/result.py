@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict
 
 from judgeq.store.packing import deflate, inflate
 
+__all__ = ["Result", "pack_result", "packing_dictionary", "unpack_result"]
+
 
 class Result(BaseModel):
     """What a worker stores for one (run, job).

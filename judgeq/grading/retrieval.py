@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from judgeq.rubric.model import RetrievalConfig, parse_band
 
+__all__ = ["first_relevant_rank", "hits_at", "parse_position_weights", "position_weight", "total_score"]
+
 
 def first_relevant_rank(doc_ids: Sequence[str], relevant: Iterable[str]) -> int | None:
     """1-based rank of the first retrieved doc that is relevant; None when none was retrieved.

@@ -27,6 +27,8 @@ from judgeq.grading.safety import check_safety
 from judgeq.grading.verdict import ParsedVerdict
 from judgeq.rubric.model import Ceiling, Rubric
 
+__all__ = ["Score", "apply_ceiling", "score_verdict", "weighted_overall"]
+
 
 @dataclass(slots=True)
 class Score:

@@ -94,6 +94,8 @@ from typing import Any
 
 from judgeq.rubric.model import Rubric
 
+__all__ = ["RAW_LIMIT", "ParsedVerdict", "Stated", "parse_verdict"]
+
 RAW_LIMIT = 2000
 
 _HOLISTIC_KEYS = ("score", "overall", "overall_score", "final_score", "grade", "rating", "total")

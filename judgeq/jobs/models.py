@@ -28,6 +28,19 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from judgeq.rubric.model import Chunk
 
+__all__ = [
+    "JOB_MODELS",
+    "LABEL_WORDS",
+    "MAX_ID_CHARS",
+    "MAX_RETRIEVED",
+    "Job",
+    "JobId",
+    "PairJob",
+    "QuestionJob",
+    "ResponseJob",
+    "infer_kind",
+]
+
 MAX_ID_CHARS = 256
 MAX_RETRIEVED = 1000
 

@@ -34,6 +34,19 @@ from judgeq.errors import BatchError
 from judgeq.jobs.models import JOB_MODELS, Job, infer_kind
 from judgeq.settings import default
 
+__all__ = [
+    "MAX_ERRORS_SHOWN",
+    "MAX_REJECTED_KEPT",
+    "BatchLimits",
+    "BatchScan",
+    "IdHashes",
+    "JobCheck",
+    "iter_jobs",
+    "open_batch",
+    "parse_line",
+    "scan_batch",
+]
+
 MAX_ERRORS_SHOWN = 20
 MAX_REJECTED_KEPT = 10_000
 

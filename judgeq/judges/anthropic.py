@@ -27,6 +27,15 @@ from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeReply
 from judgeq.judges.batch_lane import BatchInfo, BatchItem, batch_item_error
 
+__all__ = [
+    "BATCH_TIMEOUT",
+    "NO_KEY",
+    "AnthropicJudge",
+    "rate_limit_headers",
+    "reply_from_message",
+    "translate_error",
+]
+
 NO_KEY = "no Anthropic API key: set ANTHROPIC_API_KEY"
 
 

@@ -19,6 +19,8 @@ from judgeq.grading.request import JudgeRequest
 from judgeq.ratelimit import Budget, Share, Usage, estimate_input_tokens, wait_for_budget
 from judgeq.settings import default
 
+__all__ = ["CallOutcome", "Gate", "Judge", "JudgeReply", "RetryPolicy", "call_with_retries"]
+
 
 @dataclass(slots=True)
 class JudgeReply:

@@ -27,6 +27,8 @@ from typing import Any
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeReply
 
+__all__ = ["LexicalJudge", "overlap", "tokens"]
+
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _STOP = frozenset(
     [

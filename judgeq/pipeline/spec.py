@@ -22,6 +22,8 @@ from judgeq.rubric.model import RetrievalConfig, Rubric, parse_rubric
 from judgeq.settings import default, default_thresholds
 from judgeq.store.reply_cache import ReplyCache
 
+__all__ = ["RunSpec", "iso_time", "new_run_id", "split_judge", "utcnow"]
+
 
 def new_run_id() -> str:
     """``20261122-101500-3f9a1c``: sortable, short, unique enough."""

@@ -40,6 +40,26 @@ from judgeq.report.build import build_report, new_aggregator
 from judgeq.store.base import Store
 from judgeq.store.reply_cache import Prefetched, ReplyCache, get_many
 
+__all__ = [
+    "FINAL_STATES",
+    "REDUCE_LEASE_S",
+    "BudgetFactory",
+    "Contexts",
+    "Held",
+    "JudgeFactory",
+    "Outcome",
+    "cancel_run",
+    "finalize_run",
+    "null_for",
+    "parse_job",
+    "process_job",
+    "process_jobs",
+    "reduce_run",
+    "reduce_unless_final",
+    "settle_held",
+    "store_once",
+]
+
 log = logging.getLogger("judgeq.worker")
 
 JudgeFactory = Callable[[str, str], Judge]

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from judgeq.settings import Settings
 
+__all__ = ["check_interval", "restore_interval", "stall_after", "visibility_timeout"]
+
 
 def visibility_timeout(settings: Settings) -> float:
     if settings.visibility_timeout is not None:

@@ -40,6 +40,8 @@ from judgeq.ratelimit.policy import (
     start,
 )
 
+__all__ = ["MemoryBudget"]
+
 _STAT = ("a", "o", "r", "q", "x")
 """Per-second counts: granted, served, jobs refused (a first refusal), 429s, and refusals of jobs
 refused for themselves (again, with no congestion in between)."""

@@ -51,6 +51,40 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+__all__ = [
+    "BURST_SECONDS",
+    "CLEAN",
+    "CUT",
+    "DEFAULT_RETRY_AFTER",
+    "DIMENSIONS",
+    "FLOOR",
+    "GROW",
+    "GROW_NEAR",
+    "MIN_EVIDENCE",
+    "MIN_REFUSED",
+    "MIN_SHARE",
+    "MIN_SPAN",
+    "NEAR",
+    "NO_LIMITS",
+    "PACE",
+    "PROBE",
+    "PROBE_STEP",
+    "RECENT",
+    "WINDOW",
+    "Budget",
+    "BudgetState",
+    "Grant",
+    "Limits",
+    "Share",
+    "Usage",
+    "budget_key",
+    "capacity",
+    "estimate_input_tokens",
+    "server_limits",
+    "start",
+    "wait_for_budget",
+]
+
 DIMENSIONS = ("requests", "input-tokens", "output-tokens")
 """The three limits, named as in the provider's headers."""
 

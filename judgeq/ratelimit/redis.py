@@ -36,6 +36,18 @@ from judgeq.ratelimit import policy
 from judgeq.ratelimit.policy import DIMENSIONS, BudgetState, Grant, Limits, Share, Usage, server_limits
 from judgeq.store.redis import store_errors
 
+__all__ = [
+    "CONSTANTS",
+    "NAMES",
+    "RELEARN",
+    "TTL",
+    "RedisBudget",
+    "budget_keys",
+    "budget_names",
+    "read_state",
+    "reset_budget",
+]
+
 TTL = 3600
 """Seconds an unused budget is kept (it is rebuilt small, like a fresh bucket); the configured
 limits are kept until ``judgeq budget reset``."""

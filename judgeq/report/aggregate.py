@@ -31,6 +31,25 @@ from judgeq.report.stats import t_interval, wilson
 from judgeq.report.validity import AgreementStats, CouncilStats, InputPairing, PairwiseStats
 from judgeq.settings import default_thresholds
 
+__all__ = [
+    "RETRIEVAL_PASS_THRESHOLDS",
+    "Aggregator",
+    "Histogram",
+    "RetrievalStats",
+    "Stats",
+    "Summary",
+    "cost_breakdown",
+    "estimate_cost",
+    "histogram",
+    "lane_cost",
+    "pair_counts",
+    "pct",
+    "price_for",
+    "prices_taken",
+    "quantile",
+    "threshold_label",
+]
+
 RETRIEVAL_PASS_THRESHOLDS = {"pass_rate_8": 8.0, "pass_rate_7": 7.0, "pass_rate_6_5": 6.5}
 
 

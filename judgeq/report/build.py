@@ -13,6 +13,8 @@ from judgeq.report.aggregate import Aggregator
 from judgeq.report.stats import METHODS
 from judgeq.rubric.model import Rubric
 
+__all__ = ["REPORT_VERSION", "build_report", "new_aggregator", "prompt_cache_note"]
+
 REPORT_VERSION = 1
 
 

@@ -23,6 +23,8 @@ from judgeq.pipeline.spec import RunSpec
 from judgeq.report.html import MAX_ROWS, render_html
 from judgeq.report.markdown import render_markdown
 
+__all__ = ["Texts", "batch_texts", "job_texts", "write_report_files"]
+
 
 def _html_has_texts(path: Path, report: dict[str, Any]) -> bool:
     """Whether ``path`` is this very report's page with the jobs' texts in its table."""

@@ -21,6 +21,23 @@ from typing import Any
 
 from judgeq.grading.result import Result
 
+__all__ = [
+    "COLOR",
+    "MAX_ROWS",
+    "NULL_COLOR",
+    "TEXT_LIMIT",
+    "bars",
+    "charts",
+    "curve",
+    "dots",
+    "esc",
+    "histogram",
+    "matrix",
+    "nice_top",
+    "render_html",
+    "table_rows",
+]
+
 MAX_ROWS = 5000
 TEXT_LIMIT = 4000
 W, H = 560, 240

@@ -7,6 +7,8 @@ from typing import Any
 from judgeq.judges.prices import unpriced_text
 from judgeq.report.formatting import fmt, fmt_ci, fmt_p
 
+__all__ = ["render_markdown", "validity_markdown"]
+
 
 def validity_markdown(report: dict[str, Any]) -> list[str]:
     """The sections on how far the grades can be trusted: paired model comparisons, pairwise

@@ -27,6 +27,8 @@ from judgeq.grading.verdict import ParsedVerdict
 from judgeq.pipeline.spec import RunSpec, new_run_id
 from judgeq.rubric.model import RetrievalConfig, Rubric
 
+__all__ = ["SCORING_FLAGS", "SPENT_NOTHING", "rescore", "rescored_spec"]
+
 SCORING_FLAGS = frozenset({"ceiling_applied", "safety_failed"})
 """Flags scoring sets (recomputed); the others come from parsing the judge's reply (kept)."""
 

@@ -20,6 +20,26 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+__all__ = [
+    "LEVEL",
+    "METHODS",
+    "AlphaLevel",
+    "bradley_terry",
+    "bradley_terry_leaderboard",
+    "categorical_agreement",
+    "decrease_p",
+    "elo",
+    "krippendorff_alpha",
+    "mean_interval",
+    "numeric_agreement",
+    "paired",
+    "prewarm",
+    "strata_mean_interval",
+    "t_interval",
+    "wilson",
+    "wilson_bounds",
+]
+
 AlphaLevel = Literal["ordinal", "nominal"]
 """The levels of measurement :func:`krippendorff_alpha` is used at."""
 

@@ -29,6 +29,17 @@ from typing import Any
 from judgeq.grading.result import Result
 from judgeq.report import stats as _stats
 
+__all__ = [
+    "MAX_UNITS",
+    "PAIR_SCORE",
+    "SHOWN",
+    "SWAP",
+    "AgreementStats",
+    "CouncilStats",
+    "InputPairing",
+    "PairwiseStats",
+]
+
 MAX_UNITS = 200_000
 """Jobs (or inputs) whose per-judge or per-model values are kept for alpha, z-scores and
 paired tests: the first that many graded; the figures say when they are over a sample."""

@@ -25,6 +25,35 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from judgeq.errors import ConfigError, RubricError
 
+__all__ = [
+    "DEFAULT_PASS_THRESHOLDS",
+    "MAX_SCALE_TOP",
+    "SCALE_RANGES",
+    "WEIGHT_TOLERANCE",
+    "Ceiling",
+    "CeilingRule",
+    "Chunk",
+    "Dimension",
+    "Golden",
+    "RetrievalConfig",
+    "Rubric",
+    "Scale",
+    "builtin_dir",
+    "builtin_names",
+    "check_weight_sum",
+    "default_pass_threshold",
+    "is_path_ref",
+    "load_rubric",
+    "parse_band",
+    "parse_rubric",
+    "parse_weights",
+    "read_rubric_text",
+    "resolve_rubric_path",
+    "scale_range",
+    "split_frontmatter",
+    "weights_from_env",
+]
+
 # A scale is ``pass-fail`` or a general integer scale ``LO-HI`` (0 <= LO < HI <= MAX_SCALE_TOP),
 # e.g. ``1-5``, ``1-10``, ``0-9``, ``1-7``, ``0-100``.  It is stored in the canonical form
 # ``f"{lo}-{hi}"`` (no spaces, no leading zeros), so equal scales fingerprint alike.

@@ -13,6 +13,8 @@ from typing import Protocol
 from judgeq.report.files import write_report_files
 from judgeq.store.base import Store
 
+__all__ = ["ENDED", "ArchivingStore", "archive_run"]
+
 
 class ArchivingStore(Store, Protocol):
     def mark_archived(self, run_id: str, folder: str) -> None:

@@ -22,6 +22,8 @@ from judgeq.judges.prices import Prices
 from judgeq.pipeline.spec import RunSpec
 from judgeq.report.aggregate import cost_breakdown
 
+__all__ = ["IN_FLIGHT", "MemoryStore", "Store", "cost_pause_reason", "live_increments", "result_cost"]
+
 
 def result_cost(result: Result, prices: Prices | None = None) -> float:
     """USD a stored result spent on the judge, at ``prices`` (the run's:

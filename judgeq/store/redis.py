@@ -65,6 +65,21 @@ from judgeq.store.base import live_increments
 from judgeq.store.packing import UnknownFormat
 from judgeq.store.reply_cache import decode_reply, encode_reply
 
+__all__ = [
+    "BUCKET",
+    "CHUNK",
+    "LANE_RUNS",
+    "RECONNECT_RETRIES",
+    "RedisCache",
+    "RedisStore",
+    "SentinelURL",
+    "check_redis_url",
+    "connect",
+    "parse_sentinel_url",
+    "run_constants",
+    "store_errors",
+]
+
 log = logging.getLogger(__name__)
 
 

@@ -34,6 +34,18 @@ from judgeq.rubric.model import Rubric
 from judgeq.settings import default
 from judgeq.store.packing import UnknownFormat, deflate, inflate
 
+__all__ = [
+    "KEY_VERSION",
+    "MemoryCache",
+    "Prefetched",
+    "ReplyCache",
+    "SqliteCache",
+    "cache_key",
+    "decode_reply",
+    "encode_reply",
+    "get_many",
+]
+
 log = logging.getLogger(__name__)
 
 KEY_VERSION = 1

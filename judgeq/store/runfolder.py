@@ -19,6 +19,18 @@ from judgeq.errors import ConfigError
 from judgeq.grading.result import Result
 from judgeq.pipeline.spec import RunSpec
 
+__all__ = [
+    "EXPORT_FIXED",
+    "VERDICTS",
+    "Report",
+    "export_row",
+    "find_run_folder",
+    "iter_results",
+    "load_report",
+    "read_spec",
+    "verdicts_path",
+]
+
 VERDICTS = ("verdicts.jsonl", "verdicts.jsonl.gz")
 
 

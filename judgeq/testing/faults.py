@@ -11,6 +11,8 @@ import random
 from collections import Counter
 from typing import Any
 
+__all__ = ["GRADED_ODDITIES", "PERMANENT", "TRANSIENT", "expected_nulls", "fault_plan", "response_rows"]
+
 PERMANENT: dict[str, str] = {
     "429": "rate_limited",
     "529": "overloaded",

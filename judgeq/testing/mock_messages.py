@@ -12,6 +12,8 @@ from typing import Any
 import anthropic
 import httpx2
 
+__all__ = ["Handler", "error_json", "message_json", "mock_client", "verdict_for_schema"]
+
 Handler = Callable[[dict[str, Any]], "dict[str, Any] | tuple[int, dict[str, Any], dict[str, str]]"]
 
 

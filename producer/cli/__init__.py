@@ -19,6 +19,8 @@ import click
 from judgeq.errors import BatchError, ConfigError, JudgeqError, RubricError
 from judgeq.settings import load_settings, unknown_variables
 
+__all__ = ["INPUT_ERRORS", "JudgeqGroup", "entry", "fail", "main"]
+
 INPUT_ERRORS = (BatchError, ConfigError, RubricError)
 
 

@@ -18,6 +18,8 @@ from judgeq.settings import Settings
 
 from .options import redis_option, settings_from
 
+__all__ = ["ACTIONS", "BudgetGroup", "budget", "describe", "reset", "resolve", "set_limits", "show"]
+
 ACTIONS = ("show", "set", "reset")
 
 

@@ -34,6 +34,8 @@ from ..plan import label_check, make_plan, preflight
 from ..progress import wait_for_report, write_files
 from .options import out_option, settings_from
 
+__all__ = ["calibrate", "figures"]
+
 
 def figures(agreement: dict[str, Any], rubric: Rubric) -> tuple[float | None, float | None, str]:
     """(accuracy %, kappa, what they are) for the gate (see the module docstring). The accuracy

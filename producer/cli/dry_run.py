@@ -18,6 +18,8 @@ from judgeq.store.reply_cache import ReplyCache, cache_key, get_many
 
 from ..plan import Plan, judges_text
 
+__all__ = ["COLUMNS", "EST_OUTPUT_TOKENS", "SAMPLE", "CacheCount", "dry_run"]
+
 SAMPLE = 20
 EST_OUTPUT_TOKENS = 250
 COLUMNS = ("total", "input", "output", "cache r/w", "discount")  # a typical verdict: reasoning plus scores

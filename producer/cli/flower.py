@@ -12,6 +12,8 @@ import click
 
 from .options import redis_option, settings_from
 
+__all__ = ["flower"]
+
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.option("--port", type=int, default=5555, show_default=True)

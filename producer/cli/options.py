@@ -12,6 +12,8 @@ from judgeq.settings import Settings
 
 from ..settings import settings_for
 
+__all__ = ["F", "grading_options", "out_option", "redis_option", "settings_from"]
+
 F = Callable[..., Any]
 
 

@@ -10,6 +10,8 @@ from judgeq.errors import ConfigError
 
 from .options import redis_option, settings_from
 
+__all__ = ["CHUNK", "resume"]
+
 CHUNK = 1000
 
 

@@ -16,6 +16,8 @@ from judgeq.settings import load_settings
 
 from ..plan import load_rubric_for_run
 
+__all__ = ["list_", "load_with_overrides", "rubrics", "show", "validate"]
+
 
 def load_with_overrides(ref: str, weights: str | None) -> Rubric:
     """Load a rubric and apply ``JUDGEQ_WEIGHT_*`` then ``--weights`` overrides."""

@@ -13,6 +13,8 @@ from ..progress import summary_text
 from .options import grading_options, settings_from
 from .submit import validated
 
+__all__ = ["run"]
+
 
 @click.command()
 @grading_options

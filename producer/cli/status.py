@@ -13,6 +13,8 @@ from judgeq.judges.prices import unpriced_text
 from ..progress import fmt_duration, pause_line, snapshot, state_text, summary_text, write_files
 from .options import out_option, redis_option, settings_from
 
+__all__ = ["WORKERS_QUIET_AFTER", "archive", "finalize", "report", "status", "worker_lines"]
+
 
 def _store(**flags: Any) -> Any:
     from judgeq.store.redis import RedisStore

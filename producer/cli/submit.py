@@ -15,6 +15,8 @@ from judgeq.settings import Settings
 from ..plan import Plan, judges_text, make_plan, plan_kwargs
 from .options import grading_options, redis_option, settings_from
 
+__all__ = ["plan_from_flags", "reply_cache", "report_invalid", "submit", "validated"]
+
 
 def plan_from_flags(settings: Settings, batch_path: Path, batch_name: str, **flags: Any) -> Plan:
     return make_plan(

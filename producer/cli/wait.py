@@ -14,6 +14,8 @@ from judgeq.store.base import Store
 from ..progress import summary_text
 from .options import out_option, redis_option, settings_from
 
+__all__ = ["wait_and_write", "wait_cmd"]
+
 
 def wait_and_write(
     store: Store | None, run_id: str, settings: Settings, nudge: Callable[[], None] | None = None

@@ -8,6 +8,8 @@ import click
 
 from .options import redis_option, settings_from
 
+__all__ = ["HELD_PER_CALL", "celery_slots", "worker"]
+
 HELD_PER_CALL = 2
 """Jobs a threads worker holds per judge call it may make at once: while some jobs are being
 read, parsed or stored, others' calls keep the worker's JUDGEQ_CONCURRENCY places busy."""

@@ -16,13 +16,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from judgeq import MemoryStore, Result, load_settings
+from judgeq import Result
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.lexical import LexicalJudge
 from judgeq.pipeline.spec import RunSpec
 from judgeq.producer.cli import main
 from judgeq.producer.progress import PRODUCER_GONE_AFTER
 from judgeq.rubric.model import load_rubric, read_rubric_text
+from judgeq.settings import load_settings
+from judgeq.store.base import MemoryStore
 
 ROOT = Path(__file__).parent.parent.parent
 RESPONSES = ROOT / "examples" / "responses.jsonl"

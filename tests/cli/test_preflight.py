@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from judgeq import ConfigError, load_settings
+from judgeq import ConfigError
 from judgeq.errors import JudgeAuthError, JudgeModelNotFound, JudgeOverloaded
 from judgeq.judges import JudgeSpec
 from judgeq.judges.anthropic import AnthropicJudge
 from judgeq.producer.plan import preflight
+from judgeq.settings import load_settings
 
 PLAN: Any = SimpleNamespace(judges=[JudgeSpec("anthropic", "claude-x")])
 

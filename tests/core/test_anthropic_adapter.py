@@ -15,8 +15,8 @@ from judgeq import (
     JudgeRateLimited,
     JudgeTimeout,
     load_rubric,
-    render_request,
 )
+from judgeq.grading.request import render_request
 from judgeq.judges.anthropic import AnthropicJudge
 from judgeq.testing.mock_messages import error_json, message_json, mock_client
 

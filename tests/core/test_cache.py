@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import judgeq
-from judgeq.grading.job import GradingContext
+from judgeq.grading.job import GradingContext, grade_job
 from judgeq.grading.request import JudgeRequest
 from judgeq.jobs.models import ResponseJob
 from judgeq.rubric.model import load_rubric
@@ -62,14 +62,14 @@ def test_a_graded_reply_is_reused_and_a_failure_is_asked_again(kind: str, tmp_pa
     cache = make()
     judge = CountingJudge()
     ctx = GradingContext(rubric=QUALITY, judge=judge, cache=cache)
-    first = judgeq.grade_job(ctx, JOB, 0)
-    again = judgeq.grade_job(ctx, JOB, 0)
+    first = grade_job(ctx, JOB, 0)
+    again = grade_job(ctx, JOB, 0)
     assert judge.calls == 1 and not first.cached and again.cached
     assert again.overall == first.overall and again.scores == first.scores and again.attempts == 0
     garbage = CountingJudge(text="no idea")
     ctx = GradingContext(rubric=QUALITY, judge=garbage, cache=make())
-    assert judgeq.grade_job(ctx, JOB, 0).null_reason == "parse_error"
-    judgeq.grade_job(ctx, JOB, 0)
+    assert grade_job(ctx, JOB, 0).null_reason == "parse_error"
+    grade_job(ctx, JOB, 0)
     assert garbage.calls == 2  # an unusable reply is not cached
 
 
@@ -79,8 +79,8 @@ def test_the_report_counts_hits_as_saved_not_spent() -> None:
     cache = MemoryCache()
     ctx = GradingContext(rubric=QUALITY, judge=CountingJudge(), cache=cache)
     agg = Aggregator(dimensions=[d.name for d in QUALITY.dimensions])
-    agg.add(judgeq.grade_job(ctx, JOB, 0))
-    agg.add(judgeq.grade_job(ctx, JOB, 1))
+    agg.add(grade_job(ctx, JOB, 0))
+    agg.add(grade_job(ctx, JOB, 1))
     usage = agg.report(judge_model="claude-sonnet-4-5")["usage"]
     assert usage["input_tokens"] == 1000 and usage["output_tokens"] == 200  # spent once
     assert usage["judge_calls"] == 1
@@ -97,15 +97,15 @@ def test_a_redelivered_job_whose_reply_was_cached_spends_it_not_saves_it(kind: s
     cache = make_reply_cache(kind, tmp_path)
     judge = CountingJudge()
     ctx = GradingContext(rubric=QUALITY, judge=judge, cache=cache, run_id="r1")
-    first = judgeq.grade_job(ctx, JOB, 0)
-    redelivered = judgeq.grade_job(ctx, JOB, 0)
+    first = grade_job(ctx, JOB, 0)
+    redelivered = grade_job(ctx, JOB, 0)
     assert judge.calls == 1
     assert not first.cached and not redelivered.cached
     assert redelivered.input_tokens == first.input_tokens == 1000
     assert redelivered.output_tokens == 200 and redelivered.overall == first.overall
-    assert judgeq.grade_job(ctx, JOB, 1).cached  # the same request for another job of the run
+    assert grade_job(ctx, JOB, 1).cached  # the same request for another job of the run
     other = GradingContext(rubric=QUALITY, judge=judge, cache=cache, run_id="r2")
-    assert judgeq.grade_job(other, JOB, 0).cached
+    assert grade_job(other, JOB, 0).cached
     assert judge.calls == 1
 
 

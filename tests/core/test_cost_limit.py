@@ -136,9 +136,9 @@ def test_the_live_lane_passes_the_limit_by_at_most_the_jobs_in_hand(tmp_path) ->
     import time
     from pathlib import Path
 
-    from judgeq import load_settings
     from judgeq.producer.embedded import EmbeddedRunner
     from judgeq.producer.plan import make_plan
+    from judgeq.settings import load_settings
 
     c, limit, job_cost = 4, 0.01, 0.045
     settings = load_settings(max_cost=limit, concurrency=c, cache=False, results_dir=tmp_path)

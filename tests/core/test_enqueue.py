@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from judgeq import ConfigError, MemoryStore, load_settings
+from judgeq import ConfigError
 from judgeq.producer.enqueue import HEARTBEAT_EVERY, register_and_enqueue
 from judgeq.producer.plan import make_plan
 from judgeq.producer.progress import PRODUCER_GONE_AFTER, STOPPED, snapshot, state_text
+from judgeq.settings import load_settings
+from judgeq.store.base import MemoryStore
 
 
 class SlowQueue:

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from judgeq import GradingContext, builtin_names, grade_job, load_rubric
+from judgeq import builtin_names, load_rubric
+from judgeq.grading.job import GradingContext, grade_job
 from judgeq.jobs.models import JOB_MODELS, infer_kind
 from judgeq.judges.anthropic import AnthropicJudge
 from judgeq.rubric.model import Golden, Rubric

@@ -16,6 +16,7 @@ import pytest
 
 import judgeq
 from judgeq.errors import SYSTEMIC_REASONS, JudgeAuthError, JudgeModelNotFound
+from judgeq.grading.job import null_result
 from judgeq.grading.request import JudgeRequest
 from judgeq.pipeline.spec import RunSpec
 from judgeq.pipeline.stages import Contexts, Held, Outcome, finalize_run, process_job, reduce_run, settle_held
@@ -81,7 +82,7 @@ def test_every_null_keeps_kind_id_and_model(reason: str) -> None:
     question = judgeq.QuestionJob.model_validate(retrieval_rows(1)[0])
     response = judgeq.ResponseJob.model_validate({"id": "a", "input": "i", "output": "o", "model": "m2"})
     common = {"rubric_name": "x", "rubric_version": "1.0.0", "judge_model": "j", "why": "because"}
-    q = judgeq.null_result(index=3, reason=reason, job=question, **common)
+    q = null_result(index=3, reason=reason, job=question, **common)
     assert (q.status, q.null_reason, q.kind, q.job_id, q.model) == (
         "null",
         reason,
@@ -90,14 +91,14 @@ def test_every_null_keeps_kind_id_and_model(reason: str) -> None:
         "bm25",
     )
     assert q.rank == 1 and q.needle_found is True and q.llm_grade is None and q.total_score is None
-    r = judgeq.null_result(index=4, reason=reason, job=response, **common)
+    r = null_result(index=4, reason=reason, job=response, **common)
     assert (r.kind, r.job_id, r.model, r.overall, r.scores) == ("response", "a", "m2", None, {})
-    gone = judgeq.null_result(index=5, reason=reason, job_id="#5", **common)
+    gone = null_result(index=5, reason=reason, job_id="#5", **common)
     assert (gone.kind, gone.job_id, gone.model) == ("response", "#5", None)
 
 
 def test_null_raw_is_bounded() -> None:
-    r = judgeq.null_result(
+    r = null_result(
         index=0,
         reason="internal_error",
         why="x" * 10_000,

@@ -13,6 +13,7 @@ from judgeq.grading.job import GradingContext, grade_job
 from judgeq.grading.request import JudgeRequest
 from judgeq.grading.result import Result
 from judgeq.jobs.models import PairJob
+from judgeq.judges.base import RetryPolicy
 from judgeq.report.aggregate import Aggregator
 from judgeq.report.stats import bradley_terry, bradley_terry_leaderboard
 from judgeq.rubric.model import parse_rubric
@@ -91,7 +92,7 @@ def test_no_swap_judges_once() -> None:
 @pytest.mark.parametrize("fail_on", [1, 2])
 def test_either_call_failing_makes_the_pair_null_with_its_reason(fail_on: int) -> None:
     judge = PositionalJudge(prefer="4", fail_on=fail_on)
-    ctx = GradingContext(rubric=PAIRWISE, judge=judge, policy=judgeq.RetryPolicy(max_attempts=1))
+    ctx = GradingContext(rubric=PAIRWISE, judge=judge, policy=RetryPolicy(max_attempts=1))
     result = grade_job(ctx, JOB, 0)
     assert result.status == "null" and result.null_reason == "overloaded"
     assert result.winner is None and result.model_b == "bad" and result.kind == "pair"

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from judgeq import MemoryStore, Result
+from judgeq import Result
 from judgeq.pipeline.spec import RunSpec
 from judgeq.producer.progress import (
     PRODUCER_GONE_AFTER,
@@ -20,6 +20,7 @@ from judgeq.producer.progress import (
     wait_for_report,
 )
 from judgeq.rubric.model import read_rubric_text
+from judgeq.store.base import MemoryStore
 
 
 def test_progress_line_shows_counts_rate_eta_and_nulls() -> None:

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from judgeq import ParsedVerdict, RubricError, load_rubric, parse_rubric, score_verdict
-from judgeq.grading.score import apply_ceiling
+from judgeq import RubricError, load_rubric, parse_rubric
+from judgeq.grading.score import apply_ceiling, score_verdict
+from judgeq.grading.verdict import ParsedVerdict
 from judgeq.rubric.model import WEIGHT_TOLERANCE, Ceiling, CeilingRule
 
 QUALITY = load_rubric("quality")

@@ -9,10 +9,11 @@ from pathlib import Path
 import fakeredis
 import pytest
 
-from judgeq import Result, load_settings
+from judgeq import Result
 from judgeq.pipeline.spec import RunSpec
 from judgeq.pipeline.timing import stall_after
 from judgeq.rubric.model import read_rubric_text
+from judgeq.settings import load_settings
 from judgeq.store.redis import RedisStore
 from judgeq.workers.celery_app import GRADE_TASK, REDUCE_TASK
 from judgeq.workers.repair import repair_stalled_runs

@@ -45,17 +45,15 @@ from hypothesis import strategies as st
 from ir_measures import RR, R, Success
 
 from judgeq import (
-    GradingContext,
     JudgeAuthError,
     JudgeReply,
     JudgeRequest,
     QuestionJob,
     Result,
     RetrievalConfig,
-    grade_job,
     load_rubric,
 )
-from judgeq.grading.job import _question_fields
+from judgeq.grading.job import GradingContext, _question_fields, grade_job
 from judgeq.grading.retrieval import first_relevant_rank, hits_at, position_weight, total_score
 from judgeq.report.aggregate import Aggregator, RetrievalStats
 from judgeq.testing.mock_messages import verdict_for_schema

@@ -13,10 +13,9 @@ from judgeq import (
     JudgeRateLimited,
     JudgeReply,
     JudgeTimeout,
-    RetryPolicy,
-    call_with_retries,
 )
 from judgeq.grading.request import JudgeRequest
+from judgeq.judges.base import RetryPolicy, call_with_retries
 from judgeq.ratelimit import Limits, MemoryBudget
 
 REQ = JudgeRequest(system=("s",), user="u", output_schema={})

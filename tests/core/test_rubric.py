@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from judgeq import RubricError, builtin_names, load_rubric, parse_rubric, parse_weights
+from judgeq import RubricError, builtin_names, load_rubric, parse_rubric
 from judgeq.errors import ConfigError
-from judgeq.rubric.model import is_path_ref, resolve_rubric_path, weights_from_env
+from judgeq.rubric.model import is_path_ref, parse_weights, resolve_rubric_path, weights_from_env
 
 FIX = Path(__file__).parent.parent / "fixtures" / "rubrics"
 

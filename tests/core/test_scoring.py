@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from judgeq import ParsedVerdict, load_rubric, parse_rubric, parse_verdict, score_verdict
-from judgeq.grading.score import apply_ceiling, weighted_overall
+from judgeq import load_rubric, parse_rubric
+from judgeq.grading.score import apply_ceiling, score_verdict, weighted_overall
+from judgeq.grading.verdict import ParsedVerdict, parse_verdict
 
 FOUR_DIMS = """---
 name: four

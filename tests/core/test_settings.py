@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from judgeq import ConfigError, Settings, load_settings
-from judgeq.settings import known_variables, unknown_variables
+from judgeq import ConfigError
+from judgeq.settings import Settings, known_variables, load_settings, unknown_variables
 
 
 def test_weights_and_debug_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:

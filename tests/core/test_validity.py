@@ -18,6 +18,7 @@ from judgeq.grading.job import GradingContext, grade_job
 from judgeq.grading.request import JudgeRequest
 from judgeq.grading.result import Result
 from judgeq.jobs.models import ResponseJob
+from judgeq.judges.base import RetryPolicy
 from judgeq.report.aggregate import Aggregator
 from judgeq.report.markdown import render_markdown
 from judgeq.report.stats import wilson
@@ -254,7 +255,7 @@ def test_a_council_grades_each_job_once_with_every_judge() -> None:
 
 def test_a_council_member_failing_makes_the_job_null_naming_it() -> None:
     a, b = ScaleJudge("claude-a", 8), ScaleJudge("claude-b", 8, fail=True)
-    result = grade_job(council(a, b, policy=judgeq.RetryPolicy(max_attempts=1)), JOB, 0)
+    result = grade_job(council(a, b, policy=RetryPolicy(max_attempts=1)), JOB, 0)
     assert result.status == "null" and result.null_reason == "invalid_request"
     assert (result.raw or "").startswith("judge claude-b: ")
 

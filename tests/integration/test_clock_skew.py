@@ -21,7 +21,7 @@ import redis
 from click.testing import CliRunner
 
 import judgeq
-from judgeq import Result, load_settings
+from judgeq import Result
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.batch_lane import BatchInfo, BatchItem, BatchLane, LaneConfig
 from judgeq.pipeline.spec import RunSpec
@@ -32,6 +32,7 @@ from judgeq.producer.enqueue import register_and_enqueue
 from judgeq.producer.plan import make_plan
 from judgeq.producer.progress import STOPPED, snapshot
 from judgeq.rubric.model import read_rubric_text
+from judgeq.settings import load_settings
 from judgeq.store.redis import RedisStore
 from judgeq.workers.celery_app import GRADE_TASK
 from judgeq.workers.repair import repair_stalled_runs
