@@ -245,4 +245,4 @@ class AnthropicJudge:
     def count_tokens(self, request: JudgeRequest, *, timeout: float = 30.0) -> int:
         kwargs = request.to_messages_kwargs(self.model)
         kwargs.pop("max_tokens")
-        return self._call("count_tokens", **kwargs, timeout=timeout).input_tokens
+        return int(self._call("count_tokens", **kwargs, timeout=timeout).input_tokens)

@@ -87,8 +87,8 @@ class CallOutcome:
 
 
 def _backoff(policy: RetryPolicy, attempt: int, rng: random.Random) -> float:
-    step = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1))
-    return step * (0.5 + rng.random() / 2)
+    step = min(policy.max_delay, policy.base_delay * 2.0 ** (attempt - 1))
+    return float(step * (0.5 + rng.random() / 2))
 
 
 class Gate(Protocol):

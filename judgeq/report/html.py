@@ -69,7 +69,7 @@ def nice_top(value: float) -> float:
     """The smallest 1, 2, 2.5, 5 or 10 x 10^k at or above ``value`` (round axis ticks in quarters)."""
     if value <= 0:
         return 1.0
-    base = 10 ** math.floor(math.log10(value))
+    base = 10.0 ** math.floor(math.log10(value))
     return next(base * m for m in (1, 2, 2.5, 5, 10) if base * m >= value - 1e-12)
 
 
@@ -266,8 +266,8 @@ def matrix(title: str, pairs: Sequence[Mapping[str, Any]], *, note: str = "") ->
 def _short(text: Any) -> str | None:
     if text is None:
         return None
-    text = str(text)
-    return text if len(text) <= TEXT_LIMIT else text[:TEXT_LIMIT] + f"… [{len(text):,} characters]"
+    s = str(text)
+    return s if len(s) <= TEXT_LIMIT else s[:TEXT_LIMIT] + f"… [{len(s):,} characters]"
 
 
 def table_rows(results: Sequence[Result], texts: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]]:

@@ -185,8 +185,8 @@ class AgreementStats:
     threshold: float | None = None
     categories: Counter[tuple[str, str]] = field(default_factory=Counter)
     pass_fail: Counter[tuple[str, str]] = field(default_factory=Counter)
-    labels: array = field(default_factory=lambda: array("d"))
-    scores: array = field(default_factory=lambda: array("d"))
+    labels: array[float] = field(default_factory=lambda: array("d"))
+    scores: array[float] = field(default_factory=lambda: array("d"))
     nulls: Counter[str] = field(default_factory=Counter)
     labelled: int = 0
 
@@ -265,7 +265,7 @@ class CouncilStats:
     judges: Sequence[str]
     level: _stats.AlphaLevel
     mode: str = "mean"
-    rows: dict[str, array] = field(default_factory=dict)
+    rows: dict[str, array[float]] = field(default_factory=dict)
     models: list[str | None] = field(default_factory=list)
     sums: dict[str, list[float]] = field(default_factory=dict)
     disagreements: list[tuple[float, str]] = field(default_factory=list)

@@ -507,7 +507,7 @@ def _loc(loc: tuple[Any, ...], data: Mapping[str, Any]) -> str:
     return ".".join(parts)
 
 
-class _StrictSafeLoader(yaml.SafeLoader):
+class _StrictSafeLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
     """yaml.SafeLoader (no object tags) that also rejects duplicate keys."""
 
 

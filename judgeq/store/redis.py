@@ -190,7 +190,7 @@ def connect(url: str) -> redis.Redis:
             sentinel.discover_master(target.master_name)  # a clear error at once when none is known
             # every connection retries through a failover (the pool asks the Sentinels again)
             options["retry"] = Retry(ExponentialBackoff(cap=2.0, base=0.1), RECONNECT_RETRIES)
-            client = sentinel.master_for(
+            client: redis.Redis = sentinel.master_for(
                 target.master_name,
                 db=target.db,
                 password=target.password,
@@ -558,7 +558,7 @@ class RedisStore:
         raw, state = p.execute()
         if not raw:
             return None
-        record = json.loads(raw)
+        record: dict[str, Any] = json.loads(raw)
         record["state"] = state or record.get("state")
         return record
 

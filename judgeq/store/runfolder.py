@@ -107,7 +107,8 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """``report.json`` as a dict (a copy)."""
-        return json.loads(json.dumps(self._data))
+        copy: dict[str, Any] = json.loads(json.dumps(self._data))
+        return copy
 
     def results(self) -> Iterator[Result]:
         """Every job's result, in input order."""

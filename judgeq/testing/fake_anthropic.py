@@ -1040,7 +1040,7 @@ class FakeMessagesAPI:
             return True
         if headers.get("x-api-key") == self.api_key:
             return True
-        return headers.get("authorization") == f"Bearer {self.api_key}"
+        return bool(headers.get("authorization") == f"Bearer {self.api_key}")
 
     def _model(self, headers: Any, model: str) -> _Reply:
         with self._lock:
