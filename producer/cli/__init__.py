@@ -92,7 +92,22 @@ def entry() -> None:
 
 
 def _register() -> None:
-    from . import budget, flower, manage, resume, rubrics, run, status, submit, wait, worker
+    from . import (
+        budget,
+        cancel,
+        compare,
+        export,
+        flower,
+        rescore,
+        resume,
+        rubrics,
+        run,
+        runs,
+        status,
+        submit,
+        wait,
+        worker,
+    )
 
     main.add_command(rubrics.rubrics)
     main.add_command(run.run)
@@ -103,7 +118,7 @@ def _register() -> None:
     main.add_command(status.archive)
     main.add_command(resume.resume)
     main.add_command(wait.wait_cmd)
-    for command in (manage.runs, manage.cancel, manage.export, manage.compare, manage.rescore):
+    for command in (runs.runs, cancel.cancel, export.export, compare.compare, rescore.rescore):
         main.add_command(command)
     main.add_command(worker.worker)
     main.add_command(flower.flower)

@@ -1,0 +1,89 @@
+"""``judgeq runs``: the runs in Redis and in the results folder, newest first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from judgeq.errors import ConfigError, StoreError
+
+from .options import out_option, redis_option, settings_from
+
+__all__ = ["runs"]
+
+
+@click.command()
+@redis_option
+@out_option
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Most recent runs shown."
+)
+def runs(limit: int, **flags: Any) -> None:
+    """List runs: those in Redis and the results folders (``judgeq run`` ones too)."""
+    settings = settings_from(**flags)
+    rows: dict[str, dict[str, Any]] = {}
+    for folder in sorted(Path(settings.results_dir).glob("*/report.json")):
+        row = _folder_row(folder.parent)
+        if row:
+            rows[row["run"]] = row
+    try:
+        from ..distributed import open_store
+        from ..progress import snapshot
+
+        store = open_store(settings)
+        for run_id in store.runs(limit=limit):
+            spec, snap = store.spec(run_id), snapshot(store, run_id)
+            if spec is None or snap is None:
+                continue
+            cost = store.counters(run_id).get("cost_usd", 0.0)
+            rows[run_id] = {
+                "run": run_id,
+                "where": "redis" + (" + folder" if run_id in rows else ""),
+                "state": snap.state,
+                "done": f"{snap.done}/{snap.total}",
+                "rubric": f"{spec.rubric_source.removeprefix('builtin:')}",
+                "judge": _judge(spec.judge_provider, spec.judge_model, spec.council),
+                "started": spec.created_at[:19].replace("T", " "),
+                "cost": f"${cost:.4f}" if not spec.unpriced_models() else "unknown",
+            }
+    except (StoreError, ConfigError) as exc:
+        click.echo(f"judgeq: Redis not reachable ({exc}); listing results folders only", err=True)
+    if not rows:
+        click.echo("no runs")
+        return
+    shown = sorted(rows.values(), key=lambda r: r["started"], reverse=True)[:limit]
+    cols = ("run", "where", "state", "done", "rubric", "judge", "started", "cost")
+    widths = {c: max(len(c), *(len(str(r[c])) for r in shown)) for c in cols}
+    click.echo("  ".join(c.upper().ljust(widths[c]) for c in cols).rstrip())
+    for r in shown:
+        click.echo("  ".join(str(r[c]).ljust(widths[c]) for c in cols).rstrip())
+
+
+def _judge(provider: str, model: str, council: list[str] | None = None) -> str:
+    first = provider if provider == "lexical" else f"{provider}:{model}"
+    return f"{first} +{len(council)}" if council else first
+
+
+def _folder_row(folder: Path) -> dict[str, Any] | None:
+    try:
+        report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    c, judge = report.get("counts", {}), report.get("judge", {})
+    cost = (report.get("usage") or {}).get("estimated_cost_usd")
+    state = "partial" if report.get("partial") else "finished"
+    if report.get("rescored_from"):
+        state = f"rescored from {report['rescored_from']}"
+    return {
+        "run": report.get("run_id", folder.name),
+        "where": "folder" + (" (archived)" if (folder / "verdicts.jsonl.gz").exists() else ""),
+        "state": state,
+        "done": f"{c.get('graded', 0) + c.get('null', 0)}/{c.get('total', 0)}",
+        "rubric": (report.get("rubric") or {}).get("name", "?"),
+        "judge": _judge(judge.get("provider", "?"), judge.get("model", "?"), judge.get("council", [])[1:]),
+        "started": str(report.get("started_at", ""))[:19].replace("T", " "),
+        "cost": f"${cost:.4f}" if isinstance(cost, (int, float)) else "unknown",
+    }
