@@ -92,7 +92,8 @@ def redis_memory(url: str) -> tuple[int, int]:
 REDUCE = """
 import sys, time
 from judgeq.pipeline.stages import reduce_run
-from judgeq.store.redis import RedisStore, connect
+from judgeq.store.redis import RedisStore
+from judgeq.store.redis_connect import connect
 store = RedisStore(connect(sys.argv[1]))
 t0 = time.perf_counter()
 report = reduce_run(store, sys.argv[2])
@@ -101,7 +102,8 @@ print(time.perf_counter() - t0, report["counts"]["graded"], report["counts"]["to
 
 READ_ONLY = """
 import sys, time
-from judgeq.store.redis import RedisStore, connect
+from judgeq.store.redis import RedisStore
+from judgeq.store.redis_connect import connect
 store = RedisStore(connect(sys.argv[1]))
 spec = store.spec(sys.argv[2])
 t0 = time.perf_counter()
@@ -145,7 +147,8 @@ def storage_phase(tmp: Path, n: int) -> list[tuple[str, float, float, float, flo
     from judgeq.grading.result import Result
     from judgeq.pipeline.spec import RunSpec
     from judgeq.rubric.model import read_rubric_text
-    from judgeq.store.redis import RedisCache, RedisStore
+    from judgeq.store.redis import RedisStore
+    from judgeq.store.redis_cache import RedisCache
 
     text, source = read_rubric_text("quality")
     dims = ["accuracy", "relevance", "completeness", "conciseness", "clarity"]

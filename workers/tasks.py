@@ -37,7 +37,9 @@ from judgeq.pipeline.stages import Contexts, Held, Outcome, process_jobs, reduce
 from judgeq.ratelimit.redis import RedisBudget
 from judgeq.report import stats as _stats
 from judgeq.settings import Settings, unknown_variables
-from judgeq.store.redis import RedisCache, RedisStore, connect
+from judgeq.store.redis import RedisStore
+from judgeq.store.redis_cache import RedisCache
+from judgeq.store.redis_connect import connect
 
 from .broker import queue_depth
 from .health import JudgeHealth

@@ -34,7 +34,7 @@ class BudgetGroup(click.Group):
 
 
 def _client(settings: Settings) -> Any:
-    from judgeq.store.redis import connect
+    from judgeq.store.redis_connect import connect
 
     return connect(settings.redis_url)
 

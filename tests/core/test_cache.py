@@ -116,7 +116,7 @@ def make_reply_cache(kind: str, tmp_path: Path) -> ReplyCache:
         return SqliteCache(tmp_path / "c.db")
     import fakeredis
 
-    from judgeq.store.redis import RedisCache
+    from judgeq.store.redis_cache import RedisCache
 
     return RedisCache(fakeredis.FakeRedis(decode_responses=True), ttl_s=60)
 

@@ -13,7 +13,13 @@ import judgeq.producer.cli
 import judgeq.workers
 
 FORBIDDEN = ("celery", "kombu", "redis", "anthropic", "httpx2", "flower")
-EDGE = {"judgeq.store.redis", "judgeq.ratelimit.redis", "judgeq.judges.anthropic"}  # Redis and the SDK: edges
+EDGE = {  # Redis and the SDK: edges
+    "judgeq.store.redis",
+    "judgeq.store.redis_connect",
+    "judgeq.store.redis_cache",
+    "judgeq.ratelimit.redis",
+    "judgeq.judges.anthropic",
+}
 CORE_PACKAGES = (
     "judgeq.jobs",
     "judgeq.rubric",

@@ -103,7 +103,7 @@ def test_empty_key_is_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_redis_urls_redis_py_would_misread_are_refused(url: str, problem: str | None) -> None:
-    from judgeq.store.redis import check_redis_url
+    from judgeq.store.redis_connect import check_redis_url
 
     if problem is None:
         check_redis_url(url)
