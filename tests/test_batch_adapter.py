@@ -11,7 +11,7 @@ import pytest
 
 import judgeq
 from judgeq.judges.anthropic import AnthropicJudge
-from judgeq.judges.batch_lane import BatchJudge
+from judgeq.judges.batches import BatchJudge
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
 MODEL = "claude-haiku-4-5"

@@ -25,7 +25,7 @@ from judgeq.errors import (
 )
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeReply
-from judgeq.judges.batch_lane import BatchInfo, BatchItem, batch_item_error
+from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 
 __all__ = [
     "BATCH_TIMEOUT",
@@ -181,7 +181,7 @@ class AnthropicJudge:
         )
         return reply_from_message(raw.parse(), rate_limit_headers(raw.headers))
 
-    # -- the Message Batches lane (judgeq.judges.batch_lane.BatchJudge) ------------------------------
+    # -- the Message Batches lane (judgeq.judges.batches.BatchJudge) ------------------------------
     def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
         items = [{"custom_id": cid, "params": params} for cid, params in requests]
         return _batch_info(self._call("batches.create", requests=items, timeout=BATCH_TIMEOUT))

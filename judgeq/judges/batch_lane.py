@@ -59,19 +59,31 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from judgeq.errors import JudgeAPIError, JudgeCanceled, JudgeError, JudgeModelNotFound, JudgeTimeout
+from judgeq.errors import JudgeAPIError, JudgeError, JudgeModelNotFound
 from judgeq.grading.job import CallResult, GradingContext, combine, job_calls
 from judgeq.grading.result import Result
-from judgeq.judges.base import CallOutcome, JudgeReply
+from judgeq.judges.base import CallOutcome
+from judgeq.judges.batches import BatchItem, BatchJudge
 from judgeq.judges.prices import Prices, unpriced_text
 from judgeq.pipeline.spec import RunSpec
 from judgeq.pipeline.stages import Contexts, Outcome, null_for, parse_job, store_once
 from judgeq.settings import Settings
 from judgeq.store.base import IN_FLIGHT, Store
+
+__all__ = [
+    "ACTIVE",
+    "BatchLane",
+    "LaneConfig",
+    "custom_id",
+    "index_of",
+    "lane_loop",
+    "lane_summary",
+    "lane_text",
+]
 
 log = logging.getLogger("judgeq.lane")
 
@@ -81,54 +93,6 @@ MAX_BYTES = 256_000_000
 """The Message Batches API's limit on the size of one batch's body."""
 ENVELOPE_BYTES = 64
 """JSON around one request's params in the batch body (custom_id and keys), an upper bound."""
-
-
-@dataclass(frozen=True, slots=True)
-class BatchInfo:
-    """A Message Batch as the API describes it."""
-
-    id: str
-    status: str
-    """``in_progress``, ``canceling`` or ``ended``."""
-    counts: dict[str, int] = field(default_factory=dict)
-    """``processing``, ``succeeded``, ``errored``, ``canceled``, ``expired``."""
-
-
-@dataclass(frozen=True, slots=True)
-class BatchItem:
-    """One line of a batch's results: a reply, or the error that stands for it."""
-
-    custom_id: str
-    reply: JudgeReply | None = None
-    error: JudgeError | None = None
-
-
-@runtime_checkable
-class BatchJudge(Protocol):
-    """A judge that can also take Message Batches (the Anthropic adapter, test doubles)."""
-
-    provider: str
-    model: str
-
-    def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
-        """Send ``(custom_id, params)`` requests as one batch; raises JudgeError."""
-        ...
-
-    def batch_retrieve(self, batch_id: str) -> BatchInfo: ...
-    def batch_results(self, batch_id: str) -> Iterator[BatchItem]: ...
-    def batch_cancel(self, batch_id: str) -> BatchInfo: ...
-
-
-def batch_item_error(kind: str, message: str = "") -> JudgeError:
-    """The error a non-succeeded batch result stands for: ``errored`` -> api_error,
-    ``expired`` -> timeout, ``canceled`` -> canceled."""
-    if kind == "expired":
-        return JudgeTimeout("the Message Batch expired (24 h) before this request was processed")
-    if kind == "canceled":
-        return JudgeCanceled("the Message Batch was canceled before this request was processed")
-    return JudgeAPIError(
-        f"errored in the Message Batch: {message}"[:500] if message else "errored in the Message Batch"
-    )
 
 
 def custom_id(index: int, tag: str | None = None) -> str:
@@ -727,19 +691,3 @@ def lane_text(summary: dict[str, Any]) -> str:
     if summary["buffered"]:
         text += f"; {summary['buffered']:,} job(s) waiting to be batched"
     return text
-
-
-__all__ = [
-    "ACTIVE",
-    "BatchInfo",
-    "BatchItem",
-    "BatchJudge",
-    "BatchLane",
-    "LaneConfig",
-    "batch_item_error",
-    "custom_id",
-    "index_of",
-    "lane_loop",
-    "lane_summary",
-    "lane_text",
-]

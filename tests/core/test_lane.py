@@ -13,15 +13,8 @@ import pytest
 
 import judgeq
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.batch_lane import (
-    BatchInfo,
-    BatchItem,
-    BatchLane,
-    LaneConfig,
-    batch_item_error,
-    index_of,
-    lane_summary,
-)
+from judgeq.judges.batch_lane import BatchLane, LaneConfig, index_of, lane_summary
+from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 from judgeq.pipeline.spec import RunSpec
 from judgeq.pipeline.stages import Contexts, Outcome, process_job, reduce_run
 from judgeq.rubric.model import read_rubric_text

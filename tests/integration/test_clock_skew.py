@@ -23,7 +23,8 @@ from click.testing import CliRunner
 import judgeq
 from judgeq import Result
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.batch_lane import BatchInfo, BatchItem, BatchLane, LaneConfig
+from judgeq.judges.batch_lane import BatchLane, LaneConfig
+from judgeq.judges.batches import BatchInfo, BatchItem
 from judgeq.pipeline.spec import RunSpec
 from judgeq.pipeline.stages import Contexts, Outcome, process_job
 from judgeq.pipeline.timing import stall_after
