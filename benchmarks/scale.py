@@ -93,7 +93,7 @@ REDUCE = """
 import sys, time
 from judgeq.pipeline.stages import reduce_run
 from judgeq.store.redis import RedisStore
-from judgeq.store.redis_connect import connect
+from judgeq.redis_connect import connect
 store = RedisStore(connect(sys.argv[1]))
 t0 = time.perf_counter()
 report = reduce_run(store, sys.argv[2])
@@ -103,7 +103,7 @@ print(time.perf_counter() - t0, report["counts"]["graded"], report["counts"]["to
 READ_ONLY = """
 import sys, time
 from judgeq.store.redis import RedisStore
-from judgeq.store.redis_connect import connect
+from judgeq.redis_connect import connect
 store = RedisStore(connect(sys.argv[1]))
 spec = store.spec(sys.argv[2])
 t0 = time.perf_counter()
@@ -145,8 +145,8 @@ def storage_phase(tmp: Path, n: int) -> list[tuple[str, float, float, float, flo
     import redis
 
     from judgeq.grading.result import Result
-    from judgeq.pipeline.spec import RunSpec
     from judgeq.rubric.model import read_rubric_text
+    from judgeq.runspec import RunSpec
     from judgeq.store.redis import RedisStore
     from judgeq.store.redis_cache import RedisCache
 

@@ -75,13 +75,13 @@ async def asyncio_grader(batch: Path, api_url: str, concurrency: int, out: Path)
     import anthropic
 
     from judgeq import ResponseJob, load_rubric
-    from judgeq.grading.job import GradingContext, grade_reply
     from judgeq.judges.anthropic import AnthropicJudge, reply_from_message
     from judgeq.judges.base import CallOutcome
-    from judgeq.pipeline.spec import RunSpec, utcnow
+    from judgeq.pipeline.job import GradingContext, grade_reply
     from judgeq.report.build import build_report, new_aggregator
     from judgeq.report.files import write_report_files
     from judgeq.rubric.model import read_rubric_text
+    from judgeq.runspec import RunSpec, utcnow
 
     text, source = read_rubric_text("quality")
     spec = RunSpec(

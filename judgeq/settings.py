@@ -29,7 +29,6 @@ __all__ = [
     "default_thresholds",
     "known_variables",
     "load_settings",
-    "mask_url",
     "unknown_variables",
 ]
 
@@ -134,7 +133,7 @@ class Settings(BaseSettings):
 
 def default(name: str) -> Any:
     """The default of setting ``name``: the one place a default lives, which the core's own
-    dataclasses (:class:`~judgeq.pipeline.spec.RunSpec`, :class:`~judgeq.judges.base.RetryPolicy`, the stores,
+    dataclasses (:class:`~judgeq.runspec.RunSpec`, :class:`~judgeq.judges.base.RetryPolicy`, the stores,
     the aggregator) take theirs from."""
     return Settings.model_fields[name].get_default(call_default_factory=True)
 
@@ -189,24 +188,3 @@ def load_settings(**overrides: Any) -> Settings:
         err = exc.errors()[0]
         name = PREFIX + "_".join(str(p) for p in err["loc"]).upper()
         raise ConfigError(f"{name}: {err['msg']}") from None
-
-
-def mask_url(url: str) -> str:
-    """``redis://user:secret@host:6379/0`` -> ``redis://user:***@host:6379/0``.
-
-    Works on the text, without parsing, so a password containing ``/``, ``?``, ``#`` or ``@``
-    is masked too: everything between ``scheme://`` and the last ``@`` before the query (which
-    starts at the first ``?`` or ``#`` after the first ``@``), so an ``@`` in the query
-    (``?client_name=a@eu``) keeps the host and port that follow the password. A URL with no
-    password and an ``@`` in its query is masked more than it needs, never less."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    first = rest.find("@")
-    if first < 0:
-        return url
-    query = min((i for i in (rest.find("?", first), rest.find("#", first)) if i >= 0), default=len(rest))
-    at = rest.rfind("@", 0, query)
-    userinfo, host = rest[:at], rest[at + 1 :]
-    user = userinfo.split(":", 1)[0] if ":" in userinfo else ""
-    return f"{scheme}://{user}:***@{host}"

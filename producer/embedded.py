@@ -20,10 +20,10 @@ from typing import Any, TextIO
 from judgeq.errors import JudgeqError
 from judgeq.judges import budget_factory
 from judgeq.judges.base import Judge
-from judgeq.judges.batch_lane import BatchLane, LaneConfig
-from judgeq.pipeline.spec import utcnow
+from judgeq.pipeline.batch_lane import BatchLane, LaneConfig
 from judgeq.pipeline.stages import Contexts, Held, Outcome, cancel_run, process_job, reduce_run, settle_held
 from judgeq.ratelimit import MemoryBudget
+from judgeq.runspec import utcnow
 from judgeq.settings import Settings, default, load_settings
 from judgeq.store.base import MemoryStore
 from judgeq.store.reply_cache import SqliteCache

@@ -26,7 +26,7 @@ from typing import Protocol
 from judgeq.errors import ConfigError
 from judgeq.jobs.models import Job
 from judgeq.jobs.reader import BatchLimits, iter_jobs
-from judgeq.pipeline.spec import RunSpec
+from judgeq.runspec import RunSpec
 from judgeq.settings import Settings
 from judgeq.store.base import Store
 

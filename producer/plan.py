@@ -23,7 +23,6 @@ from judgeq.jobs.models import Job
 from judgeq.jobs.reader import BatchLimits, BatchScan, scan_batch
 from judgeq.judges import JudgeSpec, parse_judge_spec
 from judgeq.judges.prices import Prices, load_prices, no_price_message, shipped_prices
-from judgeq.pipeline.spec import RunSpec, new_run_id
 from judgeq.rubric.model import (
     RetrievalConfig,
     Rubric,
@@ -31,6 +30,7 @@ from judgeq.rubric.model import (
     parse_weights,
     read_rubric_text,
 )
+from judgeq.runspec import RunSpec, new_run_id
 from judgeq.settings import Settings
 
 __all__ = [

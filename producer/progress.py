@@ -14,8 +14,8 @@ import redis
 from kombu.exceptions import OperationalError
 
 from judgeq.errors import ConfigError, JudgeqError
-from judgeq.judges.batch_lane import lane_summary, lane_text
 from judgeq.judges.prices import unpriced_text
+from judgeq.pipeline.batch_lane import lane_summary, lane_text
 from judgeq.report.files import batch_texts, write_report_files
 from judgeq.store.base import Store
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from judgeq.errors import ConfigError, StoreError
 from judgeq.grading.result import Result
-from judgeq.pipeline.spec import RunSpec
+from judgeq.runspec import RunSpec
 from judgeq.settings import Settings
 from judgeq.store.runfolder import find_run_folder, iter_results, read_spec, verdicts_path
 

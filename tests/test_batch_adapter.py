@@ -1,4 +1,4 @@
-"""The Anthropic adapter's Message Batches methods (judgeq.judges.batch_lane.BatchJudge), through the real SDK
+"""The Anthropic adapter's Message Batches methods (judgeq.judges.batches.BatchJudge), through the real SDK
 against the fake API: what each kind of result becomes, and the errors of the batch endpoints."""
 
 from __future__ import annotations

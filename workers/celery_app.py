@@ -65,7 +65,7 @@ def create_app(settings: Settings | None = None) -> Celery:
     broker_url = settings.effective_broker_url
     sentinel = None
     if broker_url.startswith("sentinel://"):
-        from judgeq.store.redis_connect import parse_sentinel_url
+        from judgeq.redis_connect import parse_sentinel_url
 
         sentinel = parse_sentinel_url(broker_url)
         broker_url = sentinel.kombu_url

@@ -19,7 +19,7 @@ its result is stored, so no job is ever unknowable. Each worker checks every
 Results are written once and the reducer is idempotent, so a job or a reducer sent twice is
 still counted once. A per-run lock in Redis lets one worker repair a run per stall period.
 Paused runs are left alone (``judgeq resume`` sends their jobs), and so are runs with jobs in
-the Message Batches lane (a batch may take hours; :mod:`judgeq.judges.batch_lane` watches it).
+the Message Batches lane (a batch may take hours; :mod:`judgeq.pipeline.batch_lane` watches it).
 """
 
 from __future__ import annotations

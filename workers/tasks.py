@@ -31,15 +31,15 @@ from kombu.exceptions import OperationalError
 
 from judgeq.errors import StoreError
 from judgeq.judges import budget_factory, judge_factory
-from judgeq.judges.batch_lane import BatchLane, LaneConfig, lane_loop
+from judgeq.pipeline.batch_lane import BatchLane, LaneConfig, lane_loop
 from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
 from judgeq.pipeline.stages import Contexts, Held, Outcome, process_jobs, reduce_unless_final, settle_held
 from judgeq.ratelimit.redis import RedisBudget
+from judgeq.redis_connect import connect
 from judgeq.report import stats as _stats
 from judgeq.settings import Settings, unknown_variables
 from judgeq.store.redis import RedisStore
 from judgeq.store.redis_cache import RedisCache
-from judgeq.store.redis_connect import connect
 
 from .broker import queue_depth
 from .health import JudgeHealth

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
-from judgeq.rubric.model import RetrievalConfig, parse_band
+from judgeq.rubric.model import RetrievalConfig, Rubric, parse_band
 
-__all__ = ["first_relevant_rank", "hits_at", "parse_position_weights", "position_weight", "total_score"]
+__all__ = [
+    "first_relevant_rank",
+    "hits_at",
+    "llm_grade",
+    "parse_position_weights",
+    "position_weight",
+    "total_score",
+]
 
 
 def first_relevant_rank(doc_ids: Sequence[str], relevant: Iterable[str]) -> int | None:
@@ -57,3 +65,11 @@ def parse_position_weights(spec: str) -> Mapping[str, float]:
                 f"weight {value.strip()!r} of rank band {band.strip()!r} is not a number"
             ) from None
     return out
+
+
+def llm_grade(overall: float, rubric: Rubric) -> int:
+    """A question's grade on 1-10 whatever the rubric's scale (pass 10, fail 1; 1-5 mapped
+    linearly), rounded half up (7.5 -> 8), so retrieval metrics mean the same for every rubric."""
+    lo, hi = rubric.lo, rubric.hi
+    on_ten = 1 + 9 * (min(max(overall, lo), hi) - lo) / (hi - lo) if (lo, hi) != (1, 10) else overall
+    return max(1, min(10, math.floor(on_ten + 0.5)))

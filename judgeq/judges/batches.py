@@ -1,6 +1,6 @@
 """The provider's Message Batches as a judge offers them: the protocol a batch-capable judge
 implements (:class:`BatchJudge`, the Anthropic adapter and test doubles) and the values it
-returns. The batch lane (:mod:`judgeq.judges.batch_lane`) drives them; an adapter needs only
+returns. The batch lane (:mod:`judgeq.pipeline.batch_lane`) drives them; an adapter needs only
 this module."""
 
 from __future__ import annotations

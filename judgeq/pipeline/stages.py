@@ -13,7 +13,7 @@
   after ``JUDGEQ_SYSTEMIC_FAILURES`` systemic failures in a row (jobs stay pending, nothing
   becomes a null), else they are retried, and after the last retry they become nulls.
 
-Every null, whatever the path, is made by :func:`judgeq.grading.job.null_result`.
+Every null, whatever the path, is made by :func:`judgeq.pipeline.job.null_result`.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from judgeq.errors import SYSTEMIC_REASONS, StoreError
-from judgeq.grading.job import GradingContext, grade_job, null_result, plan_calls
 from judgeq.grading.result import Result
 from judgeq.jobs.models import JOB_MODELS, Job, infer_kind
 from judgeq.judges.base import Gate, Judge
-from judgeq.pipeline.spec import RunSpec, iso_time
+from judgeq.pipeline.job import GradingContext, context_for, grade_job, null_result, plan_calls
 from judgeq.ratelimit import Budget
 from judgeq.report.build import build_report, new_aggregator
+from judgeq.runspec import RunSpec, iso_time
 from judgeq.store.base import Store
 from judgeq.store.reply_cache import Prefetched, ReplyCache, get_many
 
@@ -129,8 +129,8 @@ class Contexts:
         if spec is None:
             return None
         council = tuple(self.judge(provider, model) for provider, model in spec.judges[1:])
-        ctx = spec.context(
-            *self.judge(spec.judge_provider, spec.judge_model), self.cache, council, gate=self.gate
+        ctx = context_for(
+            spec, *self.judge(spec.judge_provider, spec.judge_model), self.cache, council, gate=self.gate
         )
         with self._lock:
             self._contexts[run_id] = (spec, ctx)
@@ -187,7 +187,7 @@ def process_jobs(
         else:
             job = parse_job(raw)
             if job is not None and spec.lane == "batch" and not ctx.cached_replies(job):
-                # the Message Batches lane sends it (judgeq.judges.batch_lane); a cached reply grades at once
+                # the batch lane sends it (judgeq.pipeline.batch_lane); a cached reply grades at once
                 buffered_at = store.now() if buffered_at is None else buffered_at
                 added = store.lane_add(run_id, index, buffered_at)
                 out[index] = Outcome.BATCHED if added else Outcome.DUPLICATE

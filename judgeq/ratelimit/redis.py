@@ -34,7 +34,7 @@ import redis
 
 from judgeq.ratelimit import policy
 from judgeq.ratelimit.policy import DIMENSIONS, BudgetState, Grant, Limits, Share, Usage, server_limits
-from judgeq.store.redis_connect import store_errors
+from judgeq.redis_connect import store_errors
 
 __all__ = [
     "CONSTANTS",

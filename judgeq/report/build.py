@@ -7,11 +7,11 @@ from typing import Any
 
 from judgeq.grading.request import render_system
 from judgeq.judges.prices import Prices, shipped_prices
-from judgeq.pipeline.spec import RunSpec
 from judgeq.ratelimit import estimate_input_tokens
 from judgeq.report.aggregate import Aggregator
 from judgeq.report.stats import METHODS
 from judgeq.rubric.model import Rubric
+from judgeq.runspec import RunSpec
 
 __all__ = ["REPORT_VERSION", "build_report", "new_aggregator", "prompt_cache_note"]
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from judgeq.grading.result import Result
-from judgeq.pipeline.spec import RunSpec
 from judgeq.report.html import MAX_ROWS, render_html
 from judgeq.report.markdown import render_markdown
+from judgeq.runspec import RunSpec
 
 __all__ = ["Texts", "batch_texts", "job_texts", "write_report_files"]
 

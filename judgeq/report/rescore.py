@@ -19,13 +19,12 @@ safety gate on for a run graded without it is refused too: its outputs were neve
 from __future__ import annotations
 
 from judgeq.errors import ConfigError
-from judgeq.grading.job import llm_grade
 from judgeq.grading.result import Result
-from judgeq.grading.retrieval import total_score
+from judgeq.grading.retrieval import llm_grade, total_score
 from judgeq.grading.score import score_verdict
 from judgeq.grading.verdict import ParsedVerdict
-from judgeq.pipeline.spec import RunSpec, new_run_id
 from judgeq.rubric.model import RetrievalConfig, Rubric
+from judgeq.runspec import RunSpec, new_run_id
 
 __all__ = ["SCORING_FLAGS", "SPENT_NOTHING", "rescore", "rescored_spec"]
 

@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 from judgeq.grading.result import Result
 from judgeq.judges.prices import Prices
-from judgeq.pipeline.spec import RunSpec
 from judgeq.report.aggregate import cost_breakdown
+from judgeq.runspec import RunSpec
 
 __all__ = ["IN_FLIGHT", "MemoryStore", "Store", "cost_pause_reason", "live_increments", "result_cost"]
 
@@ -157,7 +157,7 @@ class Store(Protocol):
         """Hold the lock ``token`` holds for ``seconds`` more; False if it lapsed or was taken."""
         ...
 
-    # -- the Message Batches lane (see judgeq.judges.batch_lane) --------------------------------
+    # -- the Message Batches lane (see judgeq.pipeline.batch_lane) --------------------------------
     # Each job in the lane has a value: '' (buffered) or the token of the batch it is in.
     # Each batch has a record (JSON) and a state; states change only by compare-and-set.
     def lane_add(self, run_id: str, index: int, now: float) -> bool:

@@ -52,13 +52,13 @@ from redis.client import NEVER_DECODE
 from redis.typing import EncodableT, FieldT
 
 from judgeq.errors import RubricError
-from judgeq.grading.result import Result, pack_result, packing_dictionary, unpack_result
+from judgeq.grading.result import Result
 from judgeq.judges.prices import Prices, shipped_prices
-from judgeq.pipeline.spec import RunSpec
+from judgeq.redis_connect import connect
+from judgeq.runspec import RunSpec
 from judgeq.settings import RETENTION_S, Settings
 from judgeq.store.base import live_increments
-from judgeq.store.packing import UnknownFormat
-from judgeq.store.redis_connect import connect
+from judgeq.store.packing import UnknownFormat, pack_result, packing_dictionary, unpack_result
 
 __all__ = [
     "BUCKET",

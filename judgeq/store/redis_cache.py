@@ -7,7 +7,7 @@ import redis
 from redis.client import NEVER_DECODE
 
 from judgeq.judges.base import JudgeReply
-from judgeq.store.redis_connect import store_errors
+from judgeq.redis_connect import store_errors
 from judgeq.store.reply_cache import decode_reply, encode_reply
 
 __all__ = ["RedisCache"]

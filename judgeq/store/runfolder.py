@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from judgeq.errors import ConfigError
 from judgeq.grading.result import Result
-from judgeq.pipeline.spec import RunSpec
+from judgeq.runspec import RunSpec
 
 __all__ = [
     "EXPORT_FIXED",

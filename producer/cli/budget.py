@@ -34,7 +34,7 @@ class BudgetGroup(click.Group):
 
 
 def _client(settings: Settings) -> Any:
-    from judgeq.store.redis_connect import connect
+    from judgeq.redis_connect import connect
 
     return connect(settings.redis_url)
 

@@ -7,11 +7,11 @@ import math
 import click
 
 from judgeq.errors import JudgeError
-from judgeq.grading.job import GradingContext
 from judgeq.jobs.models import PairJob
 from judgeq.jobs.reader import BatchLimits, iter_jobs
 from judgeq.judges.lexical import LexicalJudge
 from judgeq.judges.prices import Prices, shipped_prices, unpriced_text
+from judgeq.pipeline.job import GradingContext
 from judgeq.report.aggregate import cost_breakdown
 from judgeq.settings import Settings
 from judgeq.store.reply_cache import ReplyCache, cache_key, get_many

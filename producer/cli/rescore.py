@@ -47,12 +47,12 @@ def rescore(
 ) -> None:
     """Score RUN again under new weights, thresholds or rubric version, with no judge call:
     a new run (new id, linked to its source) to put beside the original with judgeq compare."""
-    from judgeq.pipeline.spec import utcnow
     from judgeq.report.build import build_report, new_aggregator
     from judgeq.report.files import write_report_files
     from judgeq.report.rescore import rescore as rescore_one
     from judgeq.report.rescore import rescored_spec
     from judgeq.rubric.model import parse_weights, read_rubric_text
+    from judgeq.runspec import utcnow
 
     from ..plan import parse_thresholds
     from ..progress import summary_text

@@ -58,8 +58,8 @@ def reply_cache(settings: Settings, command: str) -> Any:
         path = settings.reply_cache_path()
         return SqliteCache(path, settings.cache_ttl) if path.exists() else None
     from judgeq.errors import StoreError
+    from judgeq.redis_connect import connect
     from judgeq.store.redis_cache import RedisCache
-    from judgeq.store.redis_connect import connect
 
     try:
         return RedisCache(connect(settings.redis_url), settings.cache_ttl)

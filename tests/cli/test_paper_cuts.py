@@ -19,10 +19,10 @@ from click.testing import CliRunner
 from judgeq import Result
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.lexical import LexicalJudge
-from judgeq.pipeline.spec import RunSpec
 from judgeq.producer.cli import main
 from judgeq.producer.progress import PRODUCER_GONE_AFTER
 from judgeq.rubric.model import load_rubric, read_rubric_text
+from judgeq.runspec import RunSpec
 from judgeq.settings import load_settings
 from judgeq.store.base import MemoryStore
 
@@ -109,8 +109,8 @@ def test_the_kind_check_counts_only_valid_lines_and_honours_a_custom_retrieval_r
 
 def test_the_lexical_judge_reports_zero_tokens() -> None:
     rubric = load_rubric("quality")
-    from judgeq.grading.job import GradingContext
     from judgeq.jobs.models import ResponseJob
+    from judgeq.pipeline.job import GradingContext
 
     ctx = GradingContext(rubric=rubric, judge=LexicalJudge(), max_tokens=1024)
     request = ctx.request_for(ResponseJob(id="a", input="How?", output="Like this.", expected_answer="So."))

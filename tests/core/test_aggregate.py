@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from judgeq.grading.result import Result
 from judgeq.judges.prices import shipped_prices
-from judgeq.pipeline.spec import RunSpec
 from judgeq.report.aggregate import (
     Aggregator,
     RetrievalStats,
@@ -29,6 +28,7 @@ from judgeq.report.build import build_report, new_aggregator
 from judgeq.report.markdown import render_markdown
 from judgeq.report.stats import wilson
 from judgeq.rubric.model import read_rubric_text
+from judgeq.runspec import RunSpec
 
 PRICES: dict[str, Any] = json.loads(resources.files("judgeq").joinpath("data/prices.json").read_text())
 

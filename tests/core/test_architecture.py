@@ -83,7 +83,7 @@ IMPORTS = imports()
 
 def test_the_scan_sees_the_packages() -> None:
     assert {
-        "judgeq.grading.job",
+        "judgeq.pipeline.job",
         "judgeq.store.redis",
         "judgeq.producer.cli.submit",
         "judgeq.workers.tasks",
@@ -127,18 +127,22 @@ def test_no_module_imports_another_modules_private_names() -> None:
     assert private == []
 
 
-def test_there_are_no_import_circles() -> None:
-    graph: dict[str, set[str]] = {m: set() for m in MODULES}
-    for i in IMPORTS:
-        target = resolve(i.target)
-        if target and target != i.source and i.source not in ENTRY_POINTS:
-            graph[i.source].add(target)
+def package_of(module: str) -> str:
+    """``judgeq.store.redis`` -> ``judgeq.store``; a module at the top (``judgeq.errors``) is its own."""
+    parts = module.split(".")
+    if parts[:2] in (["judgeq", "producer"], ["judgeq", "workers"]):
+        return ".".join(parts[:2])
+    return ".".join(parts[:2]) if len(parts) > 1 else module
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan)."""
     # Tarjan's strongly connected components
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
-    circles: list[list[str]] = []
+    found: list[list[str]] = []
 
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
@@ -159,12 +163,36 @@ def test_there_are_no_import_circles() -> None:
                 if w == v:
                     break
             if len(component) > 1:
-                circles.append(sorted(component))
+                found.append(sorted(component))
 
     for v in sorted(graph):
         if v not in index:
             visit(v)
-    assert circles == []
+    return found
+
+
+def test_there_are_no_import_circles() -> None:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for i in IMPORTS:
+        target = resolve(i.target)
+        if target and target != i.source and i.source not in ENTRY_POINTS:
+            graph[i.source].add(target)
+    assert circles(graph) == []
+
+
+def test_the_packages_form_layers_without_circles() -> None:
+    """Between packages too (jobs, rubric, grading, ratelimit, judges, report, store, pipeline,
+    the modules at the top, the producer, the workers): a package that imports another is
+    above it, never also below."""
+    graph: dict[str, set[str]] = {package_of(m): set() for m in MODULES}
+    for i in IMPORTS:
+        target = resolve(i.target)
+        if not target or i.source in ENTRY_POINTS or not target.startswith("judgeq."):
+            continue
+        source, dest = package_of(i.source), package_of(target)
+        if source != dest:
+            graph[source].add(dest)
+    assert circles(graph) == []
 
 
 def test_every_module_says_what_it_exports() -> None:
@@ -191,3 +219,30 @@ def test_every_module_says_what_it_exports() -> None:
         module = importlib.import_module(name)
         wrong += [f"{name}.{n}" for n in module.__all__ if not hasattr(module, n)]
     assert missing == [] and wrong == []
+
+
+def test_the_readme_lists_the_layers_in_their_order() -> None:
+    """The README's table of packages goes from the bottom up: every package imports only those
+    listed above it."""
+    import re
+
+    table = (ROOT / "README.md").read_text(encoding="utf-8").split("| package | holds |", 1)[1]
+    rows = re.findall(r"^\| `([^`]+)`", table.split("\n\n", 1)[0], re.M)
+    names = [
+        "judgeq." + row.removeprefix("judgeq/").removesuffix("/").removesuffix(".py").replace("/", ".")
+        if row.startswith("judgeq/")
+        else "judgeq." + row.removesuffix("/")
+        for row in rows
+    ]
+    assert "judgeq.pipeline" in names and "judgeq.producer" in names
+    position = {name: i for i, name in enumerate(names)}
+    below = []
+    for i in IMPORTS:
+        target = resolve(i.target)
+        if not target or i.source in ENTRY_POINTS:
+            continue
+        source, dest = package_of(i.source), package_of(target)
+        if source != dest and source in position and dest in position and position[dest] > position[source]:
+            below.append(f"{i.where}: {source} imports {dest}, listed below it")
+    assert below == []
+    assert set(position) >= {package_of(m) for m in MODULES} - {"judgeq", "judgeq.__main__", "judgeq.testing"}

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import judgeq
-from judgeq.grading.job import GradingContext, grade_job
 from judgeq.grading.request import JudgeRequest
 from judgeq.jobs.models import ResponseJob
+from judgeq.pipeline.job import GradingContext, grade_job
 from judgeq.rubric.model import load_rubric
 from judgeq.store.reply_cache import MemoryCache, Prefetched, ReplyCache, SqliteCache, cache_key, get_many
 from judgeq.testing.fake_anthropic import FakeMessagesAPI

@@ -12,12 +12,12 @@ import scipy.stats
 
 import judgeq
 from judgeq.errors import ConfigError
-from judgeq.grading.job import grade_job
 from judgeq.grading.result import Result
-from judgeq.pipeline.spec import RunSpec
+from judgeq.pipeline.job import grade_job
 from judgeq.report.compare import compare, render_html, render_markdown
 from judgeq.report.rescore import rescore, rescored_spec
 from judgeq.rubric.model import read_rubric_text
+from judgeq.runspec import RunSpec
 
 QUALITY_TEXT, _ = read_rubric_text("quality")
 
@@ -237,8 +237,8 @@ class _PassingJudge:
 
 
 def test_rescore_lifts_the_safety_gate_of_a_pass_fail_rubric() -> None:
-    from judgeq.grading.job import GradingContext
     from judgeq.jobs.models import ResponseJob
+    from judgeq.pipeline.job import GradingContext
 
     text, _ = read_rubric_text("helpfulness")
     gated_text = text.replace("scale: pass-fail", "scale: pass-fail\nsafety_gate: true", 1)

@@ -8,8 +8,8 @@ import fakeredis
 import pytest
 
 from judgeq import Result
-from judgeq.pipeline.spec import RunSpec
 from judgeq.rubric.model import read_rubric_text
+from judgeq.runspec import RunSpec
 from judgeq.store.base import MemoryStore, Store, result_cost
 from judgeq.store.redis import RedisStore
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from judgeq import builtin_names, load_rubric
-from judgeq.grading.job import GradingContext, grade_job
 from judgeq.jobs.models import JOB_MODELS, infer_kind
 from judgeq.judges.anthropic import AnthropicJudge
+from judgeq.pipeline.job import GradingContext, grade_job
 from judgeq.rubric.model import Golden, Rubric
 from judgeq.testing.mock_messages import message_json, mock_client, verdict_for_schema
 

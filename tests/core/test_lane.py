@@ -1,4 +1,4 @@
-"""The Message Batches lane (judgeq.judges.batch_lane) over both stores, with a scripted batch judge: when
+"""The Message Batches lane (judgeq.pipeline.batch_lane) over both stores, with a scripted batch judge: when
 batches are sent, what becomes of every kind of batch result, what a dead worker leaves behind."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import pytest
 
 import judgeq
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.batch_lane import BatchLane, LaneConfig, index_of, lane_summary
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
-from judgeq.pipeline.spec import RunSpec
+from judgeq.pipeline.batch_lane import BatchLane, LaneConfig, index_of, lane_summary
 from judgeq.pipeline.stages import Contexts, Outcome, process_job, reduce_run
 from judgeq.rubric.model import read_rubric_text
+from judgeq.runspec import RunSpec
 from judgeq.store.base import MemoryStore, Store, result_cost
 from judgeq.store.redis import RedisStore
 from judgeq.store.reply_cache import MemoryCache

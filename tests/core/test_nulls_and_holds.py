@@ -16,11 +16,11 @@ import pytest
 
 import judgeq
 from judgeq.errors import SYSTEMIC_REASONS, JudgeAuthError, JudgeModelNotFound
-from judgeq.grading.job import null_result
 from judgeq.grading.request import JudgeRequest
-from judgeq.pipeline.spec import RunSpec
+from judgeq.pipeline.job import null_result
 from judgeq.pipeline.stages import Contexts, Held, Outcome, finalize_run, process_job, reduce_run, settle_held
 from judgeq.rubric.model import read_rubric_text
+from judgeq.runspec import RunSpec
 from judgeq.store.base import MemoryStore
 from judgeq.testing.mock_messages import verdict_for_schema
 

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 import judgeq
-from judgeq.grading.job import GradingContext, grade_job
 from judgeq.grading.request import JudgeRequest
 from judgeq.grading.result import Result
 from judgeq.jobs.models import PairJob
 from judgeq.judges.base import RetryPolicy
+from judgeq.pipeline.job import GradingContext, grade_job
 from judgeq.report.aggregate import Aggregator
 from judgeq.report.stats import bradley_terry, bradley_terry_leaderboard
 from judgeq.rubric.model import parse_rubric

@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 
 import judgeq
-from judgeq.grading import job as _grading
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import RetryPolicy
-from judgeq.pipeline.spec import RunSpec
+from judgeq.pipeline import job as _grading
 from judgeq.pipeline.stages import (
     Contexts,
     Outcome,
@@ -27,6 +26,7 @@ from judgeq.pipeline.stages import (
     reduce_unless_final,
 )
 from judgeq.rubric.model import read_rubric_text
+from judgeq.runspec import RunSpec
 from judgeq.store.base import MemoryStore
 from judgeq.testing.mock_messages import verdict_for_schema
 

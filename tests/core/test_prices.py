@@ -20,9 +20,9 @@ from click.testing import CliRunner
 
 from judgeq import ConfigError, Result
 from judgeq.judges.prices import load_prices, shipped_prices
-from judgeq.pipeline.spec import RunSpec
 from judgeq.producer.plan import make_plan
 from judgeq.report.markdown import render_markdown
+from judgeq.runspec import RunSpec
 from judgeq.settings import load_settings
 from judgeq.store.base import MemoryStore, Store
 from judgeq.store.redis import RedisStore

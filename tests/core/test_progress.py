@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 import pytest
 
 from judgeq import Result
-from judgeq.pipeline.spec import RunSpec
 from judgeq.producer.progress import (
     PRODUCER_GONE_AFTER,
     STOPPED,
@@ -20,6 +19,7 @@ from judgeq.producer.progress import (
     wait_for_report,
 )
 from judgeq.rubric.model import read_rubric_text
+from judgeq.runspec import RunSpec
 from judgeq.store.base import MemoryStore
 
 

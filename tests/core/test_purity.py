@@ -15,7 +15,7 @@ import judgeq.workers
 FORBIDDEN = ("celery", "kombu", "redis", "anthropic", "httpx2", "flower")
 EDGE = {  # Redis and the SDK: edges
     "judgeq.store.redis",
-    "judgeq.store.redis_connect",
+    "judgeq.redis_connect",
     "judgeq.store.redis_cache",
     "judgeq.ratelimit.redis",
     "judgeq.judges.anthropic",

@@ -10,9 +10,9 @@ import fakeredis
 import pytest
 
 from judgeq import Result
-from judgeq.pipeline.spec import RunSpec
 from judgeq.pipeline.timing import stall_after
 from judgeq.rubric.model import read_rubric_text
+from judgeq.runspec import RunSpec
 from judgeq.settings import load_settings
 from judgeq.store.redis import RedisStore
 from judgeq.workers.celery_app import GRADE_TASK, REDUCE_TASK

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 from judgeq.grading.result import Result
-from judgeq.pipeline.spec import RunSpec
 from judgeq.report.build import build_report, new_aggregator
 from judgeq.report.files import write_report_files
 from judgeq.rubric.model import read_rubric_text
+from judgeq.runspec import RunSpec
 
 TEXT, SOURCE = read_rubric_text("quality")
 

@@ -53,8 +53,8 @@ from judgeq import (
     RetrievalConfig,
     load_rubric,
 )
-from judgeq.grading.job import GradingContext, _question_fields, grade_job
 from judgeq.grading.retrieval import first_relevant_rank, hits_at, position_weight, total_score
+from judgeq.pipeline.job import GradingContext, _question_fields, grade_job
 from judgeq.report.aggregate import Aggregator, RetrievalStats
 from judgeq.testing.mock_messages import verdict_for_schema
 

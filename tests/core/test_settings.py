@@ -39,8 +39,8 @@ def test_the_cores_own_defaults_are_the_settings_defaults() -> None:
     from judgeq.grading.request import DEFAULT_MAX_TOKENS
     from judgeq.jobs.reader import BatchLimits
     from judgeq.judges.base import RetryPolicy
-    from judgeq.pipeline.spec import RunSpec
     from judgeq.report.aggregate import Aggregator
+    from judgeq.runspec import RunSpec
     from judgeq.store.redis import RedisStore
     from judgeq.store.reply_cache import MemoryCache
 
@@ -103,7 +103,7 @@ def test_empty_key_is_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_redis_urls_redis_py_would_misread_are_refused(url: str, problem: str | None) -> None:
-    from judgeq.store.redis_connect import check_redis_url
+    from judgeq.redis_connect import check_redis_url
 
     if problem is None:
         check_redis_url(url)
@@ -129,6 +129,6 @@ def test_redis_urls_redis_py_would_misread_are_refused(url: str, problem: str | 
     ],
 )
 def test_mask_url_hides_the_password_and_keeps_host_and_port(url: str, masked: str) -> None:
-    from judgeq.settings import mask_url
+    from judgeq.redis_connect import mask_url
 
     assert mask_url(url) == masked

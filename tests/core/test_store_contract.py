@@ -13,8 +13,8 @@ import fakeredis
 import pytest
 
 from judgeq.grading.result import Result
-from judgeq.pipeline.spec import RunSpec
 from judgeq.rubric.model import read_rubric_text
+from judgeq.runspec import RunSpec
 from judgeq.store.base import MemoryStore, Store, live_increments
 from judgeq.store.redis import CHUNK, RedisStore
 
@@ -534,8 +534,7 @@ def test_a_result_in_a_newer_storage_format_is_named_and_the_reduce_goes_on(
 
 
 def test_unpack_names_the_entry_of_an_unknown_format_and_reads_plain_json() -> None:
-    from judgeq.grading.result import pack_result, packing_dictionary, unpack_result
-    from judgeq.store.packing import UnknownFormat
+    from judgeq.store.packing import UnknownFormat, pack_result, packing_dictionary, unpack_result
 
     dictionary = packing_dictionary({}, [])
     result = graded(4)

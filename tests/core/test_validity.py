@@ -14,11 +14,11 @@ import scipy.stats
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
 import judgeq
-from judgeq.grading.job import GradingContext, grade_job
 from judgeq.grading.request import JudgeRequest
 from judgeq.grading.result import Result
 from judgeq.jobs.models import ResponseJob
 from judgeq.judges.base import RetryPolicy
+from judgeq.pipeline.job import GradingContext, grade_job
 from judgeq.report.aggregate import Aggregator
 from judgeq.report.markdown import render_markdown
 from judgeq.report.stats import wilson

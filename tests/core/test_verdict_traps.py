@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from judgeq.errors import RubricError
-from judgeq.grading.job import llm_grade
 from judgeq.grading.request import output_schema, render_request
+from judgeq.grading.retrieval import llm_grade
 from judgeq.grading.score import score_verdict
 from judgeq.grading.verdict import ParsedVerdict, parse_verdict
 from judgeq.judges.lexical import LexicalJudge

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from judgeq.pipeline.spec import RunSpec
 from judgeq.producer.progress import PRODUCER_GONE_AFTER
+from judgeq.redis_connect import connect
 from judgeq.rubric.model import read_rubric_text
+from judgeq.runspec import RunSpec
 from judgeq.store.redis import RedisStore
-from judgeq.store.redis_connect import connect
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
 from .harness import RedisServer, judgeq_cli

@@ -23,9 +23,8 @@ from click.testing import CliRunner
 import judgeq
 from judgeq import Result
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.batch_lane import BatchLane, LaneConfig
 from judgeq.judges.batches import BatchInfo, BatchItem
-from judgeq.pipeline.spec import RunSpec
+from judgeq.pipeline.batch_lane import BatchLane, LaneConfig
 from judgeq.pipeline.stages import Contexts, Outcome, process_job
 from judgeq.pipeline.timing import stall_after
 from judgeq.producer.cli import main
@@ -33,6 +32,7 @@ from judgeq.producer.enqueue import register_and_enqueue
 from judgeq.producer.plan import make_plan
 from judgeq.producer.progress import STOPPED, snapshot
 from judgeq.rubric.model import read_rubric_text
+from judgeq.runspec import RunSpec
 from judgeq.settings import load_settings
 from judgeq.store.redis import RedisStore
 from judgeq.workers.celery_app import GRADE_TASK

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from judgeq.errors import ConfigError
-from judgeq.store.redis_connect import connect, parse_sentinel_url
+from judgeq.redis_connect import connect, parse_sentinel_url
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
 from .harness import (

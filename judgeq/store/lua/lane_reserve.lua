@@ -1,5 +1,5 @@
 -- Reserve the estimated cost of a Message Batch against its run's cost limit, before the batch
--- is sent (judgeq.judges.batch_lane, judgeq.store.redis.RedisStore.lane_reserve).
+-- is sent (judgeq.pipeline.batch_lane, judgeq.store.redis.RedisStore.lane_reserve).
 --
 -- KEYS[1] the run's counters (cost_usd: what its stored results spent)
 -- KEYS[2] the run's state (max_cost_usd: its limit; none or 0: no limit)

@@ -14,13 +14,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from judgeq.grading.job import GradingContext
-from judgeq.judges.base import Gate, Judge, RetryPolicy
+from judgeq.judges.base import RetryPolicy
 from judgeq.judges.prices import Price, Prices, shipped_prices
-from judgeq.ratelimit import Budget, Share
+from judgeq.ratelimit import Share
 from judgeq.rubric.model import RetrievalConfig, Rubric, parse_rubric
 from judgeq.settings import default, default_thresholds
-from judgeq.store.reply_cache import ReplyCache
 
 __all__ = ["RunSpec", "iso_time", "new_run_id", "split_judge", "utcnow"]
 
@@ -134,31 +132,3 @@ class RunSpec(BaseModel):
     def judges(self) -> list[tuple[str, str]]:
         """(provider, model) of every judge of the run, the first ``--judge`` first."""
         return [(self.judge_provider, self.judge_model), *(split_judge(c) for c in self.council)]
-
-    def context(
-        self,
-        judge: Judge,
-        budget: Budget | None = None,
-        cache: ReplyCache | None = None,
-        council: tuple[tuple[Judge, Budget | None], ...] = (),
-        gate: Gate | None = None,
-    ) -> GradingContext:
-        """The grading context; ``cache`` is used when the run allows it (not ``--no-cache``)
-        and the judge is an LLM (the offline lexical judge is not worth caching)."""
-        return GradingContext(
-            run_id=self.run_id,
-            gate=gate,
-            council=council,
-            swap=self.swap,
-            disagreement=self.disagreement,
-            budget=budget,
-            cache=cache if self.cache and self.judge_provider != "lexical" else None,
-            share=self.budget_share(),
-            rubric=self.rubric,
-            judge=judge,
-            policy=self.policy(),
-            max_tokens=self.max_tokens,
-            safety_gate=self.safety_gate,
-            safety_cap=self.safety_cap,
-            retrieval=self.retrieval,
-        )

@@ -14,16 +14,38 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
 from judgeq.errors import ConfigError, StoreError
-from judgeq.settings import mask_url
 
 __all__ = [
     "RECONNECT_RETRIES",
     "SentinelURL",
     "check_redis_url",
     "connect",
+    "mask_url",
     "parse_sentinel_url",
     "store_errors",
 ]
+
+
+def mask_url(url: str) -> str:
+    """``redis://user:secret@host:6379/0`` -> ``redis://user:***@host:6379/0``.
+
+    Works on the text, without parsing, so a password containing ``/``, ``?``, ``#`` or ``@``
+    is masked too: everything between ``scheme://`` and the last ``@`` before the query (which
+    starts at the first ``?`` or ``#`` after the first ``@``), so an ``@`` in the query
+    (``?client_name=a@eu``) keeps the host and port that follow the password. A URL with no
+    password and an ``@`` in its query is masked more than it needs, never less."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    first = rest.find("@")
+    if first < 0:
+        return url
+    query = min((i for i in (rest.find("?", first), rest.find("#", first)) if i >= 0), default=len(rest))
+    at = rest.rfind("@", 0, query)
+    userinfo, host = rest[:at], rest[at + 1 :]
+    user = userinfo.split(":", 1)[0] if ":" in userinfo else ""
+    return f"{scheme}://{user}:***@{host}"
+
 
 RECONNECT_RETRIES = 40
 """Retries of a command after a connection error, with exponential backoff capped at 2 s:

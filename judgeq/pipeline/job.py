@@ -29,13 +29,14 @@ from typing import Literal
 from judgeq.errors import JudgeError
 from judgeq.grading.request import DEFAULT_MAX_TOKENS, JudgeRequest, output_schema, render_system, render_user
 from judgeq.grading.result import Result
-from judgeq.grading.retrieval import first_relevant_rank, hits_at, total_score
+from judgeq.grading.retrieval import first_relevant_rank, hits_at, llm_grade, total_score
 from judgeq.grading.score import Score, score_verdict
 from judgeq.grading.verdict import ParsedVerdict, parse_verdict
 from judgeq.jobs.models import Job, PairJob, QuestionJob
 from judgeq.judges.base import CallOutcome, Gate, Judge, RetryPolicy, call_with_retries
 from judgeq.ratelimit import Budget, Share
 from judgeq.rubric.model import RetrievalConfig, Rubric
+from judgeq.runspec import RunSpec
 from judgeq.store.reply_cache import ReplyCache, cache_key
 
 __all__ = [
@@ -48,13 +49,13 @@ __all__ = [
     "GradingContext",
     "call_count",
     "combine",
+    "context_for",
     "default_disagreement",
     "grade_job",
     "grade_reply",
     "input_key",
     "job_calls",
     "job_fields",
-    "llm_grade",
     "null_result",
     "plan_calls",
 ]
@@ -159,6 +160,35 @@ class GradingContext:
             max_tokens=self.max_tokens,
             fields=fields,
         )
+
+
+def context_for(
+    spec: RunSpec,
+    judge: Judge,
+    budget: Budget | None = None,
+    cache: ReplyCache | None = None,
+    council: tuple[tuple[Judge, Budget | None], ...] = (),
+    gate: Gate | None = None,
+) -> GradingContext:
+    """The grading context of ``spec``'s run; ``cache`` is used when the run allows it (not
+    ``--no-cache``) and the judge is an LLM (the offline lexical judge is not worth caching)."""
+    return GradingContext(
+        run_id=spec.run_id,
+        gate=gate,
+        council=council,
+        swap=spec.swap,
+        disagreement=spec.disagreement,
+        budget=budget,
+        cache=cache if spec.cache and spec.judge_provider != "lexical" else None,
+        share=spec.budget_share(),
+        rubric=spec.rubric,
+        judge=judge,
+        policy=spec.policy(),
+        max_tokens=spec.max_tokens,
+        safety_gate=spec.safety_gate,
+        safety_cap=spec.safety_cap,
+        retrieval=spec.retrieval,
+    )
 
 
 def default_disagreement(rubric: Rubric) -> float:
@@ -510,14 +540,6 @@ def job_fields(job: Job, retrieval: RetrievalConfig | None) -> dict[str, object]
 
 def _null(reason: str, raw: str | None, base: dict[str, object], **extra: object) -> Result:
     return Result(status="null", null_reason=reason, raw=raw, **base, **extra)  # type: ignore[arg-type]
-
-
-def llm_grade(overall: float, rubric: Rubric) -> int:
-    """A question's grade on 1-10 whatever the rubric's scale (pass 10, fail 1; 1-5 mapped
-    linearly), rounded half up (7.5 -> 8), so retrieval metrics mean the same for every rubric."""
-    lo, hi = rubric.lo, rubric.hi
-    on_ten = 1 + 9 * (min(max(overall, lo), hi) - lo) / (hi - lo) if (lo, hi) != (1, 10) else overall
-    return max(1, min(10, math.floor(on_ten + 0.5)))
 
 
 def _question_fields(job: QuestionJob, config: RetrievalConfig) -> dict[str, object]:

@@ -18,7 +18,7 @@ How a job travels:
    seconds, under a lock): a killed or restarted worker never resubmits a batch that was sent,
    another one goes on polling it.
 4. When the batch has ended its results are streamed and matched by ``custom_id``: a
-   succeeded result goes through :func:`judgeq.grading.job.grade_reply` (parse, score, cache,
+   succeeded result goes through :func:`judgeq.pipeline.job.grade_reply` (parse, score, cache,
    store once); an errored one becomes a null ``api_error``, an expired one ``timeout``, a
    canceled one ``canceled``, each with its reason. A job missing from the results is an
    ``api_error`` null. Reading results twice (a worker died while ingesting) stores nothing
@@ -64,13 +64,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from judgeq.errors import JudgeAPIError, JudgeError, JudgeModelNotFound
-from judgeq.grading.job import CallResult, GradingContext, combine, job_calls
 from judgeq.grading.result import Result
 from judgeq.judges.base import CallOutcome
 from judgeq.judges.batches import BatchItem, BatchJudge
 from judgeq.judges.prices import Prices, unpriced_text
-from judgeq.pipeline.spec import RunSpec
+from judgeq.pipeline.job import CallResult, GradingContext, combine, job_calls
 from judgeq.pipeline.stages import Contexts, Outcome, null_for, parse_job, store_once
+from judgeq.runspec import RunSpec
 from judgeq.settings import Settings
 from judgeq.store.base import IN_FLIGHT, Store
 
