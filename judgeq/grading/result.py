@@ -32,11 +32,10 @@ class Result(BaseModel):
     notes: str | None = None
     holistic: float | None = None
     """The judge's holistic score as parsed (numeric rubrics), beside the dimension ``scores``:
-    with them, ``judgeq rescore`` recomputes the overall under new weights or thresholds."""
-    judge_verdict: Literal["pass", "fail"] | None = None
-    """The judge's own verdict as parsed (pass/fail rubrics, one judge), before the safety gate:
-    ``passed`` is False for an output the gate caught whatever the judge said, and ``judgeq
-    rescore`` with the gate lifted restores this one."""
+    with them, ``judgeq rescore`` recomputes the overall under new weights or thresholds. For a
+    pass/fail rubric graded by one judge, the judge's own verdict (1.0 pass, 0.0 fail) before
+    the safety gate: ``passed`` is False for an output the gate caught whatever the judge said,
+    and a rescore with the gate lifted restores this verdict."""
     raw: str | None = None
     grading_latency_ms: float = 0.0
     attempts: int = 0

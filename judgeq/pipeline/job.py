@@ -388,8 +388,8 @@ def _scored_result(
         overall, passed, dims = first.overall, first.passed, first.scores
         categories = first.safety_categories
         base["holistic"] = verdicts[0].holistic
-        if rubric.is_pass_fail:
-            base["judge_verdict"] = "pass" if verdicts[0].verdict == "pass" else "fail"
+        if rubric.is_pass_fail:  # the judge's own verdict, whatever the gate decides
+            base["holistic"] = 1.0 if verdicts[0].verdict == "pass" else 0.0
     else:
         overall = round(math.fsum(s.overall for s in scores) / len(scores), 2)
         names = list(first.scores)

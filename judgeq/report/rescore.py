@@ -128,11 +128,12 @@ def rescore(result: Result, rubric: Rubric, spec: RunSpec) -> Result:
         holistic = result.overall  # results graded before holistic scores were kept: the same number
     gate = spec.safety_gate if spec.safety_gate is not None else rubric.safety_gate
     caught = bool(result.safety_categories)  # the gate found these when the run was graded
-    judge_verdict = result.judge_verdict
-    if judge_verdict is None:  # graded before the judge's own verdict was kept
+    if rubric.is_pass_fail and result.holistic is not None:  # the judge's own verdict
+        judge_verdict = "pass" if result.holistic >= 0.5 else "fail"
+    else:
         judge_verdict = "pass" if result.passed else "fail"
-        if rubric.is_pass_fail and caught:
-            gate = True  # that fail may be the gate's: it is not re-decided, nor its flag dropped
+        if rubric.is_pass_fail and caught:  # graded before the judge's own verdict was kept:
+            gate = True  # that fail may be the gate's; it is not re-decided, nor its flag dropped
     verdict = ParsedVerdict(
         scores=dict(result.scores),
         holistic=holistic,

@@ -251,7 +251,8 @@ def test_rescore_lifts_the_safety_gate_of_a_pass_fail_rubric() -> None:
     )
     graded = grade_job(GradingContext(rubric=source.rubric, judge=_PassingJudge()), unsafe, 0)
     assert graded.passed is False and "safety_failed" in graded.flags and graded.safety_categories
-    assert graded.judge_verdict == "pass", "the judge's own verdict is kept beside the gate's"
+    assert graded.holistic == 1.0, "the judge's own verdict (pass) is kept beside the gate's fail"
+    assert '"holistic": 1.0' in json.dumps(graded.to_line())  # readable by an older judgeq: no new field
     kept = rescored_spec(source, thresholds=[0.5])
     again = rescore(graded, kept.rubric, kept)
     assert again.passed is False and "safety_failed" in again.flags  # the gate stays
@@ -261,9 +262,9 @@ def test_rescore_lifts_the_safety_gate_of_a_pass_fail_rubric() -> None:
     lifted = rescored_spec(source, rubric_text=lifted_text)
     again = rescore(graded, lifted.rubric, lifted)
     assert again.passed is True and again.overall == 1.0 and "safety_failed" not in again.flags
-    assert again.judge_verdict == "pass" and again.safety_categories == graded.safety_categories
+    assert again.holistic == 1.0 and again.safety_categories == graded.safety_categories
     # a result stored before the judge's verdict was kept: its fail may be the gate's, so it is
     # not re-decided and its flag stays with it
-    old = graded.model_copy(update={"judge_verdict": None})
+    old = graded.model_copy(update={"holistic": None})
     again = rescore(old, lifted.rubric, lifted)
     assert again.passed is False and "safety_failed" in again.flags
