@@ -5,6 +5,7 @@ ride out a restart or a failover, and :func:`store_errors`, which turns a Redis 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
@@ -29,22 +30,29 @@ __all__ = [
 def mask_url(url: str) -> str:
     """``redis://user:secret@host:6379/0`` -> ``redis://user:***@host:6379/0``.
 
-    Works on the text, without parsing, so a password containing ``/``, ``?``, ``#`` or ``@``
-    is masked too: everything between ``scheme://`` and the last ``@`` before the query (which
-    starts at the first ``?`` or ``#`` after the first ``@``), so an ``@`` in the query
-    (``?client_name=a@eu``) keeps the host and port that follow the password. A URL with no
-    password and an ``@`` in its query is masked more than it needs, never less."""
+    Works on the text, without parsing, so a malformed URL whose password holds ``/``, ``?``,
+    ``#`` or ``@`` is masked too: everything between ``scheme://`` and the last ``@``. One
+    exception keeps the host and port of a URL with an ``@`` in its query
+    (``redis://:pw@host:6379/0?client_name=a@eu``): when what follows the first ``@`` is a
+    host, an optional port and database, then a query of ``name=value`` pairs, the password
+    ends at that first ``@``. A password that itself holds ``@``, then such a host and ``?x=``,
+    cannot be told from that URL; nothing else of a password is ever shown."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
-    first = rest.find("@")
-    if first < 0:
+    first, last = rest.find("@"), rest.rfind("@")
+    if last < 0:
         return url
-    query = min((i for i in (rest.find("?", first), rest.find("#", first)) if i >= 0), default=len(rest))
-    at = rest.rfind("@", 0, query)
+    at = first if first != last and _HOST_THEN_QUERY.match(rest, first + 1) else last
     userinfo, host = rest[:at], rest[at + 1 :]
     user = userinfo.split(":", 1)[0] if ":" in userinfo else ""
     return f"{scheme}://{user}:***@{host}"
+
+
+_HOST_THEN_QUERY = re.compile(
+    r"(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]+)?(?:/[0-9]*)?\?[A-Za-z0-9_.-]+="
+)
+"""A host, an optional port and database, then the first ``name=`` of a query."""
 
 
 RECONNECT_RETRIES = 40
