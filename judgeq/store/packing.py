@@ -5,7 +5,8 @@ entry starting with ``{`` is plain JSON, the form before packing. Any other firs
 format of a newer judgeq: it is one clear :class:`UnknownFormat` naming the entry, never a
 failed read of everything beside it (a rolling upgrade has old and new workers writing at once).
 From version ``0x02`` on, a stored result's version byte is followed by its job index (4 bytes,
-big-endian), so an older reader can still name the job whose result it cannot read.
+big-endian), so an older reader can still name the job whose result it cannot read; no version
+is ever ``0x7B`` (``{``).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def inflate(blob: bytes, dictionary: bytes, entry: str, *, indexed: bool = False
     if version == DEFLATED:
         unpacker = zlib.decompressobj(-15, zdict=dictionary)
         return unpacker.decompress(blob[1:]) + unpacker.flush()
-    if version == _PLAIN or chr(version).isspace():
+    if version == _PLAIN:  # the writers of plain JSON began with "{", never with white space
         return blob
     index = int.from_bytes(blob[1:5], "big") if indexed and len(blob) >= 5 else None
     raise UnknownFormat(entry, version, index)

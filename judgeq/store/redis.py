@@ -11,7 +11,7 @@ on one slot of a cluster):
 ``judgeq:run:{ID}:jobs``              hash    index -> job JSON; deleted as each job is stored
 ``judgeq:run:{ID}:done``              bitmap  bit i set once job i has a result (decides "once")
 ``judgeq:run:{ID}:results:{N}``       list    packed results of jobs N*1024 … N*1024+1023, in
-                                              the order stored (:func:`judgeq.grading.result.pack_result`)
+                                              the order stored (:func:`judgeq.store.packing.pack_result`)
 ``judgeq:run:{ID}:counters``          hash    done, graded, passed, null:<reason>, … (live)
 ``judgeq:run:{ID}:state``             hash    state, enqueued, started_at, finished_at, …
 ``judgeq:run:{ID}:reducer``           string  set once by the worker that enqueues the reducer
