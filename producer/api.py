@@ -41,7 +41,7 @@ __all__ = ["Report", "grade", "load_report", "submit", "wait"]
 Jobs = str | Path | Iterable[Mapping[str, Any]]
 
 
-def _batch_file(jobs: Jobs, tmp: Path) -> Path:
+def _jobs_file(jobs: Jobs, tmp: Path) -> Path:
     """A path to a JSONL batch: ``jobs`` itself, or ``jobs`` (dicts) written to ``tmp``."""
     if isinstance(jobs, (str, Path)):
         return Path(jobs)
@@ -97,10 +97,10 @@ def grade(
     _check_options("grade", options)
     settings = settings_for(out=out, concurrency=concurrency, **options)
     with tempfile.TemporaryDirectory(prefix="judgeq-grade-") as tmp:
-        path = _batch_file(jobs, Path(tmp))
+        path = _jobs_file(jobs, Path(tmp))
         plan = make_plan(
-            batch_path=path,
-            batch_name=str(jobs) if isinstance(jobs, (str, Path)) else "<python>",
+            jobs_path=path,
+            jobs_name=str(jobs) if isinstance(jobs, (str, Path)) else "<python>",
             rubric_ref=rubric,
             settings=settings,
             **plan_kwargs({**options, "judge": judge}),
@@ -125,10 +125,10 @@ def submit(
     _check_options("submit", options)
     settings = settings_for(redis_url=redis_url, **options)
     with tempfile.TemporaryDirectory(prefix="judgeq-submit-") as tmp:
-        path = _batch_file(jobs, Path(tmp))
+        path = _jobs_file(jobs, Path(tmp))
         plan = make_plan(
-            batch_path=path,
-            batch_name=str(jobs) if isinstance(jobs, (str, Path)) else "<python>",
+            jobs_path=path,
+            jobs_name=str(jobs) if isinstance(jobs, (str, Path)) else "<python>",
             rubric_ref=rubric,
             settings=settings,
             **plan_kwargs({**options, "judge": judge}),

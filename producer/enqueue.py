@@ -25,7 +25,7 @@ from typing import Protocol
 
 from judgeq.errors import ConfigError
 from judgeq.jobs.models import Job
-from judgeq.jobs.reader import BatchLimits, iter_jobs
+from judgeq.jobs.reader import JobsFileLimits, iter_jobs
 from judgeq.runspec import RunSpec
 from judgeq.settings import Settings
 from judgeq.store.base import Store
@@ -159,7 +159,7 @@ def register_and_enqueue(
             **({"max_cost_usd": settings.max_cost} if settings.max_cost else {}),
         )
     stats = EnqueueStats()
-    limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)
+    limits = JobsFileLimits(settings.max_line_bytes, settings.max_field_chars)
     chunk: list[tuple[int, Job]] = []
 
     def beat(now: float | None = None, **fields: object) -> None:

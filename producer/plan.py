@@ -20,7 +20,7 @@ from typing import Any
 from judgeq.errors import ConfigError, JudgeError
 from judgeq.grading.retrieval import parse_position_weights
 from judgeq.jobs.models import Job
-from judgeq.jobs.reader import BatchLimits, BatchScan, scan_batch
+from judgeq.jobs.reader import JobsFileLimits, JobsFileScan, scan_jobs_file
 from judgeq.judges import JudgeSpec, parse_judge_spec
 from judgeq.judges.prices import Prices, load_prices, no_price_message, shipped_prices
 from judgeq.rubric.model import (
@@ -66,7 +66,7 @@ class Plan:
     """A validated submission, ready to register and enqueue."""
 
     spec: RunSpec
-    scan: BatchScan
+    scan: JobsFileScan
     judge: JudgeSpec
     notice: str | None = None
     council: tuple[JudgeSpec, ...] = ()
@@ -172,8 +172,8 @@ def plan_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
 
 def make_plan(
     *,
-    batch_path: Path,
-    batch_name: str,
+    jobs_path: Path,
+    jobs_name: str,
     rubric_ref: str,
     settings: Settings,
     judge: str | tuple[str, ...] | list[str] | None = None,
@@ -208,12 +208,12 @@ def make_plan(
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", run_id):
         raise ConfigError(f"--run-id: {run_id!r} must be letters, digits, '.', '_' or '-' (max 128)")
     retrieval = retrieval_config(rubric, position_weights, default_weight, hit_k)
-    limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)
-    scan = scan_batch(batch_path, batch_name, limits, label_check(rubric))
+    limits = JobsFileLimits(settings.max_line_bytes, settings.max_field_chars)
+    scan = scan_jobs_file(jobs_path, jobs_name, limits, label_check(rubric))
     if not skip_invalid:
         scan.raise_if_invalid()
     if scan.valid == 0:
-        raise ConfigError(f"{batch_name}: no valid job lines to grade ({scan.invalid} invalid)")
+        raise ConfigError(f"{jobs_name}: no valid job lines to grade ({scan.invalid} invalid)")
     check_rubric_fits(rubric, scan)
     if settings.batch_api and any(j.provider == "lexical" for j in judges):
         raise ConfigError(
@@ -229,7 +229,7 @@ def make_plan(
         judge_model=judge_spec.model,
         thresholds=levels,
         total=scan.valid,
-        batch=batch_name,
+        batch=jobs_name,
         batch_fingerprint=scan.fingerprint,
         judge_timeout=settings.judge_timeout,
         judge_deadline=settings.judge_deadline,
@@ -272,7 +272,7 @@ def _jobs(n: int, kind: str) -> str:
     return f"{n} {kind} job{'s' if n != 1 else ''}"
 
 
-def check_rubric_fits(rubric: Rubric, scan: BatchScan) -> None:
+def check_rubric_fits(rubric: Rubric, scan: JobsFileScan) -> None:
     """Refuse (one line) a rubric that does not grade every kind of job in the batch."""
     present = {kind: scan.kinds[kind] for kind in KIND_RUBRIC if scan.kinds.get(kind, 0) > 0}
     fits = rubric_kinds(rubric)

@@ -16,7 +16,7 @@ from kombu.exceptions import OperationalError
 from judgeq.errors import ConfigError, JudgeqError
 from judgeq.judges.prices import unpriced_text
 from judgeq.pipeline.batch_lane import lane_summary, lane_text
-from judgeq.report.files import batch_texts, write_report_files
+from judgeq.report.files import jobs_file_texts, write_report_files
 from judgeq.store.base import Store
 
 __all__ = [
@@ -350,7 +350,7 @@ def write_files(
     """Write the report files (results streamed from the store); the HTML table's texts come
     from ``batch``, else from the run's batch file when it is at hand."""
     results = (r for r in store.results(run_id, report["counts"]["total"]) if r is not None)
-    texts = (lambda ids: batch_texts(batch, ids)) if batch is not None else None
+    texts = (lambda ids: jobs_file_texts(batch, ids)) if batch is not None else None
     return write_report_files(out, report, results, spec=store.spec(run_id), texts=texts)
 
 

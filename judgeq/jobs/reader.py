@@ -1,6 +1,8 @@
-"""Reading and validating a JSONL batch, streaming, before anything is enqueued.
+"""Reading and validating the jobs file (JSONL, one job per line), streaming, before anything
+is enqueued. ("Batch" in judgeq means one of the provider's Message Batches, the batch lane;
+the CLI still calls this file BATCH and ``report.json`` its ``batch``, as before.)
 
-:func:`scan_batch` reads the file once, line by line, and checks every line: size (lines
+:func:`scan_jobs_file` reads the file once, line by line, and checks every line: size (lines
 longer than the limit are skipped without being read into memory), UTF-8, NUL bytes, JSON,
 the object's fields and their sizes, and duplicate ids.  Memory stays flat: it keeps the line
 numbers of invalid lines, the first errors, and an 8-byte hash of each valid line's id for the
@@ -8,7 +10,7 @@ duplicate check (:class:`IdHashes`: in memory up to 2 million lines, then spille
 partition files in a temporary folder and checked one partition at a time).
 :func:`iter_jobs` then reads the file again and yields the valid jobs in order.
 
-A batch from standard input is spooled to a temporary file first (:func:`open_batch`), so
+A jobs file from standard input is spooled to a temporary file first (:func:`open_jobs_file`), so
 both passes see the same bytes.
 """
 
@@ -37,14 +39,14 @@ from judgeq.settings import default
 __all__ = [
     "MAX_ERRORS_SHOWN",
     "MAX_REJECTED_KEPT",
-    "BatchLimits",
-    "BatchScan",
     "IdHashes",
     "JobCheck",
+    "JobsFileLimits",
+    "JobsFileScan",
     "iter_jobs",
-    "open_batch",
+    "open_jobs_file",
     "parse_line",
-    "scan_batch",
+    "scan_jobs_file",
 ]
 
 MAX_ERRORS_SHOWN = 20
@@ -52,7 +54,7 @@ MAX_REJECTED_KEPT = 10_000
 
 
 @dataclass(frozen=True, slots=True)
-class BatchLimits:
+class JobsFileLimits:
     """Size limits (``JUDGEQ_MAX_LINE_BYTES``, ``JUDGEQ_MAX_FIELD_CHARS``)."""
 
     max_line_bytes: int = default("max_line_bytes")
@@ -60,8 +62,8 @@ class BatchLimits:
 
 
 @dataclass(slots=True)
-class BatchScan:
-    """The outcome of validating a batch."""
+class JobsFileScan:
+    """The outcome of validating a jobs file."""
 
     path: Path
     name: str
@@ -155,11 +157,11 @@ def _bad_string(obj: Any, limit: int, path: str = "") -> tuple[str, str] | None:
     return None
 
 
-def _may_hold_bad_string(text: str, limits: BatchLimits) -> bool:
+def _may_hold_bad_string(text: str, limits: JobsFileLimits) -> bool:
     return len(text) > limits.max_field_chars or "\\u" in text
 
 
-def parse_line(text: str, limits: BatchLimits) -> tuple[Job | None, str, str]:
+def parse_line(text: str, limits: JobsFileLimits) -> tuple[Job | None, str, str]:
     """Parse one decoded line: (job, "", "") or (None, field, problem)."""
     if "\x00" in text:
         return None, "line", "contains a NUL byte"
@@ -212,7 +214,7 @@ def _id_hash(job_id: str) -> int:
     )
 
 
-def _lines(path: Path, limits: BatchLimits) -> Iterator[tuple[int, str | None, str]]:
+def _lines(path: Path, limits: JobsFileLimits) -> Iterator[tuple[int, str | None, str]]:
     """(line number, decoded text or None, problem) for every line of the file."""
     with path.open("rb") as f:
         line_no = 0
@@ -243,13 +245,13 @@ JobCheck = Callable[[Job], "tuple[str, str] | None"]
 ``(field, problem)``, or None when the job is fine."""
 
 
-def scan_batch(
-    path: Path, name: str, limits: BatchLimits | None = None, check: JobCheck | None = None
-) -> BatchScan:
-    """Validate every line of a batch file (one streaming pass plus a duplicate check);
+def scan_jobs_file(
+    path: Path, name: str, limits: JobsFileLimits | None = None, check: JobCheck | None = None
+) -> JobsFileScan:
+    """Validate every line of a jobs file (one streaming pass plus a duplicate check);
     ``check`` adds the run's own checks of each job."""
-    limits = limits or BatchLimits()
-    scan = BatchScan(path=path, name=name)
+    limits = limits or JobsFileLimits()
+    scan = JobsFileScan(path=path, name=name)
     hashes = IdHashes()
     digest = hashlib.blake2b(digest_size=16)
     for line_no, text, problem in _lines(path, limits):
@@ -279,11 +281,11 @@ def scan_batch(
 
 
 class IdHashes:
-    """The 8-byte id hashes of a batch's valid lines, and which occur more than once.
+    """The 8-byte id hashes of a jobs file's valid lines, and which occur more than once.
 
     Up to :attr:`spill_at` hashes stay in memory; past that, each full chunk is split by the
     hash's top bits into :attr:`parts` files of a temporary folder, and the duplicates are
-    found one partition at a time: the memory is bounded whatever the batch's size."""
+    found one partition at a time: the memory is bounded whatever the file's size."""
 
     spill_at = 1 << 21
     parts = 64
@@ -343,7 +345,7 @@ def _repeated(values: Any) -> set[int]:
     return {int(v) for v in ordered[1:][ordered[1:] == ordered[:-1]]}
 
 
-def _check_duplicates(scan: BatchScan, hashes: IdHashes, limits: BatchLimits) -> None:
+def _check_duplicates(scan: JobsFileScan, hashes: IdHashes, limits: JobsFileLimits) -> None:
     dup = hashes.duplicates()
     if not dup:
         return
@@ -362,9 +364,9 @@ def _check_duplicates(scan: BatchScan, hashes: IdHashes, limits: BatchLimits) ->
             first_seen[job.id] = line_no
 
 
-def iter_jobs(scan: BatchScan, limits: BatchLimits | None = None) -> Iterator[tuple[int, Job]]:
+def iter_jobs(scan: JobsFileScan, limits: JobsFileLimits | None = None) -> Iterator[tuple[int, Job]]:
     """Yield (index, job) for every valid line, in input order (index counts valid jobs)."""
-    limits = limits or BatchLimits()
+    limits = limits or JobsFileLimits()
     index = 0
     for line_no, text, _ in _lines(scan.path, limits):
         if text is None or line_no in scan.invalid_lines or not text.strip():
@@ -377,8 +379,8 @@ def iter_jobs(scan: BatchScan, limits: BatchLimits | None = None) -> Iterator[tu
 
 
 @contextlib.contextmanager
-def open_batch(ref: str) -> Iterator[tuple[Path, str]]:
-    """Yield (path, display name) for a batch reference; ``-`` spools stdin to a temp file."""
+def open_jobs_file(ref: str) -> Iterator[tuple[Path, str]]:
+    """Yield (path, display name) for a jobs file reference; ``-`` spools stdin to a temp file."""
     if ref == "-":
         with tempfile.NamedTemporaryFile(prefix="judgeq-stdin-", suffix=".jsonl") as tmp:
             shutil.copyfileobj(sys.stdin.buffer, tmp, 1 << 20)

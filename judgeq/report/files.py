@@ -23,7 +23,7 @@ from judgeq.report.html import MAX_ROWS, render_html
 from judgeq.report.markdown import render_markdown
 from judgeq.runspec import RunSpec
 
-__all__ = ["Texts", "batch_texts", "job_texts", "write_report_files"]
+__all__ = ["Texts", "job_texts", "jobs_file_texts", "write_report_files"]
 
 
 def _html_has_texts(path: Path, report: dict[str, Any]) -> bool:
@@ -35,7 +35,7 @@ def _html_has_texts(path: Path, report: dict[str, Any]) -> bool:
     return f'<body data-finished="{report.get("finished_at")}" data-texts="yes">' in head
 
 
-def batch_texts(path: Path, ids: set[str]) -> dict[str, dict[str, str]]:
+def jobs_file_texts(path: Path, ids: set[str]) -> dict[str, dict[str, str]]:
     """The input and output text of the jobs ``ids`` of a batch file (matched by id; a line that
     is not a job is skipped), for the report's table. ``{}`` when the file is not there."""
     if not path.is_file():
@@ -101,7 +101,7 @@ def write_report_files(
     the folder that shows them (the producer's, before the run was archived) is kept."""
     if texts is None and spec is not None and spec.batch not in ("", "<stdin>", "<python>"):
         batch = Path(spec.batch)
-        texts = lambda ids: batch_texts(batch, ids)  # noqa: E731
+        texts = lambda ids: jobs_file_texts(batch, ids)  # noqa: E731
     run_dir = Path(out_dir) / report["run_id"]
     run_dir.mkdir(parents=True, exist_ok=True)
     name = "verdicts.jsonl.gz" if compress else "verdicts.jsonl"

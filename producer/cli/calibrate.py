@@ -24,7 +24,7 @@ from typing import Any
 import click
 
 from judgeq.errors import ConfigError
-from judgeq.jobs.reader import BatchLimits, open_batch, scan_batch
+from judgeq.jobs.reader import JobsFileLimits, open_jobs_file, scan_jobs_file
 from judgeq.judges import judge_factory
 from judgeq.report.formatting import fmt, fmt_ci
 from judgeq.rubric.model import Rubric
@@ -59,10 +59,10 @@ def figures(agreement: dict[str, Any], rubric: Rubric) -> tuple[float | None, fl
     return accuracy, kappa, what + ("; nulls count as misses" if labelled > graded else "")
 
 
-def _labelled_lines(path: str, limits: BatchLimits, rubric: Rubric) -> list[str]:
+def _labelled_lines(path: str, limits: JobsFileLimits, rubric: Rubric) -> list[str]:
     """The lines of a labelled batch (every job must carry a label that fits the rubric)."""
-    with open_batch(path) as (real, name):
-        scan = scan_batch(real, name, limits, label_check(rubric))
+    with open_jobs_file(path) as (real, name):
+        scan = scan_jobs_file(real, name, limits, label_check(rubric))
         scan.raise_if_invalid()
         lines = []
         for line_no, raw in enumerate(real.read_text(encoding="utf-8-sig").splitlines(), 1):
@@ -98,7 +98,7 @@ def calibrate(rubric_ref: str, labels: str | None, **flags: Any) -> None:
     """Grade RUBRIC's goldens (and a labelled batch) with the judge; print the agreement with
     the labels; exit 1 below --min-accuracy or --min-kappa."""
     settings = settings_from(**flags)
-    limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)
+    limits = JobsFileLimits(settings.max_line_bytes, settings.max_field_chars)
     from judgeq.rubric.model import load_rubric
 
     rubric = load_rubric(rubric_ref)
@@ -112,8 +112,8 @@ def calibrate(rubric_ref: str, labels: str | None, **flags: Any) -> None:
         path = Path(tmp) / "calibration.jsonl"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         plan = make_plan(
-            batch_path=path,
-            batch_name=f"calibration of {rubric.name} ({goldens} goldens"
+            jobs_path=path,
+            jobs_name=f"calibration of {rubric.name} ({goldens} goldens"
             + (f" + {labels})" if labels else ")"),
             rubric_ref=rubric_ref,
             settings=settings,

@@ -8,7 +8,7 @@ import click
 
 from judgeq.errors import JudgeError
 from judgeq.jobs.models import PairJob
-from judgeq.jobs.reader import BatchLimits, iter_jobs
+from judgeq.jobs.reader import JobsFileLimits, iter_jobs
 from judgeq.judges.lexical import LexicalJudge
 from judgeq.judges.prices import Prices, shipped_prices, unpriced_text
 from judgeq.pipeline.job import GradingContext
@@ -67,7 +67,7 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
     ctx = GradingContext(
         rubric=spec.rubric, judge=LexicalJudge(), max_tokens=spec.max_tokens, retrieval=spec.retrieval
     )
-    limits = BatchLimits(settings.max_line_bytes, settings.max_field_chars)
+    limits = JobsFileLimits(settings.max_line_bytes, settings.max_field_chars)
     system_chars = sum(len(s) for s in ctx.system)
     user_chars = 0
     samples = []

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from judgeq.jobs.reader import open_batch
+from judgeq.jobs.reader import open_jobs_file
 from judgeq.settings import Settings
 
 from ..plan import Plan, judges_text, make_plan, plan_kwargs
@@ -18,10 +18,10 @@ from .options import grading_options, redis_option, settings_from
 __all__ = ["plan_from_flags", "reply_cache", "report_invalid", "submit", "validated"]
 
 
-def plan_from_flags(settings: Settings, batch_path: Path, batch_name: str, **flags: Any) -> Plan:
+def plan_from_flags(settings: Settings, jobs_path: Path, jobs_name: str, **flags: Any) -> Plan:
     return make_plan(
-        batch_path=batch_path,
-        batch_name=batch_name,
+        jobs_path=jobs_path,
+        jobs_name=jobs_name,
         rubric_ref=flags["rubric_ref"],
         settings=settings,
         **plan_kwargs(flags),
@@ -32,7 +32,7 @@ def plan_from_flags(settings: Settings, batch_path: Path, batch_name: str, **fla
 def validated(settings: Settings, flags: dict[str, Any]) -> Iterator[Plan | None]:
     """Open the batch and validate everything (nothing is enqueued on error); print the
     notices. Yields the plan, or None when ``--dry-run`` already did the whole job."""
-    with open_batch(flags["batch"]) as (path, name):
+    with open_jobs_file(flags["batch"]) as (path, name):
         plan = plan_from_flags(settings, path, name, **flags)
         if plan.notice:
             click.echo(plan.notice, err=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from judgeq.jobs.reader import IdHashes, scan_batch
+from judgeq.jobs.reader import IdHashes, scan_jobs_file
 
 
 def write(path: Path, ids: list[str]) -> Path:
@@ -26,7 +26,7 @@ def test_duplicates_are_found_in_memory_and_across_spilled_chunks(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "spill"))
     (tmp_path / "spill").mkdir()
     ids = [f"j{i}" for i in range(40)] + ["j3", "j39", "j3"]  # j3 three times, j39 twice
-    scan = scan_batch(write(tmp_path / "b.jsonl", ids), "b.jsonl")
+    scan = scan_jobs_file(write(tmp_path / "b.jsonl", ids), "b.jsonl")
     assert scan.valid == 40
     assert sorted(scan.invalid_lines) == [41, 42, 43]
     assert any("duplicate id 'j3' (first on line 4)" in e for e in map(str, scan.errors))

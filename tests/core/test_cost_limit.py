@@ -143,8 +143,8 @@ def test_the_live_lane_passes_the_limit_by_at_most_the_jobs_in_hand(tmp_path) ->
     c, limit, job_cost = 4, 0.01, 0.045
     settings = load_settings(max_cost=limit, concurrency=c, cache=False, results_dir=tmp_path)
     plan = make_plan(
-        batch_path=Path(__file__).parent.parent.parent / "examples" / "responses.jsonl",
-        batch_name="responses.jsonl",
+        jobs_path=Path(__file__).parent.parent.parent / "examples" / "responses.jsonl",
+        jobs_name="responses.jsonl",
         rubric_ref="quality",
         settings=settings,
         judge=("anthropic:claude-sonnet-4-5",),

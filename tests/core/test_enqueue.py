@@ -46,8 +46,8 @@ def batch(tmp_path: Path, n: int) -> Path:
 
 def plan_for(path: Path, settings, run_id: str | None = None):  # type: ignore[no-untyped-def]
     return make_plan(
-        batch_path=path,
-        batch_name=str(path),
+        jobs_path=path,
+        jobs_name=str(path),
         rubric_ref="quality",
         settings=settings,
         judge="lexical",

@@ -151,8 +151,8 @@ def test_the_setting_reads_judgeq_prices(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 def plan(tmp_path: Path, *judges: str, **settings: Any) -> Any:
     return make_plan(
-        batch_path=RESPONSES,
-        batch_name="responses.jsonl",
+        jobs_path=RESPONSES,
+        jobs_name="responses.jsonl",
         rubric_ref="quality",
         settings=load_settings(**settings),
         judge=judges,

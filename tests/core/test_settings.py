@@ -37,7 +37,7 @@ def test_the_cores_own_defaults_are_the_settings_defaults() -> None:
     import fakeredis
 
     from judgeq.grading.request import DEFAULT_MAX_TOKENS
-    from judgeq.jobs.reader import BatchLimits
+    from judgeq.jobs.reader import JobsFileLimits
     from judgeq.judges.base import RetryPolicy
     from judgeq.report.aggregate import Aggregator
     from judgeq.runspec import RunSpec
@@ -56,7 +56,7 @@ def test_the_cores_own_defaults_are_the_settings_defaults() -> None:
     assert s.judge_max_tokens == DEFAULT_MAX_TOKENS
     assert MemoryCache().ttl_s == s.cache_ttl
     assert RedisStore(fakeredis.FakeRedis()).retention_s == s.retention_days * 86400
-    assert BatchLimits() == BatchLimits(s.max_line_bytes, s.max_field_chars)
+    assert JobsFileLimits() == JobsFileLimits(s.max_line_bytes, s.max_field_chars)
     assert Aggregator().run.thresholds == tuple(float(x) for x in s.thresholds.split(","))
 
 

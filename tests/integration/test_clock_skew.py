@@ -98,7 +98,7 @@ def submit(store: RedisStore, tmp_path: Path, n: int, queue: Any, **settings: An
         "".join(json.dumps({"id": f"j{i}", "input": "q", "output": "a"}) + "\n" for i in range(n))
     )
     s = load_settings(**settings)
-    plan = make_plan(batch_path=path, batch_name=str(path), rubric_ref="quality", settings=s, judge="lexical")
+    plan = make_plan(jobs_path=path, jobs_name=str(path), rubric_ref="quality", settings=s, judge="lexical")
     register_and_enqueue(plan, store, queue, s)
     return plan.spec.run_id
 
