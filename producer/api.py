@@ -27,14 +27,19 @@ imports the producer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from judgeq.store.runfolder import Report, load_report
+
+if TYPE_CHECKING:
+    from judgeq.producer.plan import Plan
+    from judgeq.settings import Settings
 
 __all__ = ["Report", "grade", "load_report", "submit", "wait"]
 
@@ -76,6 +81,29 @@ def _check_options(name: str, options: Mapping[str, Any]) -> None:
             raise TypeError(f"{name}() got an unexpected keyword argument {key!r}{hint}")
 
 
+@contextlib.contextmanager
+def _planned(
+    name: str,
+    jobs: Jobs,
+    rubric: str,
+    judge: str | Iterable[str] | None,
+    settings: Settings,
+    options: Mapping[str, Any],
+) -> Iterator[Plan]:
+    """The plan of ``jobs`` (their jobs file written to a temporary folder when they are
+    dicts), made from the options as the CLI makes it; the folder lasts as long as the block."""
+    from judgeq.producer.plan import make_plan, plan_kwargs
+
+    with tempfile.TemporaryDirectory(prefix=f"judgeq-{name}-") as tmp:
+        yield make_plan(
+            jobs_path=_jobs_file(jobs, Path(tmp)),
+            jobs_name=str(jobs) if isinstance(jobs, (str, Path)) else "<python>",
+            rubric_ref=rubric,
+            settings=settings,
+            **plan_kwargs({**options, "judge": judge}),
+        )
+
+
 def grade(
     jobs: Jobs,
     *,
@@ -91,20 +119,11 @@ def grade(
     ``results``). ``judge`` may be a list (a council). ``progress``: a stream for the
     progress line (default: none)."""
     from judgeq.producer.embedded import run_plan
-    from judgeq.producer.plan import make_plan, plan_kwargs
     from judgeq.producer.settings import settings_for
 
     _check_options("grade", options)
     settings = settings_for(out=out, concurrency=concurrency, **options)
-    with tempfile.TemporaryDirectory(prefix="judgeq-grade-") as tmp:
-        path = _jobs_file(jobs, Path(tmp))
-        plan = make_plan(
-            jobs_path=path,
-            jobs_name=str(jobs) if isinstance(jobs, (str, Path)) else "<python>",
-            rubric_ref=rubric,
-            settings=settings,
-            **plan_kwargs({**options, "judge": judge}),
-        )
+    with _planned("grade", jobs, rubric, judge, settings, options) as plan:
         report, paths = run_plan(plan, settings, stream=progress)
     return Report(report, folder=paths["report.json"].parent)
 
@@ -119,20 +138,11 @@ def submit(
 ) -> str:
     """Validate ``jobs`` and enqueue them for the workers (``judgeq submit``); the run id."""
     from judgeq.producer.distributed import submit_plan
-    from judgeq.producer.plan import make_plan, plan_kwargs
     from judgeq.producer.settings import settings_for
 
     _check_options("submit", options)
     settings = settings_for(redis_url=redis_url, **options)
-    with tempfile.TemporaryDirectory(prefix="judgeq-submit-") as tmp:
-        path = _jobs_file(jobs, Path(tmp))
-        plan = make_plan(
-            jobs_path=path,
-            jobs_name=str(jobs) if isinstance(jobs, (str, Path)) else "<python>",
-            rubric_ref=rubric,
-            settings=settings,
-            **plan_kwargs({**options, "judge": judge}),
-        )
+    with _planned("submit", jobs, rubric, judge, settings, options) as plan:
         return submit_plan(plan, settings).run_id
 
 

@@ -55,11 +55,11 @@ def _num(x: float) -> str:
     return f"{x:.4g}"
 
 
-def _frame(title: str, body: list[str], *, note: str = "") -> str:
+def _frame(title: str, body: list[str], *, note: str = "", height: int = H) -> str:
     caption = f'<p class="note">{esc(note)}</p>' if note else ""
     return (
         f'<figure class="chart"><figcaption>{esc(title)}</figcaption>'
-        f'<svg viewBox="0 0 {W} {H}" role="img" aria-label="{esc(title)}" xmlns="http://www.w3.org/2000/svg">'
+        f'<svg viewBox="0 0 {W} {height}" role="img" aria-label="{esc(title)}" xmlns="http://www.w3.org/2000/svg">'
         + "".join(body)
         + f"</svg>{caption}</figure>"
     )
@@ -186,13 +186,7 @@ def dots(
         out.append(
             f'<circle cx="{x_of(value or 0):.1f}" cy="{y}" r="5" fill="{COLOR}"><title>{esc(tip)}</title></circle>'
         )
-    caption = f'<p class="note">{esc(note)}</p>' if note else ""
-    return (
-        f'<figure class="chart"><figcaption>{esc(title)}</figcaption>'
-        f'<svg viewBox="0 0 {W} {height}" role="img" aria-label="{esc(title)}" xmlns="http://www.w3.org/2000/svg">'
-        + "".join(out)
-        + f"</svg>{caption}</figure>"
-    )
+    return _frame(title, out, note=note, height=height)
 
 
 def curve(
@@ -254,13 +248,7 @@ def matrix(title: str, pairs: Sequence[Mapping[str, Any]], *, note: str = "") ->
                 f'<text x="{x + cell / 2 - 1:.1f}" y="{y + cell / 2 + 4:.1f}" class="tick" text-anchor="middle">'
                 f"{esc(_num(v))}</text>"
             )
-    caption = f'<p class="note">{esc(note)}</p>' if note else ""
-    return (
-        f'<figure class="chart"><figcaption>{esc(title)}</figcaption>'
-        f'<svg viewBox="0 0 {W} {height}" role="img" aria-label="{esc(title)}" xmlns="http://www.w3.org/2000/svg">'
-        + "".join(out)
-        + f"</svg>{caption}</figure>"
-    )
+    return _frame(title, out, note=note, height=height)
 
 
 def _short(text: Any) -> str | None:
