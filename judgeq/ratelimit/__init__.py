@@ -1,5 +1,6 @@
-"""The judge's rate limit (its "budget"): the policy once (:mod:`.policy`), kept in one process
-(:mod:`.memory`) or in Redis for every worker (:mod:`.redis`, imported by the edges only)."""
+"""The judge's rate limit (its "budget"): the policy stated in :mod:`.policy` and executed once,
+as Lua scripts (:mod:`.scripts`, ``lua/``), run in one process (:mod:`.memory`) or in Redis for
+every worker (:mod:`.redis`, imported by the edges only)."""
 
 from judgeq.ratelimit.memory import MemoryBudget
 from judgeq.ratelimit.policy import (

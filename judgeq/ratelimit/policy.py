@@ -1,9 +1,10 @@
 """The judge's rate limit: requests, input tokens and output tokens per minute, shared by every
 caller of one judge (provider + model + a hash of the API key).
 
-This module defines the policy once, in words and constants; :mod:`judgeq.ratelimit.memory`
-(one process: ``judgeq run``) and :mod:`judgeq.ratelimit.redis` (every worker on every machine,
-one Lua script per operation in ``lua/``) implement it, and one contract test holds both to it.
+This module states the policy in words and constants; it is executed once, by one Lua script
+per operation (``lua/``, :mod:`judgeq.ratelimit.scripts`), which both backends run: Redis for
+every worker on every machine (:mod:`judgeq.ratelimit.redis`), an embedded Lua for one process
+(:mod:`judgeq.ratelimit.memory`: ``judgeq run``, tests). One contract test runs on both.
 
 **Buckets.** Each known limit is a token bucket refilled at limit/60 a second that holds at most
 :data:`BURST_SECONDS` of the limit (at least one request). A minute's worth is never sent at
@@ -78,10 +79,8 @@ __all__ = [
     "Share",
     "Usage",
     "budget_key",
-    "capacity",
     "estimate_input_tokens",
     "server_limits",
-    "start",
     "wait_for_budget",
 ]
 
@@ -298,18 +297,6 @@ def server_limits(headers: Mapping[str, str], what: str = "limit") -> dict[str, 
             except ValueError:
                 continue
     return out
-
-
-def capacity(dim: str, limit: float) -> float:
-    """What the bucket of ``dim`` holds at most (see :data:`BURST_SECONDS`)."""
-    cap = limit * BURST_SECONDS / 60.0
-    return max(cap, 1.0) if dim == "requests" else cap
-
-
-def start(dim: str, cap: float) -> float:
-    """A new bucket's level: one request (the next comes at the paced rate), a full bucket of
-    tokens (a first request must be able to pass)."""
-    return min(cap, 1.0) if dim == "requests" else cap
 
 
 def wait_for_budget(

@@ -1,0 +1,111 @@
+"""The policy is written once (Lua); the in-process budget runs it over ``lua/keyspace.lua``, a
+stand-in for the Redis commands the scripts call. Any sequence of operations must then give the
+same answers and the same state in both backends: this is what holds the stand-in to Redis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import fakeredis
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from judgeq.ratelimit import Limits, MemoryBudget, Share, Usage
+from judgeq.ratelimit.redis import RedisBudget
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+ops = st.one_of(
+    st.tuples(st.just("acquire"), st.integers(0, 3000), st.integers(0, 800), st.booleans()),
+    st.tuples(st.just("settle"), st.integers(0, 3000), st.booleans(), st.integers(0, 3), st.booleans()),
+    st.tuples(
+        st.just("refused"),
+        st.one_of(st.none(), st.floats(0, 5)),
+        st.integers(0, 3),
+        st.integers(1, 3),
+        st.integers(-1, 3),
+    ),
+    st.tuples(st.just("observe"), st.sampled_from([0, 30, 60, 600]), st.integers(0, 100)),
+    st.tuples(st.just("configure"), st.one_of(st.none(), st.sampled_from([30, 120, 600]))),
+    # no idle hour: fakeredis expires keys on wall time, the in-process budget on its clock
+    st.tuples(st.just("sleep"), st.sampled_from([0.01, 0.2, 1.0, 5.0, 70.0])),
+)
+
+
+def apply(budget: MemoryBudget | RedisBudget, clock: Clock, op: tuple[Any, ...]) -> object:
+    name = op[0]
+    share = Share("run-1", 0.5)
+    if name == "acquire":
+        _, inp, out, shared = op
+        return budget.acquire(int(inp), int(out), share if shared else None)
+    if name == "settle":
+        _, used, ok, epoch, shared = op
+        budget.settle(
+            Usage(3000, 800),
+            Usage(int(used), 100),
+            ok=bool(ok),
+            epoch=int(epoch),
+            share=share if shared else None,
+        )
+        return None
+    if name == "refused":
+        _, retry, epoch, nth, first = op
+        return budget.refused(Usage(100, 50), retry, epoch=int(epoch), nth=int(nth), first_epoch=int(first))
+    if name == "observe":
+        _, limit, remaining = op
+        if limit:
+            budget.observe(
+                {
+                    "anthropic-ratelimit-requests-limit": str(limit),
+                    "anthropic-ratelimit-requests-remaining": str(remaining),
+                }
+            )
+        return None
+    if name == "configure":
+        rpm = op[1]
+        budget.configure(None if rpm is None else Limits(rpm=int(rpm), itpm=40_000))
+        return None
+    clock.now += float(op[1])
+    return None
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ops, min_size=1, max_size=60))
+def test_both_backends_answer_alike_and_end_in_the_same_state(sequence: list[tuple[Any, ...]]) -> None:
+    clock = Clock()
+    memory = MemoryBudget("anthropic:m:abc", clock=clock)
+    shared = RedisBudget(fakeredis.FakeRedis(decode_responses=True), "anthropic:m:abc", clock=clock)
+    shared._learned_at = -1e9  # no observe skipped: compare every one
+    for op in sequence:
+        if op[0] == "observe":
+            shared._learned = {}
+        a = apply(memory, clock, op)
+        b = apply(shared, clock, op)
+        assert a == b, op
+        assert memory.snapshot() == shared.snapshot(), op
+
+
+def test_keys_expire_on_the_budgets_clock() -> None:
+    # an idle hour: the budget is rebuilt small (its learned limit forgotten), as in Redis
+    clock = Clock()
+    budget = MemoryBudget(clock=clock)
+    budget.observe({"anthropic-ratelimit-requests-limit": "60"})
+    assert budget.snapshot().server == Limits(rpm=60)
+    clock.now += 3599
+    assert budget.snapshot().server == Limits(rpm=60)
+    clock.now += 2
+    assert budget.snapshot().server == Limits()
+
+
+def test_a_command_the_stand_in_does_not_know_is_an_error_not_a_no_op() -> None:
+    budget = MemoryBudget()
+    with pytest.raises(Exception, match="not emulated"):
+        budget._lua.execute("redis.call('FLUSHALL')")
