@@ -5,7 +5,7 @@
 Both graders do the same work per job, end to end: read the JSONL batch, validate the job,
 render the same request (judgeq's ``render``), call the judge through the real anthropic SDK
 (the fake Messages API in its own process, with the given latency), parse and score the reply
-(judgeq's ``parse_verdict``/``score_verdict`` through ``grade_reply``), aggregate the report and
+(judgeq's ``parse_verdict``/``score_verdict`` through ``combine``), aggregate the report and
 write its files. The asyncio grader is one process, ``AsyncAnthropic`` and a semaphore of
 ``--concurrency`` calls in flight; judgeq is the real pipeline (``judgeq submit --wait``, a
 redis-server, ``--workers`` worker processes sharing the same total concurrency).
@@ -77,7 +77,7 @@ async def asyncio_grader(batch: Path, api_url: str, concurrency: int, out: Path)
     from judgeq import ResponseJob, load_rubric
     from judgeq.judges.anthropic import AnthropicJudge, reply_from_message
     from judgeq.judges.base import CallOutcome
-    from judgeq.pipeline.job import GradingContext, grade_reply
+    from judgeq.pipeline.job import Call, CallResult, GradingContext, combine
     from judgeq.report.build import build_report, new_aggregator
     from judgeq.report.files import write_report_files
     from judgeq.rubric.model import read_rubric_text
@@ -102,7 +102,8 @@ async def asyncio_grader(batch: Path, api_url: str, concurrency: int, out: Path)
             start = time.monotonic()
             message = await client.messages.create(**request.to_messages_kwargs(MODEL), timeout=60)
         reply = reply_from_message(message, {})
-        result = grade_reply(ctx, job, index, CallOutcome(reply, None, 1, time.monotonic() - start))
+        outcome = CallOutcome(reply, None, 1, time.monotonic() - start)
+        result = combine(ctx, job, index, [CallResult(Call("0", 0, request), outcome)])
         agg.add(result)
         results.append(result)
 

@@ -18,8 +18,9 @@ How a job travels:
    seconds, under a lock): a killed or restarted worker never resubmits a batch that was sent,
    another one goes on polling it.
 4. When the batch has ended its results are streamed and matched by ``custom_id``: a
-   succeeded result goes through :func:`judgeq.pipeline.job.grade_reply` (parse, score, cache,
-   store once); an errored one becomes a null ``api_error``, an expired one ``timeout``, a
+   succeeded result goes through :func:`judgeq.pipeline.job.combine` (parse, score) and
+   :func:`judgeq.pipeline.stages.store_results_once` (store once), as in the live lane; an
+   errored one becomes a null ``api_error``, an expired one ``timeout``, a
    canceled one ``canceled``, each with its reason. A job missing from the results is an
    ``api_error`` null. Reading results twice (a worker died while ingesting) stores nothing
    twice: results are written once.
@@ -68,8 +69,8 @@ from judgeq.grading.result import Result
 from judgeq.judges.base import CallOutcome
 from judgeq.judges.batches import BatchItem, BatchJudge
 from judgeq.judges.prices import Prices, unpriced_text
-from judgeq.pipeline.job import CallResult, GradingContext, combine, job_calls
-from judgeq.pipeline.stages import Contexts, Outcome, null_for, parse_job, store_once
+from judgeq.pipeline.job import CallResult, GradingContext, combine, job_calls, null_result, parse_job
+from judgeq.pipeline.stages import Contexts, Outcome, store_results_once
 from judgeq.runspec import RunSpec
 from judgeq.settings import Settings
 from judgeq.store.base import IN_FLIGHT, Store
@@ -340,7 +341,8 @@ class BatchLane:
             job = parse_job(raw)
             if job is None:
                 if raw is not None:  # a damaged payload: a null, as in the live lane
-                    null = null_for(spec, index, "internal_error", "unreadable job payload", raw)
+                    why = "unreadable job payload"
+                    null = null_result(spec=spec, index=index, reason="internal_error", why=why, raw=raw)
                     if self._store(spec, null) is Outcome.LAST:
                         self.on_last(run_id)
                 rest.append(index)  # stored meanwhile (or just now): leaves the lane
@@ -507,7 +509,8 @@ class BatchLane:
         last = False
         for index in indices:  # nulls first: a worker dying here leaves the batch 'creating'
             why = f"the Message Batch was refused: {exc}"
-            null = null_for(spec, index, exc.reason, why, store.job(run_id, index))
+            raw = store.job(run_id, index)
+            null = null_result(spec=spec, index=index, reason=exc.reason, why=why, raw=raw)
             last |= self._store(spec, null) is Outcome.LAST
         store.lane_done(run_id, indices)
         record.update(state="refused", error=f"{exc.reason}: {exc}"[:300])
@@ -639,7 +642,7 @@ class BatchLane:
         return stored
 
     def _store(self, spec: RunSpec, result: Result) -> Outcome | None:
-        outcome = store_once(self.store, spec, result)
+        (outcome,) = store_results_once(self.store, spec, [result])
         return None if outcome is Outcome.DUPLICATE else outcome
 
 

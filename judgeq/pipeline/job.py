@@ -20,6 +20,7 @@ made.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +33,7 @@ from judgeq.grading.result import Result
 from judgeq.grading.retrieval import first_relevant_rank, hits_at, llm_grade, total_score
 from judgeq.grading.score import Score, score_verdict
 from judgeq.grading.verdict import ParsedVerdict, parse_verdict
-from judgeq.jobs.models import Job, PairJob, QuestionJob
+from judgeq.jobs.models import JOB_MODELS, Job, PairJob, QuestionJob, infer_kind
 from judgeq.judges.base import CallOutcome, Gate, Judge, RetryPolicy, call_with_retries
 from judgeq.ratelimit import Budget, Share
 from judgeq.rubric.model import RetrievalConfig, Rubric
@@ -52,11 +53,11 @@ __all__ = [
     "context_for",
     "default_disagreement",
     "grade_job",
-    "grade_reply",
     "input_key",
     "job_calls",
     "job_fields",
     "null_result",
+    "parse_job",
     "plan_calls",
 ]
 
@@ -248,21 +249,6 @@ def grade_job(
 def plan_calls(ctx: GradingContext, job: Job) -> list[tuple[Call, str | None]]:
     """The calls of ``job`` with their reply-cache keys (None without a cache)."""
     return [(call, ctx.cache_key(call.request, ctx.judges[call.judge][0])) for call in job_calls(ctx, job)]
-
-
-def grade_reply(
-    ctx: GradingContext,
-    job: Job,
-    index: int,
-    outcome: CallOutcome,
-    *,
-    key: str | None = None,
-    cached: bool = False,
-    batch: bool = False,
-) -> Result:
-    """The result of a single-call job from the judge's ``outcome`` (see :func:`combine`)."""
-    call = Call("0", 0, ctx.request_for(job))
-    return combine(ctx, job, index, [CallResult(call, outcome, key, cached)], batch=batch)
 
 
 def combine(
@@ -486,16 +472,22 @@ def null_result(
     index: int,
     reason: str,
     why: str | None,
-    rubric_name: str,
-    rubric_version: str,
-    judge_model: str,
+    spec: RunSpec | None = None,
+    raw: str | None = None,
+    rubric_name: str = "",
+    rubric_version: str = "",
+    judge_model: str = "",
     job: Job | None = None,
     job_id: str | None = None,
     retrieval: RetrievalConfig | None = None,
     kind: Literal["response", "question", "pair"] | None = None,
 ) -> Result:
-    """The one way a null result is made, whatever the path (judge failure, unparseable
-    verdict, internal error, lost, finalized, canceled).
+    """The one way a null result is made outside a judge's reply (internal error, held jobs
+    out of retries, lost, finalized, canceled, a batch-lane failure).
+
+    Given the run's ``spec`` and the job's stored payload ``raw`` (None: gone), the run's
+    rubric, judge and retrieval settings and the job are taken from them (a rubric that no
+    longer loads still names the run's rubric); else they are given one by one.
 
     A null keeps its job's kind, id and model, so it counts in the denominators of its own
     section (``retrieval.questions``, ``by_model``): with ``job``, a question's retrieval
@@ -504,6 +496,13 @@ def null_result(
     rubric grades: a run holds one kind) named ``job_id``, with no model and, for a question,
     no rank (it counts as not found in every rate over questions).
     """
+    if spec is not None:
+        try:
+            rubric_name, rubric_version, kind = spec.rubric.name, spec.rubric.version, spec.rubric.job_kind
+        except Exception:  # the rubric itself fails to load: the null still names the run's rubric
+            rubric_name, rubric_version, kind = spec.rubric_source, "unknown", None
+        judge_model, retrieval = spec.judge_model, spec.retrieval
+        job, job_id = parse_job(raw), _payload_id(raw, index)
     ident = job.id if job is not None else (job_id or f"#{index}")
     base: dict[str, object] = {
         "job_id": ident,
@@ -519,6 +518,24 @@ def null_result(
     if job is not None:
         base.update(job_fields(job, retrieval))
     return _null(reason, why[:RAW_NULL_LIMIT] if why else why, base)
+
+
+def parse_job(raw: str | None) -> Job | None:
+    """A stored job payload as its model, or None when it is missing or unreadable."""
+    if raw is None:
+        return None
+    try:
+        obj = json.loads(raw)
+        return JOB_MODELS[infer_kind(obj)].model_validate(obj)
+    except Exception:  # a payload is validated before it is stored: this is damage, not input
+        return None
+
+
+def _payload_id(raw: str | None, index: int) -> str:
+    try:
+        return str(json.loads(raw or "{}").get("id", f"#{index}"))
+    except (ValueError, AttributeError):
+        return f"#{index}"
 
 
 def job_fields(job: Job, retrieval: RetrievalConfig | None) -> dict[str, object]:

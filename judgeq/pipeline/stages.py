@@ -1,8 +1,10 @@
 """The stages every worker runs, whatever the transport (Celery or in-process threads).
 
-* :func:`process_jobs` — the jobs of one message: skip those with results, load the payloads, grade, store
-  once.  Returns whether this write completed the run (the caller then enqueues the
-  reducer, exactly once thanks to :meth:`Store.claim_reducer`).
+* :func:`process_jobs` — the jobs of one message, top to bottom: load, plan the calls, grade
+  (cache, judge, parse, score), hold systemic failures, store once; returns whether this write
+  completed the run (the caller then enqueues the reducer, exactly once thanks to
+  :meth:`Store.claim_reducer`).
+* :func:`store_results_once` — the one place results are stored, for every path.
 * :func:`reduce_run` — stream every stored result through the aggregator and save the
   report.  Idempotent: running it twice gives the same report.
 * :func:`finalize_run` — for a run whose last messages were lost: record every job without
@@ -13,13 +15,13 @@
   after ``JUDGEQ_SYSTEMIC_FAILURES`` systemic failures in a row (jobs stay pending, nothing
   becomes a null), else they are retried, and after the last retry they become nulls.
 
-Every null, whatever the path, is made by :func:`judgeq.pipeline.job.null_result`.
+Every null made outside a judge's reply, whatever the path, is made by
+:func:`judgeq.pipeline.job.null_result`.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import threading
 import time
@@ -27,13 +29,21 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
 from judgeq.errors import SYSTEMIC_REASONS, StoreError
 from judgeq.grading.result import Result
-from judgeq.jobs.models import JOB_MODELS, Job, infer_kind
+from judgeq.jobs.models import Job
 from judgeq.judges.base import Gate, Judge
-from judgeq.pipeline.job import GradingContext, context_for, grade_job, null_result, plan_calls
+from judgeq.pipeline.job import (
+    Call,
+    GradingContext,
+    context_for,
+    grade_job,
+    null_result,
+    parse_job,
+    plan_calls,
+)
 from judgeq.ratelimit import Budget
 from judgeq.report.build import build_report, new_aggregator
 from judgeq.runspec import RunSpec, iso_time
@@ -50,14 +60,12 @@ __all__ = [
     "Outcome",
     "cancel_run",
     "finalize_run",
-    "null_for",
-    "parse_job",
     "process_job",
     "process_jobs",
     "reduce_run",
     "reduce_unless_final",
     "settle_held",
-    "store_once",
+    "store_results_once",
 ]
 
 log = logging.getLogger("judgeq.worker")
@@ -140,13 +148,24 @@ class Contexts:
 
 
 def process_job(store: Store, contexts: Contexts, run_id: str, index: int) -> Outcome | Held:
-    """Grade job ``index`` of ``run_id`` unless it already has a result (:func:`process_jobs`
-    for one job)."""
+    """Grade job ``index`` of ``run_id`` unless it already has a result (a message of one job:
+    ``judgeq run``'s threads take one job at a time)."""
     return process_jobs(store, contexts, run_id, [index], _serial)[0]
 
 
 def _serial(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
     return [fn(item) for item in items]
+
+
+@dataclass(slots=True)
+class _Todo:
+    """A job of the message to grade: its payload, the job (None: the payload is damaged) and
+    its calls with their reply-cache keys."""
+
+    index: int
+    raw: str
+    job: Job | None
+    planned: list[tuple[Call, str | None]]
 
 
 def process_jobs(
@@ -158,15 +177,23 @@ def process_jobs(
 ) -> list[Outcome | Held]:
     """Grade the jobs ``indices`` of ``run_id`` (one grade message) that have no result yet.
 
-    A few store round trips serve all of them: one read of their results and payloads, one of
-    their cached replies, one write of their results and new cache entries. The jobs are
-    graded by ``run_all(fn, items)`` (the workers pass a thread pool).
+    The stages, in order, each a function of this module called from here only:
 
-    A judge failure or a bug in grading a job gives a null result, stored like a grade.
-    A systemic judge failure (auth, billing, unknown model) or a grading context that cannot
-    be built (a rubric that fails to load, a judge that fails to build) stores nothing and
-    returns :class:`Held`: the caller retries or pauses (:func:`settle_held`). A store
-    failure raises :class:`StoreError` (the message goes back)."""
+    1. :func:`_load` the run's grading context and the jobs' payloads; a job with a result
+       already is a duplicate, one for the Message Batches lane is buffered there;
+    2. :func:`_plan` each job's judge calls with their reply-cache keys, and read the cached
+       replies of all of them at once;
+    3. :func:`_grade` every job (``run_all(fn, items)``: the workers pass a thread pool): each
+       call answered by the cache or made to the judge under the budget and retries, then the
+       verdicts parsed and scored (:func:`judgeq.pipeline.job.grade_job`);
+    4. :func:`_hold_systemic`: a systemic judge failure (auth, billing, unknown model) stores
+       nothing: the job is :class:`Held` (the caller retries or pauses: :func:`settle_held`);
+    5. :func:`store_results_once`: one write of the results and new cache entries; the write
+       that completes the run claims its reducer (:attr:`Outcome.LAST`: the caller enqueues it).
+
+    A judge failure or a bug in grading a job gives a null result, stored like a grade; a
+    grading context that cannot be built holds every job. A store failure raises
+    :class:`StoreError` (the message goes back)."""
     try:
         loaded = contexts.get(store, run_id)
     except Exception as exc:
@@ -176,10 +203,26 @@ def process_jobs(
         log.warning("run %s is unknown or expired; dropping jobs %s", run_id, indices)
         return [Outcome.UNKNOWN_RUN for _ in indices]
     spec, ctx = loaded
+    out, todo = _load(store, spec, ctx, indices)
+    view = _plan(ctx, todo)
+    results = _grade(spec, view, todo, run_all)
+    out.update(_hold_systemic(store, run_id, results))
+    if isinstance(view.cache, Prefetched):
+        view.cache.flush()
+    keep = [r for r in results if r.index not in out]
+    out.update(zip((r.index for r in keep), store_results_once(store, spec, keep), strict=True))
+    return [out[i] for i in indices]
+
+
+def _load(
+    store: Store, spec: RunSpec, ctx: GradingContext, indices: list[int]
+) -> tuple[dict[int, Outcome | Held], list[_Todo]]:
+    """Stage 1: the outcome of each job settled without grading (a duplicate, a payload gone,
+    buffered for the batch lane), and the jobs to grade."""
     out: dict[int, Outcome | Held] = {}
-    todo: list[tuple[int, str, Job | None, list[Any]]] = []
+    todo: list[_Todo] = []
     buffered_at: float | None = None  # the store's clock: other workers judge the buffer's age
-    for index, (has, raw) in zip(indices, store.fetch_jobs(run_id, indices), strict=True):
+    for index, (has, raw) in zip(indices, store.fetch_jobs(spec.run_id, indices), strict=True):
         if has:
             out[index] = Outcome.DUPLICATE
         elif raw is None:  # payloads are deleted when results are stored, or it expired
@@ -189,110 +232,86 @@ def process_jobs(
             if job is not None and spec.lane == "batch" and not ctx.cached_replies(job):
                 # the batch lane sends it (judgeq.pipeline.batch_lane); a cached reply grades at once
                 buffered_at = store.now() if buffered_at is None else buffered_at
-                added = store.lane_add(run_id, index, buffered_at)
+                added = store.lane_add(spec.run_id, index, buffered_at)
                 out[index] = Outcome.BATCHED if added else Outcome.DUPLICATE
                 continue
-            todo.append((index, raw, job, plan_calls(ctx, job) if job is not None else []))
-    view = ctx
-    if ctx.cache is not None and todo:
-        keys = [key for *_, planned in todo for _, key in planned if key is not None]
-        view = copy.copy(ctx)
-        view.cache = Prefetched(ctx.cache, get_many(ctx.cache, keys))
+            todo.append(_Todo(index, raw, job, []))
+    return out, todo
 
-    def grade(item: tuple[int, str, Job | None, list[Any]]) -> Result:
-        index, raw, job, planned = item
+
+def _plan(ctx: GradingContext, todo: list[_Todo]) -> GradingContext:
+    """Stage 2: each job's calls and their cache keys; the grading context to grade them with
+    (its reply cache answering from one read of every key, when the run has a cache)."""
+    for item in todo:
+        if item.job is not None:
+            item.planned = plan_calls(ctx, item.job)
+    if ctx.cache is None or not todo:
+        return ctx
+    keys = [key for item in todo for _, key in item.planned if key is not None]
+    view = copy.copy(ctx)
+    view.cache = Prefetched(ctx.cache, get_many(ctx.cache, keys))
+    return view
+
+
+def _grade(
+    spec: RunSpec,
+    ctx: GradingContext,
+    todo: list[_Todo],
+    run_all: Callable[[Callable[[Any], Any], list[Any]], list[Any]],
+) -> list[Result]:
+    """Stage 3: every job's result (a null with its reason when grading it failed)."""
+
+    def grade(item: _Todo) -> Result:
         try:
-            if job is None:
+            if item.job is None:
                 raise ValueError("the stored job payload is not a valid job")
-            return grade_job(view, job, index, planned=planned)
+            return grade_job(ctx, item.job, item.index, planned=item.planned)
         except StoreError:
             raise  # the store failed, not the job: the message goes back
         except Exception as exc:  # a bug must not lose the job: it becomes a null with its reason
-            log.exception("job %d of run %s failed unexpectedly", index, run_id)
-            return null_for(spec, index, "internal_error", f"{type(exc).__name__}: {exc}", raw)
+            log.exception("job %d of run %s failed unexpectedly", item.index, spec.run_id)
+            why = f"{type(exc).__name__}: {exc}"
+            return null_result(spec=spec, index=item.index, reason="internal_error", why=why, raw=item.raw)
 
-    results: list[Result] = run_all(grade, todo) if todo else []
-    keep: list[Result] = []
+    return run_all(grade, todo) if todo else []
+
+
+def _hold_systemic(store: Store, run_id: str, results: list[Result]) -> dict[int, Outcome | Held]:
+    """Stage 4: the jobs whose judge failed for a systemic reason, held (nothing stored)."""
+    held: dict[int, Outcome | Held] = {}
     for result in results:
         if result.status == "null" and result.null_reason in SYSTEMIC_REASONS:
             streak = store.note_systemic(run_id)
-            out[result.index] = Held(
+            held[result.index] = Held(
                 result.null_reason, result.raw or result.null_reason, True, streak, result
             )
-        else:
-            if result.kind == "question" and log.isEnabledFor(logging.DEBUG):
-                log.debug(
-                    "question %s retrieved=%s rank=%s grade=%s total=%s reasoning=%r",
-                    result.job_id,
-                    result.retrieved_doc_ids,
-                    result.rank,
-                    result.llm_grade,
-                    result.total_score,
-                    (result.llm_reasoning or "")[:300],
-                )
-            keep.append(result)
-    if isinstance(view.cache, Prefetched):
-        view.cache.flush()
-    for result, done in zip(keep, store.store_results(run_id, keep), strict=True):
+        elif result.kind == "question" and log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "question %s retrieved=%s rank=%s grade=%s total=%s reasoning=%r",
+                result.job_id,
+                result.retrieved_doc_ids,
+                result.rank,
+                result.llm_grade,
+                result.total_score,
+                (result.llm_reasoning or "")[:300],
+            )
+    return held
+
+
+def store_results_once(store: Store, spec: RunSpec, results: list[Result]) -> list[Outcome]:
+    """Stage 5, the one place a result is stored: each result once, in one write (a job with
+    a result already is a DUPLICATE and nothing of it counts); the write that completed the
+    run and claimed its reducer is LAST (the caller enqueues it), the others STORED. Used by
+    every path that stores: a grade message, held jobs out of retries, the batch lane."""
+    outcomes: list[Outcome] = []
+    for done in store.store_results(spec.run_id, results) if results else []:
         if done is None:
-            out[result.index] = Outcome.DUPLICATE
-        elif done >= spec.total and store.claim_reducer(run_id):
-            out[result.index] = Outcome.LAST
+            outcomes.append(Outcome.DUPLICATE)
+        elif done >= spec.total and store.claim_reducer(spec.run_id):
+            outcomes.append(Outcome.LAST)
         else:
-            out[result.index] = Outcome.STORED
-    return [out[i] for i in indices]
-
-
-def store_once(store: Store, spec: RunSpec, result: Result) -> Outcome:
-    """Store ``result`` once: LAST when this write completed the run and claimed its reducer
-    (the caller enqueues it), DUPLICATE when the job had a result already."""
-    run_id = spec.run_id
-    done = store.store_result(run_id, result)
-    if done is None:
-        return Outcome.DUPLICATE
-    if done >= spec.total and store.claim_reducer(run_id):
-        return Outcome.LAST
-    return Outcome.STORED
-
-
-def parse_job(raw: str | None) -> Job | None:
-    """A stored job payload as its model, or None when it is missing or unreadable."""
-    if raw is None:
-        return None
-    try:
-        obj = json.loads(raw)
-        return JOB_MODELS[infer_kind(obj)].model_validate(obj)
-    except Exception:  # a payload is validated before it is stored: this is damage, not input
-        return None
-
-
-def _job_id(raw: str | None, index: int) -> str:
-    try:
-        return str(json.loads(raw or "{}").get("id", f"#{index}"))
-    except (ValueError, AttributeError):
-        return f"#{index}"
-
-
-def null_for(spec: RunSpec, index: int, reason: str, why: str, raw: str | None) -> Result:
-    """A null for job ``index`` of ``spec``'s run, keeping the kind, id and model of its
-    stored payload ``raw`` (when there is one)."""
-    kind: Literal["response", "question", "pair"] | None
-    try:
-        rubric_name, rubric_version, kind = spec.rubric.name, spec.rubric.version, spec.rubric.job_kind
-    except Exception:  # the rubric itself fails to load: the null still names the run's rubric
-        rubric_name, rubric_version, kind = spec.rubric_source, "unknown", None
-    return null_result(
-        index=index,
-        reason=reason,
-        why=why,
-        rubric_name=rubric_name,
-        rubric_version=rubric_version,
-        judge_model=spec.judge_model,
-        job=parse_job(raw),
-        job_id=_job_id(raw, index),
-        retrieval=spec.retrieval,
-        kind=kind,
-    )
+            outcomes.append(Outcome.STORED)
+    return outcomes
 
 
 def settle_held(
@@ -328,12 +347,12 @@ def settle_held(
     spec = store.spec(run_id)
     if spec is None:
         return Outcome.UNKNOWN_RUN
-    outcome = Outcome.STORED
-    for index, h in held:
-        result = h.result or null_for(spec, index, h.reason, h.message, store.job(run_id, index))
-        if store_once(store, spec, result) is Outcome.LAST:
-            outcome = Outcome.LAST
-    return outcome
+    results = [
+        h.result
+        or null_result(spec=spec, index=index, reason=h.reason, why=h.message, raw=store.job(run_id, index))
+        for index, h in held
+    ]
+    return Outcome.LAST if Outcome.LAST in store_results_once(store, spec, results) else Outcome.STORED
 
 
 FINAL_STATES = frozenset({"finished", "canceled"})
@@ -362,7 +381,7 @@ def reduce_run(store: Store, run_id: str, *, partial: bool = False) -> dict[str,
     for index, result in enumerate(store.results(run_id, spec.total)):
         if result is None:  # vanished (expired?): a null, so every rate keeps all jobs as denominator
             missing += 1
-            result = null_for(spec, index, reason, why, store.job(run_id, index))
+            result = null_result(spec=spec, index=index, reason=reason, why=why, raw=store.job(run_id, index))
         agg.add(result)
     started = state.get("started_at") or spec.created_at
     now = store.now()  # started_epoch is on the store's clock too; archiving compares with finished_at
@@ -429,12 +448,12 @@ def finalize_run(store: Store, run_id: str) -> tuple[int, dict[str, object]]:
     for index, result in enumerate(store.results(run_id, spec.total)):
         if result is not None:
             continue
-        placeholder = null_for(
-            spec,
-            index,
-            "lost",
-            "no result was stored for this job before the run was finalized",
-            store.job(run_id, index),
+        placeholder = null_result(
+            spec=spec,
+            index=index,
+            reason="lost",
+            why="no result was stored for this job before the run was finalized",
+            raw=store.job(run_id, index),
         )
         if store.store_result(run_id, placeholder) is not None:
             lost += 1
@@ -457,7 +476,7 @@ def cancel_run(
     for index, result in enumerate(store.results(run_id, spec.total)):
         if result is not None:
             continue
-        null = null_for(spec, index, "canceled", why, store.job(run_id, index))
+        null = null_result(spec=spec, index=index, reason="canceled", why=why, raw=store.job(run_id, index))
         if store.store_result(run_id, null) is not None:
             canceled += 1
     return canceled, reduce_run(store, run_id, partial=True)
