@@ -5,7 +5,8 @@ Callers catch at the level they need::
     JudgeqError                      anything judgeq raises on purpose
     ├── ConfigError                  bad settings, judge spec, flag or environment variable
     ├── RubricError                  a rubric cannot be found, parsed or validated
-    ├── BatchError                   a batch file is unreadable or has invalid lines
+    ├── JobsFileError                a jobs file is unreadable or has invalid lines
+    │                                (``BatchError``: its earlier name, an alias)
     ├── StoreError                   the result store / broker cannot be reached
     └── JudgeError                   one judge call failed (``reason`` is the null reason)
         ├── JudgeTimeout             the attempt or the job deadline ran out        -> timeout
@@ -35,6 +36,7 @@ __all__ = [
     "SYSTEMIC_REASONS",
     "BatchError",
     "ConfigError",
+    "JobsFileError",
     "JudgeAPIError",
     "JudgeAuthError",
     "JudgeBillingError",
@@ -63,12 +65,16 @@ class RubricError(JudgeqError):
     """A rubric cannot be resolved, parsed or validated."""
 
 
-class BatchError(JudgeqError):
-    """A batch is unreadable or holds invalid lines."""
+class JobsFileError(JudgeqError):
+    """A jobs file is unreadable or holds invalid lines (``errors``: one line per problem)."""
 
     def __init__(self, message: str, errors: list[str] | None = None) -> None:
         super().__init__(message)
         self.errors: list[str] = errors or []
+
+
+BatchError = JobsFileError
+"""The earlier name of :class:`JobsFileError` (kept: code catching it goes on working)."""
 
 
 class StoreError(JudgeqError):

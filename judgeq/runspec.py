@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from judgeq.judges.base import RetryPolicy
 from judgeq.judges.prices import Price, Prices, shipped_prices
@@ -47,7 +47,7 @@ def iso_time(epoch: float) -> str:
 class RunSpec(BaseModel):
     """The registered description of a run (JSON in the store)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
 
     run_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
     rubric_text: str
@@ -57,8 +57,17 @@ class RunSpec(BaseModel):
     judge_model: str
     thresholds: list[float] = Field(default_factory=lambda: list(default_thresholds()))
     total: int = 0
-    batch: str = ""
-    batch_fingerprint: str = ""
+    jobs_file: str = Field(
+        "", validation_alias=AliasChoices("jobs_file", "batch"), serialization_alias="batch"
+    )
+    """The jobs file graded (its path as given, ``<stdin>`` or ``<python>``). Stored as ``batch``,
+    the name every version reads (a rolling upgrade mixes them)."""
+    jobs_fingerprint: str = Field(
+        "",
+        validation_alias=AliasChoices("jobs_fingerprint", "batch_fingerprint"),
+        serialization_alias="batch_fingerprint",
+    )
+    """A fingerprint of the jobs file's valid lines (a re-submitted run id must grade the same)."""
     created_at: str = Field(default_factory=utcnow)
     judge_timeout: float = default("judge_timeout")
     judge_deadline: float = default("judge_deadline")

@@ -66,7 +66,7 @@ class EnqueueStats:
 
 _SAME = (
     "total",
-    "batch_fingerprint",
+    "jobs_fingerprint",
     "judge_provider",
     "judge_model",
     "thresholds",
@@ -81,7 +81,7 @@ _SAME = (
 
 
 def check_resubmission(existing: RunSpec, plan: Plan) -> None:
-    """A run id may be re-submitted only with the same batch, rubric and settings."""
+    """A run id may be re-submitted only with the same jobs file, rubric and settings."""
     new = plan.spec
     problems = [
         f"{name} {getattr(existing, name)!r} (now {getattr(new, name)!r})"

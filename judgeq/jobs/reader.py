@@ -1,6 +1,7 @@
 """Reading and validating the jobs file (JSONL, one job per line), streaming, before anything
 is enqueued. ("Batch" in judgeq means one of the provider's Message Batches, the batch lane;
-the CLI still calls this file BATCH and ``report.json`` its ``batch``, as before.)
+``report.json`` keeps the key ``batch`` for this file's name, and a few error messages their
+wording, which users and scripts match.)
 
 :func:`scan_jobs_file` reads the file once, line by line, and checks every line: size (lines
 longer than the limit are skipped without being read into memory), UTF-8, NUL bytes, JSON,
@@ -32,7 +33,7 @@ from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
-from judgeq.errors import BatchError
+from judgeq.errors import JobsFileError
 from judgeq.jobs.models import JOB_MODELS, Job, infer_kind
 from judgeq.settings import default
 
@@ -86,11 +87,11 @@ class JobsFileScan:
             self.errors.append(f"{self.name}:{line}: {fld}: {problem}")
 
     def raise_if_invalid(self) -> None:
-        """Raise BatchError listing the first errors when any line is invalid."""
+        """Raise JobsFileError listing the first errors when any line is invalid."""
         if not self.invalid:
             return
         shown = f" (the first {len(self.errors)} are listed)" if self.invalid > len(self.errors) else ""
-        raise BatchError(
+        raise JobsFileError(
             f"{self.name}: {self.invalid} invalid line(s) of {self.lines}; nothing was enqueued"
             f"{shown}. Fix them, or pass --skip-invalid to grade only the valid lines.",
             errors=list(self.errors),
@@ -276,7 +277,7 @@ def scan_jobs_file(
     scan.fingerprint = digest.hexdigest()
     _check_duplicates(scan, hashes, limits)
     if scan.valid == 0 and scan.invalid == 0:
-        raise BatchError(f"{name}: the batch is empty (no job lines)")
+        raise JobsFileError(f"{name}: the batch is empty (no job lines)")
     return scan
 
 
@@ -373,7 +374,7 @@ def iter_jobs(scan: JobsFileScan, limits: JobsFileLimits | None = None) -> Itera
             continue
         job, _, _ = parse_line(text, limits)
         if job is None:  # pragma: no cover - the file changed between the passes
-            raise BatchError(f"{scan.name}:{line_no}: the file changed while it was being read")
+            raise JobsFileError(f"{scan.name}:{line_no}: the file changed while it was being read")
         yield index, job
         index += 1
 
@@ -389,12 +390,12 @@ def open_jobs_file(ref: str) -> Iterator[tuple[Path, str]]:
         return
     path = Path(ref).expanduser()
     if not path.exists():
-        raise BatchError(f"{ref}: batch file not found")
+        raise JobsFileError(f"{ref}: batch file not found")
     if path.is_dir():
-        raise BatchError(f"{ref}: is a directory, not a JSONL batch file")
+        raise JobsFileError(f"{ref}: is a directory, not a JSONL batch file")
     try:
         with path.open("rb"):
             pass
     except OSError as exc:
-        raise BatchError(f"{ref}: cannot read: {exc.strerror}") from None
+        raise JobsFileError(f"{ref}: cannot read: {exc.strerror}") from None
     yield path, ref

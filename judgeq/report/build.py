@@ -97,7 +97,7 @@ def build_report(
     report: dict[str, Any] = {
         "report_version": REPORT_VERSION,
         "run_id": spec.run_id,
-        "batch": spec.batch,
+        "batch": spec.jobs_file,  # the jobs file (the key keeps its first name: readers use it)
         "rubric": {
             "name": rubric.name,
             "version": rubric.version,

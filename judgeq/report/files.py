@@ -97,10 +97,10 @@ def write_report_files(
     verdicts.jsonl.gz: an archive) and (with ``spec``) run.json into ``out_dir/<run_id>/``.
 
     The HTML table's input and output texts come from ``texts``, else from the run's batch file
-    (``spec.batch``) when it is at hand on this machine. Without texts, a report.html already in
+    (``spec.jobs_file``) when it is at hand on this machine. Without texts, a report.html already in
     the folder that shows them (the producer's, before the run was archived) is kept."""
-    if texts is None and spec is not None and spec.batch not in ("", "<stdin>", "<python>"):
-        batch = Path(spec.batch)
+    if texts is None and spec is not None and spec.jobs_file not in ("", "<stdin>", "<python>"):
+        batch = Path(spec.jobs_file)
         texts = lambda ids: jobs_file_texts(batch, ids)  # noqa: E731
     run_dir = Path(out_dir) / report["run_id"]
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -422,7 +422,7 @@ def render_html(
     judge = report.get("judge") or {}
     subtitle = (
         f"rubric {rubric.get('name')} {rubric.get('version')} (scale {rubric.get('scale')}), judge "
-        f"{judge.get('provider')}:{judge.get('model')}, {judge.get('lane', 'live')} lane; batch "
+        f"{judge.get('provider')}:{judge.get('model')}, {judge.get('lane', 'live')} lane; jobs file "
         f"{report.get('batch', '')}; started {report.get('started_at')}, finished {report.get('finished_at')}"
     )
     partial = (

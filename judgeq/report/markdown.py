@@ -141,7 +141,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"- Rubric: **{r['name']}** {r['version']} (scale {r['scale']}, source `{r['source']}`)",
         f"- Judge: {report['judge']['provider']}:{report['judge']['model']}",
-        f"- Batch: `{report.get('batch', '')}`",
+        f"- Jobs file: `{report.get('batch', '')}`",
         f"- Started {report['started_at']}, finished {report['finished_at']} ({report['wall_s']} s)",
         "",
         "## Counts",

@@ -16,19 +16,19 @@ from typing import Any
 
 import click
 
-from judgeq.errors import BatchError, ConfigError, JudgeqError, RubricError
+from judgeq.errors import ConfigError, JobsFileError, JudgeqError, RubricError
 from judgeq.settings import load_settings, unknown_variables
 
 __all__ = ["INPUT_ERRORS", "JudgeqGroup", "entry", "fail", "main"]
 
-INPUT_ERRORS = (BatchError, ConfigError, RubricError)
+INPUT_ERRORS = (JobsFileError, ConfigError, RubricError)
 
 
 def fail(err: JudgeqError) -> None:
     """Print a judgeq error as one or more ``judgeq: error:`` lines and exit."""
     for line in str(err).splitlines() or [type(err).__name__]:
         click.echo(f"judgeq: error: {line}", err=True)
-    if isinstance(err, BatchError):
+    if isinstance(err, JobsFileError):
         for line in err.errors:
             click.echo(f"  {line}", err=True)
     sys.exit(2 if isinstance(err, INPUT_ERRORS) else 1)

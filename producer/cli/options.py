@@ -38,7 +38,7 @@ def out_option(f: F) -> F:
 def grading_options(f: F) -> F:
     """The options of ``submit`` and ``run``."""
     opts: list[Callable[[F], F]] = [
-        click.argument("batch"),
+        click.argument("jobs_file", metavar="JOBS_FILE"),
         click.option(
             "--rubric", "rubric_ref", required=True, help="Built-in rubric name or path to a rubric .md file."
         ),

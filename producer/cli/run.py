@@ -1,4 +1,4 @@
-"""``judgeq run``: grade a batch in this process (no Redis, no workers to start)."""
+"""``judgeq run``: grade a jobs file in this process (no Redis, no workers to start)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ __all__ = ["run"]
     help="Concurrent judge calls [JUDGEQ_CONCURRENCY; default 16].",
 )
 def run(**flags: Any) -> None:
-    """Grade BATCH in-process with the same task code as the workers, and write the report.
+    """Grade JOBS_FILE (JSONL, or - for stdin) in-process with the same task code as the
+    workers, and write the report.
 
     Ctrl-C writes a partial report of what finished; the same command with --run-id RUN_ID
     grades the rest."""

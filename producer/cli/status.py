@@ -54,7 +54,9 @@ def status(run_id: str | None, **flags: Any) -> None:
         click.echo(f"  {pause_line(snap)}")
     judges = ", ".join(f"{p}:{m}" if p != "lexical" else p for p, m in spec.judges)
     click.echo(f"  rubric   {spec.rubric_source.removeprefix('builtin:')}; judge {judges} ({spec.lane} lane)")
-    click.echo(f"  started  {snap.started_at.replace('T', ' ').removesuffix('Z')} UTC; batch {spec.batch}")
+    click.echo(
+        f"  started  {snap.started_at.replace('T', ' ').removesuffix('Z')} UTC; jobs file {spec.jobs_file}"
+    )
     click.echo(f"  done     {snap.done}/{snap.total} ({pct:.1f}%)")
     mean = f"{snap.mean:g} over {snap.graded} graded" if snap.mean is not None else "– (nothing graded yet)"
     cost = f"${snap.cost_usd:.4f}" if not snap.unpriced else f"unknown ({unpriced_text(snap.unpriced)})"

@@ -1,4 +1,4 @@
-"""``judgeq submit``: validate a batch, register the run in Redis, enqueue its jobs."""
+"""``judgeq submit``: validate a jobs file, register the run in Redis, enqueue its jobs."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ def plan_from_flags(settings: Settings, jobs_path: Path, jobs_name: str, **flags
 
 @contextlib.contextmanager
 def validated(settings: Settings, flags: dict[str, Any]) -> Iterator[Plan | None]:
-    """Open the batch and validate everything (nothing is enqueued on error); print the
+    """Open the jobs file and validate everything (nothing is enqueued on error); print the
     notices. Yields the plan, or None when ``--dry-run`` already did the whole job."""
-    with open_jobs_file(flags["batch"]) as (path, name):
+    with open_jobs_file(flags["jobs_file"]) as (path, name):
         plan = plan_from_flags(settings, path, name, **flags)
         if plan.notice:
             click.echo(plan.notice, err=True)
@@ -84,7 +84,7 @@ def report_invalid(plan: Plan) -> None:
 @redis_option
 @click.option("--wait", is_flag=True, help="Show progress, then write the report files.")
 def submit(**flags: Any) -> None:
-    """Validate BATCH (JSONL, or - for stdin) and enqueue its grading jobs into Redis."""
+    """Validate JOBS_FILE (JSONL, or - for stdin) and enqueue its grading jobs into Redis."""
     from ..distributed import submit_plan
 
     settings = settings_from(**flags)
