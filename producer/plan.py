@@ -10,6 +10,7 @@ enqueued at that point.
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -39,11 +40,13 @@ __all__ = [
     "PLAN_OPTIONS",
     "PREFLIGHT_TRIES",
     "Plan",
+    "check_credentials",
     "check_rubric_fits",
     "judges_text",
     "label_check",
     "load_rubric_for_run",
     "make_plan",
+    "missing_key",
     "parse_thresholds",
     "plan_kwargs",
     "preflight",
@@ -375,6 +378,8 @@ def preflight(plan: Plan, settings: Settings, *, sleep: Callable[[float], None] 
         if judge.provider != "anthropic":
             continue
         client = AnthropicJudge(judge.model, api_key=key, base_url=settings.anthropic_base_url)
+        if not client.has_credentials:  # the API (judgeq.grade) comes here without check_credentials
+            raise ConfigError(missing_key(str(judge)))
         try:
             for attempt in range(PREFLIGHT_TRIES):
                 try:
@@ -391,6 +396,34 @@ def preflight(plan: Plan, settings: Settings, *, sleep: Callable[[float], None] 
                 "model_not_found": f"the judge rejected model {judge.model!r}: check --judge",
             }.get(exc.reason, "the judge could not be reached")
             raise ConfigError(f"judge preflight failed: {hint} ({exc})") from None
+
+
+def check_credentials(plan: Plan, settings: Settings) -> None:
+    """Refuse (one line, before anything is sent or enqueued) a run whose LLM judge has no
+    credential: no key, an empty one, or one of white space only. Asks the installed SDK what
+    it resolved (a key, a token, a profile), without a request."""
+    from judgeq.judges.anthropic import AnthropicJudge
+
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+    blank = key is None and os.environ.get("ANTHROPIC_API_KEY") is not None  # a blank key is no key
+    for judge in plan.judges:
+        if judge.provider == "anthropic":
+            if (
+                blank
+                or not AnthropicJudge(
+                    judge.model, api_key=key, base_url=settings.anthropic_base_url
+                ).has_credentials
+            ):
+                raise ConfigError(missing_key(str(judge)))
+
+
+def missing_key(judge: str) -> str:
+    """The one line said when an Anthropic judge has no credential."""
+    state = "is blank" if os.environ.get("ANTHROPIC_API_KEY") is not None else "is not set"
+    return (
+        f"judge {judge} needs an Anthropic API key, and ANTHROPIC_API_KEY {state}: export "
+        "ANTHROPIC_API_KEY=... (or use --judge lexical, the offline judge)"
+    )
 
 
 def judges_text(plan: Plan) -> str:

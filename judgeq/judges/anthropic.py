@@ -39,6 +39,15 @@ __all__ = [
 NO_KEY = "no Anthropic API key: set ANTHROPIC_API_KEY"
 
 
+def _has_credentials(client: anthropic.Anthropic) -> bool:
+    """A usable credential on an SDK client: a key or token that is not blank, or a
+    credentials provider (a profile, workload identity federation)."""
+    for secret in (client.api_key, client.auth_token):
+        if isinstance(secret, str) and secret.strip():
+            return True
+    return getattr(client, "credentials", None) is not None
+
+
 def _retry_after(exc: anthropic.APIStatusError) -> float | None:
     headers = exc.response.headers
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
@@ -158,6 +167,15 @@ class AnthropicJudge:
             self._client = client or anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
         except (anthropic.CredentialsError, TypeError):
             self._client = None
+        if self._client is not None and client is None and not _has_credentials(self._client):
+            # the SDK (2.x) builds a client with no credential, or with a blank one read from
+            # ANTHROPIC_API_KEY: its every request would fail with a TypeError or a bad header
+            self._client = None
+
+    @property
+    def has_credentials(self) -> bool:
+        """Whether the SDK found a credential (a key, a token or a credentials provider)."""
+        return self._client is not None
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call ``client.messages.<method>``, translating SDK errors into judgeq's tree."""

@@ -12,7 +12,7 @@ import click
 from judgeq.jobs.reader import open_jobs_file
 from judgeq.settings import Settings
 
-from ..plan import Plan, judges_text, make_plan, plan_kwargs
+from ..plan import Plan, check_credentials, judges_text, make_plan, plan_kwargs
 from .options import grading_options, redis_option, settings_from
 
 __all__ = ["plan_from_flags", "reply_cache", "report_invalid", "submit", "validated"]
@@ -45,6 +45,7 @@ def validated(settings: Settings, flags: dict[str, Any]) -> Iterator[Plan | None
             dry_run(plan, settings, cache)
             yield None
             return
+        check_credentials(plan, settings)
         yield plan
 
 
