@@ -80,11 +80,15 @@ _SAME = (
 )
 
 
+_SHOWN = {"jobs_fingerprint": "batch_fingerprint"}
+"""Names in the message as they were first written (scripts match them)."""
+
+
 def check_resubmission(existing: RunSpec, plan: Plan) -> None:
     """A run id may be re-submitted only with the same jobs file, rubric and settings."""
     new = plan.spec
     problems = [
-        f"{name} {getattr(existing, name)!r} (now {getattr(new, name)!r})"
+        f"{_SHOWN.get(name, name)} {getattr(existing, name)!r} (now {getattr(new, name)!r})"
         for name in _SAME
         if getattr(existing, name) != getattr(new, name)
     ]

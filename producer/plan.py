@@ -22,7 +22,7 @@ from judgeq.errors import ConfigError, JudgeError
 from judgeq.grading.retrieval import parse_position_weights
 from judgeq.jobs.models import Job
 from judgeq.jobs.reader import JobsFileLimits, JobsFileScan, scan_jobs_file
-from judgeq.judges import JudgeSpec, parse_judge_spec
+from judgeq.judges import JudgeSpec, default_judge, has_anthropic_credentials, parse_judge_spec
 from judgeq.judges.prices import Prices, load_prices, no_price_message, shipped_prices
 from judgeq.rubric.model import (
     RetrievalConfig,
@@ -124,11 +124,12 @@ def resolve_judge(flag: str | None, settings: Settings) -> tuple[JudgeSpec, str 
     """The judge to use and, when it was chosen for the user, a notice saying so."""
     if flag:
         return parse_judge_spec(flag), None
-    if settings.judge:
-        return parse_judge_spec(settings.judge), None
-    if settings.anthropic_api_key is not None:
-        return parse_judge_spec("anthropic"), None
-    return parse_judge_spec("lexical"), LEXICAL_NOTICE
+    judge, why = default_judge(settings)
+    if why == "JUDGEQ_JUDGE":
+        return judge, None
+    if judge.provider == "lexical":
+        return judge, LEXICAL_NOTICE
+    return judge, f"judgeq: judge {judge} (the default: {why}; --judge chooses another)"
 
 
 def load_rubric_for_run(
@@ -402,19 +403,9 @@ def check_credentials(plan: Plan, settings: Settings) -> None:
     """Refuse (one line, before anything is sent or enqueued) a run whose LLM judge has no
     credential: no key, an empty one, or one of white space only. Asks the installed SDK what
     it resolved (a key, a token, a profile), without a request."""
-    from judgeq.judges.anthropic import AnthropicJudge
-
-    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
-    blank = key is None and os.environ.get("ANTHROPIC_API_KEY") is not None  # a blank key is no key
     for judge in plan.judges:
-        if judge.provider == "anthropic":
-            if (
-                blank
-                or not AnthropicJudge(
-                    judge.model, api_key=key, base_url=settings.anthropic_base_url
-                ).has_credentials
-            ):
-                raise ConfigError(missing_key(str(judge)))
+        if judge.provider == "anthropic" and not has_anthropic_credentials(settings):
+            raise ConfigError(missing_key(str(judge)))
 
 
 def missing_key(judge: str) -> str:

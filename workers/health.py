@@ -2,9 +2,12 @@
 takes no jobs (it stops consuming its queue) and checks again every
 ``JUDGEQ_JUDGE_CHECK_INTERVAL`` seconds, consuming again once it works.
 
-The judge checked is ``JUDGEQ_JUDGE`` (default: the Anthropic default model).  A worker that
-should serve only the offline judge says ``JUDGEQ_JUDGE=lexical``; a worker with no
-``ANTHROPIC_API_KEY`` otherwise is broken.  The check is :meth:`AnthropicJudge.check` (the
+The judge checked is the worker's default judge (:func:`judgeq.judges.default_judge`, the
+same rule as ``run`` and ``submit``: ``JUDGEQ_JUDGE``, else the Anthropic default model with
+a key, else the offline lexical judge). A worker without a key serves the offline judge only;
+a grade message of a run whose judge it cannot call goes back to the queue for a worker that
+can (``judgeq status`` says when none does). ``JUDGEQ_JUDGE=anthropic:MODEL`` without a key
+is broken.  The check is :meth:`AnthropicJudge.check` (the
 Models API, no tokens spent; one Messages token where that API cannot tell):
 a refused key or an unknown model is broken; an unreachable API is not (calls then fail per
 job and are retried).  A run's own model is checked by its producer's preflight, and a run
@@ -18,7 +21,7 @@ import threading
 from collections.abc import Callable
 
 from judgeq.errors import ConfigError, JudgeError
-from judgeq.judges import parse_judge_spec
+from judgeq.judges import default_judge, has_anthropic_credentials
 from judgeq.settings import Settings
 
 __all__ = ["JudgeHealth", "judge_setup_problem"]
@@ -29,23 +32,21 @@ log = logging.getLogger("judgeq.worker")
 def judge_setup_problem(settings: Settings) -> str | None:
     """Why the worker's judge cannot work, or None when it can (or cannot be told now)."""
     try:
-        spec = parse_judge_spec(settings.judge or "anthropic")
+        spec, _ = default_judge(settings)
     except ConfigError as err:
         return f"JUDGEQ_JUDGE: {err}"
     if spec.provider != "anthropic":
         return None
-    if settings.anthropic_api_key is None:
+    if not has_anthropic_credentials(settings):
         return (
-            "no ANTHROPIC_API_KEY: this worker cannot call the judge. Set the key (or "
-            "JUDGEQ_JUDGE=lexical for a worker of the offline judge only) and restart it"
+            f"JUDGEQ_JUDGE={settings.judge} but no ANTHROPIC_API_KEY: this worker cannot call the "
+            "judge. Set the key (or leave JUDGEQ_JUDGE out: a worker without a key serves the "
+            "offline judge) and restart it"
         )
     from judgeq.judges.anthropic import AnthropicJudge
 
-    judge = AnthropicJudge(
-        spec.model,
-        api_key=settings.anthropic_api_key.get_secret_value(),
-        base_url=settings.anthropic_base_url,
-    )
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+    judge = AnthropicJudge(spec.model, api_key=key, base_url=settings.anthropic_base_url)
     try:
         judge.check(timeout=settings.judge_timeout)
     except JudgeError as exc:

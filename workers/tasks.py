@@ -30,7 +30,7 @@ from celery.exceptions import Reject, Retry
 from kombu.exceptions import OperationalError
 
 from judgeq.errors import StoreError
-from judgeq.judges import budget_factory, judge_factory
+from judgeq.judges import budget_factory, judge_factory, served_providers
 from judgeq.pipeline.batch_lane import BatchLane, LaneConfig, lane_loop
 from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
 from judgeq.pipeline.stages import Contexts, Held, Outcome, process_jobs, reduce_unless_final, settle_held
@@ -65,6 +65,20 @@ STORE_ERRORS = (redis.RedisError, StoreError, OperationalError)
 
 def _settings(app: Celery) -> Settings:
     return app.judgeq_settings
+
+
+def serves(app: Celery) -> tuple[str, ...]:
+    """The judge providers this worker can call (decided once per process)."""
+    with _lock:
+        if "serves" not in _state:
+            _state["serves"] = served_providers(_settings(app))
+        return _state["serves"]  # type: ignore[return-value]
+
+
+def _unserved(app: Celery, judges: list[tuple[str, str]]) -> list[str]:
+    """The judges of a run this worker cannot call."""
+    mine = serves(app)
+    return [f"{p}:{m}" if p != "lexical" else p for p, m in judges if p not in mine]
 
 
 def runtime(app: Celery) -> tuple[RedisStore, Contexts]:
@@ -137,6 +151,22 @@ def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None
         store, contexts = runtime(app)
         if store.state(run_id).get("state") == "paused":
             return Outcome.PAUSED.value  # the jobs stay pending; 'judgeq resume' sends them again
+        spec = store.spec(run_id)
+        missing = _unserved(app, spec.judges) if spec is not None else []
+        if missing:
+            # not this worker's job: nothing graded, nothing counted; the message goes back
+            # for a worker with the key ('judgeq status' says when there is none)
+            log.warning(
+                "run %s needs judge %s, which this worker cannot call (no ANTHROPIC_API_KEY): "
+                "its jobs go back to the queue",
+                run_id,
+                ", ".join(missing),
+            )
+            later = max(1, math.ceil(s.task_retry_delay))  # whole seconds, never a busy loop
+            app.send_task(
+                GRADE_TASK, args=[run_id, list(indices), job_ids or []], queue=s.queue, countdown=later
+            )
+            return "unserved"
         outcomes = process_jobs(store, contexts, run_id, list(indices), _run_all)
         held = [(i, o) for i, o in zip(indices, outcomes, strict=True) if isinstance(o, Held)]
         final = self.request.retries >= s.task_retries
@@ -257,10 +287,24 @@ HEALTH_INTERVAL = 10.0
 def _on_ready(app: Celery, consumer: Any) -> None:
     """Log readiness; keep ``JUDGEQ_HEALTH_FILE`` fresh; start the stalled-run repair loop."""
     s = _settings(app)
-    log.warning("judgeq worker ready (redis %s, queue %s)", s.redis_url.split("@")[-1], s.queue)
+    providers = serves(app)
+    judges = (
+        "any Anthropic model and the offline lexical judge"
+        if "anthropic" in providers
+        else "the offline lexical judge only (no ANTHROPIC_API_KEY)"
+    )
+    log.warning(
+        "judgeq worker ready (redis %s, queue %s); judges it serves: %s",
+        s.redis_url.split("@")[-1],
+        s.queue,
+        judges,
+    )
     name = str(getattr(consumer, "hostname", "") or f"pid{os.getpid()}")
     threading.Thread(
-        target=_health_loop, args=(s, lambda: runtime(app)[0], name), name="judgeq-health", daemon=True
+        target=_health_loop,
+        args=(s, lambda: runtime(app)[0], name, providers),
+        name="judgeq-health",
+        daemon=True,
     ).start()
     store, contexts = runtime(app)
     lane = BatchLane(
@@ -285,7 +329,7 @@ def _on_ready(app: Celery, consumer: Any) -> None:
         ).start()
 
 
-def _health_loop(s: Settings, store: Callable[[], RedisStore], name: str) -> None:
+def _health_loop(s: Settings, store: Callable[[], RedisStore], name: str, providers: tuple[str, ...]) -> None:
     """Every HEALTH_INTERVAL seconds: touch ``JUDGEQ_HEALTH_FILE`` (a container healthcheck)
     and, while the judge set-up works (the worker consumes), renew this worker's heartbeat in
     Redis, which ``judgeq status`` reads to say whether anyone consumes the queue."""
@@ -298,7 +342,7 @@ def _health_loop(s: Settings, store: Callable[[], RedisStore], name: str) -> Non
                 log.warning("cannot touch health file %s: %s", path, exc)
         if not HEALTH.broken:
             try:
-                store().worker_heartbeat(s.queue, name, 3 * HEALTH_INTERVAL)
+                store().worker_heartbeat(s.queue, name, 3 * HEALTH_INTERVAL, serves=providers)
             except Exception as exc:  # Redis restarting: the next beat will do
                 log.debug("worker heartbeat failed: %s", exc)
         time.sleep(HEALTH_INTERVAL)

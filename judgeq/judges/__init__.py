@@ -99,4 +99,45 @@ def budget_factory(settings: Settings, make: Callable[[str], Budget]) -> Callabl
     return factory
 
 
-__all__ += ["budget_factory", "budget_name", "build_judge", "judge_factory"]
+def has_anthropic_credentials(settings: Settings) -> bool:
+    """Whether an Anthropic judge would have a credential here: ``ANTHROPIC_API_KEY`` (a blank
+    one is none), or what else the installed SDK resolves (a token, a profile). No request."""
+    import os
+
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+    if key is None and os.environ.get("ANTHROPIC_API_KEY") is not None:
+        return False  # set but blank: no key (the SDK would send it as it is)
+    from judgeq.judges.anthropic import AnthropicJudge
+
+    return AnthropicJudge(
+        DEFAULT_ANTHROPIC_MODEL, api_key=key, base_url=settings.anthropic_base_url
+    ).has_credentials
+
+
+def default_judge(settings: Settings) -> tuple[JudgeSpec, str]:
+    """The judge of a run, or of a worker, when none is given: the one place it is decided,
+    for ``run``, ``submit``, ``worker`` and the Python API. ``JUDGEQ_JUDGE`` when set; else
+    the Anthropic judge (default model) when there is a credential; else the offline lexical
+    judge. Returns the judge and why it was chosen (every command says it)."""
+    if settings.judge:
+        return parse_judge_spec(settings.judge), "JUDGEQ_JUDGE"
+    if has_anthropic_credentials(settings):
+        return parse_judge_spec("anthropic"), "ANTHROPIC_API_KEY is set"
+    return parse_judge_spec("lexical"), "no ANTHROPIC_API_KEY"
+
+
+def served_providers(settings: Settings) -> tuple[str, ...]:
+    """The judge providers a worker with ``settings`` can call: the offline judge always, the
+    Anthropic judge (any model) with a credential."""
+    return ("anthropic", "lexical") if has_anthropic_credentials(settings) else ("lexical",)
+
+
+__all__ += [
+    "budget_factory",
+    "budget_name",
+    "build_judge",
+    "default_judge",
+    "has_anthropic_credentials",
+    "judge_factory",
+    "served_providers",
+]

@@ -357,10 +357,28 @@ class RedisStore:
             self.r.srem(LANE_RUNS, run_id)
 
     # -- workers -------------------------------------------------------------------
-    def worker_heartbeat(self, queue: str, name: str, ttl: float) -> None:
+    def worker_heartbeat(
+        self, queue: str, name: str, ttl: float, *, serves: tuple[str, ...] | None = None
+    ) -> None:
         """A worker consuming ``queue`` says it lives (``judgeq:worker:QUEUE:NAME``, expiring):
-        a lease on Redis's clock, whoever reads it; its value (the worker's clock) is only shown."""
-        self.r.set(f"judgeq:worker:{queue}:{name}", repr(time.time()), ex=max(1, int(ttl)))
+        a lease on Redis's clock, whoever reads it; its value says when (the worker's clock,
+        only shown) and which judge providers it can call (``serves``; None: unknown)."""
+        value = json.dumps({"at": time.time(), "serves": list(serves) if serves is not None else None})
+        self.r.set(f"judgeq:worker:{queue}:{name}", value, ex=max(1, int(ttl)))
+
+    def worker_judges(self, queue: str) -> dict[str, list[str] | None]:
+        """The live workers of ``queue`` and the judge providers each can call (None: not
+        said, e.g. an older worker: taken as any)."""
+        names = self.workers(queue)
+        values = self.r.mget([f"judgeq:worker:{queue}:{n}" for n in names]) if names else []
+        out: dict[str, list[str] | None] = {}
+        for name, raw in zip(names, values, strict=True):
+            try:
+                serves = json.loads(raw).get("serves") if raw else None
+            except (ValueError, AttributeError):
+                serves = None
+            out[name] = list(serves) if isinstance(serves, list) else None
+        return out
 
     def workers(self, queue: str) -> list[str]:
         """The workers that said they consume ``queue`` within their heartbeat's lifetime."""

@@ -76,7 +76,7 @@ def status(run_id: str | None, **flags: Any) -> None:
     rate = f"{snap.rate:.1f} jobs/s" if snap.rate else "–"
     click.echo(f"  rate     {rate}, ETA {fmt_duration(snap.eta_s) if snap.done < snap.total else '0s'}")
     if snap.state in ("running", "enqueuing", "enqueuing (paused: queue full)") and snap.done < snap.total:
-        for line in worker_lines(store, settings.queue, snap):
+        for line in worker_lines(store, settings.queue, snap, spec.judges):
             click.echo(f"  {line}")
     if snap.questions:
         q = snap.questions
@@ -91,9 +91,10 @@ WORKERS_QUIET_AFTER = 120.0
 says that no worker is taking jobs."""
 
 
-def worker_lines(store: Any, queue: str, snap: Any) -> list[str]:
+def worker_lines(store: Any, queue: str, snap: Any, judges: list[tuple[str, str]] | None = None) -> list[str]:
     """What status says of the workers of ``queue``: how many consume it, or a warning when
-    none does, or when jobs wait and none has been taken for a while."""
+    none does, when none can call the run's ``judges`` (provider, model), or when jobs wait
+    and none has been taken for a while."""
     workers = store.workers(queue)
     if not workers:
         return [
@@ -101,6 +102,18 @@ def worker_lines(store: Any, queue: str, snap: Any) -> list[str]:
             f"(start one: judgeq worker --queues {queue}; or check its judge set-up in its log)"
         ]
     lines = [f"workers  {len(workers)} consuming queue {queue!r}"]
+    pending = snap.total - snap.done
+    if judges and pending > 0 and hasattr(store, "worker_judges"):
+        serving = store.worker_judges(queue)
+        needs = sorted({p for p, _ in judges})
+        able = [w for w, provs in serving.items() if provs is None or all(p in provs for p in needs)]
+        if serving and not able:
+            named = ", ".join(f"{p}:{m}" if p != "lexical" else p for p, m in judges)
+            lines.append(
+                f"WARNING: the run needs judge {named} and no worker serves it ({len(serving)} "
+                f"serve the offline lexical judge only): start a worker with ANTHROPIC_API_KEY set"
+            )
+            return lines
     if snap.last_done_s is not None and snap.last_done_s > WORKERS_QUIET_AFTER and not snap.lane:
         lines.append(
             f"WARNING: no job has been finished for {fmt_duration(snap.last_done_s)} while "

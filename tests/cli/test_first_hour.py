@@ -99,3 +99,57 @@ def test_the_installed_sdk_builds_a_client_without_a_key_and_the_judge_says_so(
         with pytest.raises(JudgeAuthError):
             judge.check(timeout=1.0)
     assert AnthropicJudge("m", api_key="sk-x", base_url="http://127.0.0.1:1").has_credentials
+
+
+# -- 2: one default judge, decided in one place ----------------------------------------------
+
+
+def test_one_default_judge_for_run_submit_worker_and_the_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from judgeq.judges import default_judge, served_providers
+    from judgeq.producer.plan import resolve_judge
+    from judgeq.settings import load_settings
+    from workers.health import judge_setup_problem
+
+    for name in [k for k in os.environ if k.startswith(("ANTHROPIC_", "JUDGEQ_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    for key, expected in ((None, "lexical"), ("  ", "lexical"), ("sk-test", "anthropic:claude-sonnet-4-5")):
+        if key is not None:
+            monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+        settings = load_settings()
+        judge, _ = default_judge(settings)
+        assert str(judge) == expected
+        assert str(resolve_judge(None, settings)[0]) == expected  # run, submit and the API
+        assert ("anthropic" in served_providers(settings)) == (expected != "lexical")
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    assert judge_setup_problem(load_settings()) is None  # a worker without a key serves the offline judge
+    monkeypatch.setenv("JUDGEQ_JUDGE", "anthropic:claude-x")
+    assert str(default_judge(load_settings())[0]) == "anthropic:claude-x"
+    assert "no ANTHROPIC_API_KEY" in (judge_setup_problem(load_settings()) or "")  # asked for, cannot
+
+
+def test_status_names_the_judge_no_worker_serves() -> None:
+    from types import SimpleNamespace
+
+    import fakeredis
+
+    from judgeq.producer.cli.status import worker_lines
+    from judgeq.store.redis import RedisStore
+
+    store = RedisStore(fakeredis.FakeRedis(decode_responses=True))
+    snap = SimpleNamespace(last_done_s=5.0, lane="", total=10, done=0)
+    judges = [("anthropic", "claude-x")]
+    store.worker_heartbeat("judgeq", "w1@host", 30, serves=("lexical",))
+    lines = worker_lines(store, "judgeq", snap, judges)
+    assert lines[-1] == (
+        "WARNING: the run needs judge anthropic:claude-x and no worker serves it (1 serve the "
+        "offline lexical judge only): start a worker with ANTHROPIC_API_KEY set"
+    )
+    assert worker_lines(store, "judgeq", snap, [("lexical", "lexical-overlap-v1")]) == [
+        "workers  1 consuming queue 'judgeq'"
+    ]
+    store.worker_heartbeat("judgeq", "w2@host", 30, serves=("anthropic", "lexical"))
+    assert len(worker_lines(store, "judgeq", snap, judges)) == 1
