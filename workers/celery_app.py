@@ -16,23 +16,133 @@ built on first access.  Configuration comes from a :class:`judgeq.Settings`.  Ch
   third of the enqueue rate), results ignored (results live in judgeq's own store);
 * unlimited broker reconnection, so workers ride out a Redis restart;
 * with a RabbitMQ broker (``JUDGEQ_BROKER_URL=amqp://…``): quorum queues and publisher
-  confirms (:func:`amqp_options`).
+  confirms (:func:`amqp_options`);
+* the worker's pool and slots in the app's configuration (``worker_pool``,
+  ``worker_concurrency``: :func:`celery_slots`), so ``celery -A judgeq.workers worker`` starts
+  the same pool as ``judgeq worker``; a worker names itself ``judgeq-PID@HOST`` unless given
+  ``-n`` (two workers on one machine are two nodes in Flower), and its banner states its
+  judge calls at once (:class:`JudgeqWorker`).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from typing import Any
 
 import click
 from celery import Celery, signals
+from celery.apps.worker import Worker as CeleryWorker
+from celery.utils.nodenames import default_nodename, gethostname, host_format
+from kombu.utils.objects import cached_property
 
 from judgeq.errors import ConfigError
 from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
 from judgeq.pipeline.timing import restore_interval, visibility_timeout
+from judgeq.redis_connect import mask_url
 from judgeq.settings import Settings, load_settings
 
-__all__ = ["amqp_options", "create_app", "is_amqp"]
+__all__ = [
+    "HELD_PER_CALL",
+    "POOL_NAMES",
+    "JudgeqApp",
+    "JudgeqWorker",
+    "amqp_options",
+    "celery_slots",
+    "create_app",
+    "is_amqp",
+    "judge_calls",
+    "unique_nodename",
+]
+
+HELD_PER_CALL = 2
+"""Jobs a threads worker holds per judge call it may make at once: while some jobs are being
+read, parsed or stored, others' calls keep the worker's JUDGEQ_CONCURRENCY places busy."""
+
+POOL_NAMES = {"thread": "threads", "prefork": "prefork", "solo": "solo"}
+"""Celery's pool modules by the names ``--pool`` takes."""
+
+CELERY_DEFAULT_NODENAME = host_format(default_nodename(None))
+"""``celery@HOST``: what Celery names a worker not given ``-n``."""
+
+
+def celery_slots(concurrency: int, jobs_per_message: int, pool: str) -> int:
+    """Celery's --concurrency: each slot holds a grade message of up to ``jobs_per_message``
+    jobs. A threads worker holds :data:`HELD_PER_CALL` jobs per call place (its calls are
+    bounded by a semaphore of ``concurrency``); a prefork child makes its message's calls
+    itself, so there the slots alone give ``concurrency`` calls."""
+    held = concurrency * (HELD_PER_CALL if pool == "threads" else 1)
+    return max(1, -(-held // jobs_per_message))
+
+
+def judge_calls(settings: Settings, slots: int, pool: str) -> int:
+    """Judge calls a worker makes at once with ``slots`` Celery slots of ``pool``: a threads
+    worker's calls share one bound of ``JUDGEQ_CONCURRENCY``; each prefork child (or the solo
+    pool) grades its message's jobs under its own."""
+    per_slot = min(settings.jobs_per_message, settings.concurrency)
+    if pool == "threads":
+        return min(settings.concurrency, slots * settings.jobs_per_message)
+    return per_slot * (slots if pool == "prefork" else 1)
+
+
+def unique_nodename() -> str:
+    """``judgeq-PID@HOST``: unique per process on a machine (a container's hostname is its own)."""
+    return f"judgeq-{os.getpid()}@{gethostname()}"
+
+
+class _BrokerURL(logging.Filter):
+    """Celery's 'Connected to URL' names the broker as kombu writes it, with ':**@' whether or
+    not the URL has a password; this says the configured URL, its password masked if any."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == "Connected to %s":
+            record.args = (self.url,)
+        return True
+
+
+class JudgeqWorker(CeleryWorker):
+    """Celery's worker program with judgeq's defaults: a unique node name, and a banner that
+    states the judge calls made at once (Celery's own line counts message slots)."""
+
+    def __init__(self, app: Any = None, hostname: str | None = None, **kwargs: Any) -> None:
+        if not hostname or hostname == CELERY_DEFAULT_NODENAME:
+            hostname = unique_nodename()
+        super().__init__(app=app, hostname=hostname, **kwargs)
+        shown = _BrokerURL(mask_url(self.app.judgeq_settings.effective_broker_url))
+        logging.getLogger("celery.worker.consumer.connection").addFilter(shown)
+
+    def startup_info(self, artlines: bool = True) -> str:
+        info: str = super().startup_info(artlines)
+        pool_cls = self.pool_cls if isinstance(self.pool_cls, str) else self.pool_cls.__module__
+        pool = POOL_NAMES.get(pool_cls.split(".")[-1], pool_cls.split(".")[-1])
+        settings = self.app.judgeq_settings
+        slots = int(self.concurrency)
+        line = (
+            f"concurrency: {judge_calls(settings, slots, pool)} judge calls at once ({pool} pool, "
+            f"{slots} message slot{'s' if slots != 1 else ''} of up to {settings.jobs_per_message} jobs)"
+        )
+        # kombu writes ':**@' whether or not the URL has a password; say what is there
+        transport = "transport:   " + mask_url(settings.effective_broker_url)
+        out = []
+        for text in info.split("\n"):
+            for label, replacement in ((".> concurrency:", line), (".> transport:", transport)):
+                if label in text:
+                    text = text.split(label)[0] + ".> " + replacement
+            out.append(text)
+        return "\n".join(out)
+
+
+class JudgeqApp(Celery):
+    """The judgeq Celery app: its worker program is :class:`JudgeqWorker`."""
+
+    @cached_property
+    def Worker(self) -> Any:
+        return self.subclass_with_self(JudgeqWorker)
 
 
 def is_amqp(url: str) -> bool:
@@ -69,7 +179,7 @@ def create_app(settings: Settings | None = None) -> Celery:
 
         sentinel = parse_sentinel_url(broker_url)
         broker_url = sentinel.kombu_url
-    app = Celery("judgeq", broker=broker_url, set_as_current=False)
+    app = JudgeqApp("judgeq", broker=broker_url, set_as_current=False)
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -105,6 +215,8 @@ def create_app(settings: Settings | None = None) -> Celery:
         broker_connection_timeout=5,
         worker_cancel_long_running_tasks_on_connection_loss=True,
         worker_hijack_root_logger=False,
+        worker_pool=settings.pool,
+        worker_concurrency=celery_slots(settings.concurrency, settings.jobs_per_message, settings.pool),
         worker_redirect_stdouts=False,
         task_track_started=True,
         enable_utc=True,

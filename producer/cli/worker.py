@@ -8,20 +8,7 @@ import click
 
 from .options import redis_option, settings_from
 
-__all__ = ["HELD_PER_CALL", "celery_slots", "worker"]
-
-HELD_PER_CALL = 2
-"""Jobs a threads worker holds per judge call it may make at once: while some jobs are being
-read, parsed or stored, others' calls keep the worker's JUDGEQ_CONCURRENCY places busy."""
-
-
-def celery_slots(concurrency: int, jobs_per_message: int, pool: str) -> int:
-    """Celery's --concurrency: each slot holds a grade message of up to ``jobs_per_message``
-    jobs. A threads worker holds :data:`HELD_PER_CALL` jobs per call place (its calls are
-    bounded by a semaphore of ``concurrency``); a prefork child makes its message's calls
-    itself, so there the slots alone give ``concurrency`` calls."""
-    held = concurrency * (HELD_PER_CALL if pool == "threads" else 1)
-    return max(1, -(-held // jobs_per_message))
+__all__ = ["worker"]
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -41,14 +28,14 @@ def celery_slots(concurrency: int, jobs_per_message: int, pool: str) -> int:
 )
 @click.option("--queues", "-Q", default=None, help="Comma-separated queues [JUDGEQ_QUEUE; default judgeq].")
 @click.option("--loglevel", "-l", default=None, help="Log level [JUDGEQ_LOG_LEVEL; default INFO].")
-@click.option("--hostname", "-n", default=None, help="Worker node name (default: celery@HOST).")
+@click.option("--hostname", "-n", default=None, help="Worker node name (default: judgeq-PID@HOST).")
 @redis_option
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
     """Start a grading worker (extra arguments are passed to 'celery worker')."""
     import logging
 
-    from judgeq.workers.celery_app import create_app
+    from judgeq.workers.celery_app import celery_slots, create_app
 
     settings = settings_from(**flags)
     level = (flags["loglevel"] or settings.log_level).upper()
