@@ -205,6 +205,13 @@ def render_markdown(c: Mapping[str, Any], a: str, b: str) -> str:
     lines = [
         f"# judgeq compare: {a} (A) vs {b} (B)",
         "",
+        *(
+            f"- {side.upper()}: rubric {c[side]['rubric']['name']} {c[side]['rubric']['version']} "
+            f"(fingerprint {c[side]['rubric']['fingerprint'] or 'unknown'}), judge {c[side]['judge']}"
+            for side in ("a", "b")
+            if isinstance(c.get(side), Mapping) and "rubric" in c[side]
+        ),
+        *(f"- **Compared though they differ** in {d}" for d in c.get("differences") or ()),
         f"- Jobs matched by id: {c['matched']}; only in A: {c['only_a']}; only in B: {c['only_b']}",
         f"- Graded in both: {c['graded_both']}; null in A only: {c['null']['a_only']}, in B only: "
         f"{c['null']['b_only']}, in both: {c['null']['both']}",
@@ -262,7 +269,9 @@ def render_markdown(c: Mapping[str, Any], a: str, b: str) -> str:
         "",
         ("**Regression**: " + "; ".join(r["why"]))
         if r["significant"]
-        else f"No significant drop at alpha {c['alpha']:g}.",
+        else f"No significant drop at alpha {c['alpha']:g}."
+        if c["matched"]
+        else "Nothing compared: no job of A matched a job of B by id.",
     ]
     return "\n".join(lines) + "\n"
 

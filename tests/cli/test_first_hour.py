@@ -153,3 +153,81 @@ def test_status_names_the_judge_no_worker_serves() -> None:
     ]
     store.worker_heartbeat("judgeq", "w2@host", 30, serves=("anthropic", "lexical"))
     assert len(worker_lines(store, "judgeq", snap, judges)) == 1
+
+
+# -- 5: compare is a safe gate ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Results folders of offline runs: 'a' and 'b' (the example jobs, rubric quality), 'other'
+    (the same jobs under other ids), 'helpful' (rubric helpfulness), 'judge2' (a copy of 'a'
+    whose report names another judge)."""
+    import json
+    import shutil
+
+    root = tmp_path_factory.mktemp("graded")
+    env = env_with(root)
+    renamed = root / "renamed.jsonl"
+    rows = [json.loads(line) for line in RESPONSES.read_text().splitlines() if line.strip()]
+    renamed.write_text("".join(json.dumps({**r, "id": f"other-{r['id']}"}) + "\n" for r in rows))
+    for run_id, jobs, rubric in (
+        ("a", RESPONSES, "quality"),
+        ("b", RESPONSES, "quality"),
+        ("other", renamed, "quality"),
+        ("helpful", RESPONSES, "helpfulness"),
+    ):
+        proc = judgeq(env, "run", str(jobs), "--rubric", rubric, "--run-id", run_id)
+        assert proc.returncode == 0, proc.stderr
+    results = root / "r"
+    shutil.copytree(results / "a", results / "judge2")
+    report = json.loads((results / "judge2" / "report.json").read_text())
+    report["run_id"], report["judge"]["provider"], report["judge"]["model"] = (
+        "judge2",
+        "anthropic",
+        "claude-x",
+    )
+    (results / "judge2" / "report.json").write_text(json.dumps(report))
+    return root
+
+
+def test_compare_shows_both_runs_rubric_and_judge(graded: Path) -> None:
+    proc = judgeq(env_with(graded), "compare", "a", "b", "--fail-on-regression")
+    assert proc.returncode == 0, proc.stderr
+    fingerprint = __import__("json").loads((graded / "r" / "a" / "report.json").read_text())["rubric"][
+        "fingerprint"
+    ]
+    assert f"- A: rubric quality 1.0.0 (fingerprint {fingerprint}), judge lexical" in proc.stdout
+    assert f"- B: rubric quality 1.0.0 (fingerprint {fingerprint}), judge lexical" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("other", "what"),
+    [
+        ("helpful", "differ in rubric (quality 1.0.0"),
+        ("judge2", "differ in judge (lexical vs anthropic:claude-x)"),
+    ],
+)
+def test_compare_refuses_runs_of_another_rubric_or_judge_unless_allowed(
+    graded: Path, other: str, what: str
+) -> None:
+    env = env_with(graded)
+    line = only_error_line(judgeq(env, "compare", "a", other, "--fail-on-regression"))
+    assert what in line and "--allow-different" in line
+    allowed = judgeq(env, "compare", "a", other, "--allow-different")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "**Compared though they differ** in" in allowed.stdout
+
+
+def test_the_gate_refuses_runs_that_share_too_few_jobs(graded: Path) -> None:
+    env = env_with(graded)
+    proc = judgeq(env, "compare", "a", "other", "--fail-on-regression")
+    line = only_error_line(proc)
+    assert "only 0 of run A's 30 jobs matched a job of the other run by id (0%; --min-matched is 90%)" in line
+    assert judgeq(env, "compare", "a", "other").returncode == 0  # not a gate: it only shows
+    assert judgeq(env, "compare", "a", "other", "--fail-on-regression", "--min-matched", "0").returncode == 0
+    shown = judgeq(env, "compare", "a", "other").stdout
+    assert (
+        "Nothing compared: no job of A matched a job of B by id." in shown
+        and "No significant drop" not in shown
+    )
