@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from judgeq.errors import ConfigError, JudgeqError
 from judgeq.judges.prices import unpriced_text
 from judgeq.pipeline.batch_lane import lane_summary, lane_text
 from judgeq.report.files import jobs_file_texts, write_report_files
+from judgeq.report.formatting import fmt, fmt_count
 from judgeq.store.base import Store
 
 __all__ = [
@@ -150,7 +152,15 @@ def _quiet_for(store: Store, run_id: str, now: float) -> float | None:
 def pause_line(snap: Snapshot) -> str:
     """The one line that says why a run is paused and how to continue it."""
     if snap.pause_reason.startswith("max_cost:"):
-        return f"PAUSED: {snap.pause_reason.replace('resume RUN', f'resume {snap.run_id}')}"
+        reason = snap.pause_reason.replace("resume RUN", f"resume {snap.run_id}")
+        at = re.match(r"max_cost: \$([0-9.]+) spent", reason)
+        if at and snap.cost_usd > float(at.group(1)) + 5e-5:  # calls in flight when it paused were paid
+            reason = reason.replace(
+                " allowed",
+                f" allowed when it paused; ${snap.cost_usd:.4f} spent in all, with the calls then in flight",
+                1,
+            )
+        return f"PAUSED: {reason}"
     return f"PAUSED: {snap.pause_reason}. Fix the judge set-up, then: judgeq resume {snap.run_id}"
 
 
@@ -218,7 +228,7 @@ def progress_line(snap: Snapshot, width: int = 24) -> str:
     parts = [
         f"[{bar}] {snap.done}/{snap.total} {100 * frac:5.1f}%",
         rate,
-        f"ETA {fmt_duration(snap.eta_s)}",
+        "ETA – (paused)" if snap.state == "paused" else f"ETA {fmt_duration(snap.eta_s)}",
         f"nulls {snap.null_count}",
     ]
     if snap.questions:
@@ -355,64 +365,97 @@ def write_files(
 
 
 def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -> str:
-    """The few lines printed when a run finishes."""
+    """The few lines printed when a run finishes (or stops: a partial run says so first).
+    Every figure is named for what it measures; a missing one is a dash, never ``None``."""
     c = report["counts"]
     o = report["overall"]
-    lines = [
-        f"run {report['run_id']}: {c['graded']}/{c['total']} graded, {c['null']} null"
-        + (f" ({', '.join(f'{k} {v}' for k, v in c['null_by_reason'].items())})" if c["null"] else "")
-        + (f", {c['rejected']} rejected input lines" if c.get("rejected") else ""),
-        f"rubric {report['rubric']['name']} {report['rubric']['version']}, judge "
-        f"{report['judge']['provider']}:{report['judge']['model']}",
+    judge = report["judge"]
+    judges = judge.get("council") or [
+        judge["provider"] if judge["provider"] == "lexical" else f"{judge['provider']}:{judge['model']}"
     ]
-    if o["n"]:
+    lines = []
+    if report.get("partial"):
         lines.append(
-            f"overall: mean {o['mean']} median {o['median']} std {o['std']} (min {o['min']}, max {o['max']})"
+            f"PARTIAL: run {report['run_id']} was stopped (canceled or interrupted) before every job "
+            "was graded: its figures cover what finished"
         )
-    if "pass_rates" in report:
-        rates = ", ".join(f">={t}: {v}%" for t, v in report["pass_rates"].items())
-        lines.append(f"pass rates (of all jobs): {rates}")
-    elif "pass_rate" in report:
-        lines.append(f"pass rate (of all jobs): {report['pass_rate']}%")
+    lines += [
+        f"run {report['run_id']}: {fmt_count(c['graded'])}/{fmt_count(c['total'])} graded, "
+        f"{fmt_count(c['null'])} null"
+        + (f" ({', '.join(f'{k} {v:,}' for k, v in c['null_by_reason'].items())})" if c["null"] else "")
+        + (f", {c['rejected']:,} rejected input lines" if c.get("rejected") else ""),
+        f"rubric {report['rubric']['name']} {report['rubric']['version']}, "
+        + (
+            f"council of {len(judges)} judges: {', '.join(judges)} ({judge.get('council_mode', 'mean')})"
+            if len(judges) > 1
+            else f"judge {judges[0]}"
+        ),
+    ]
     pw = report.get("pairwise")
+    if o["n"] and not pw:
+        what = "LLM grade" if "retrieval" in report else "overall"
+        lines.append(
+            f"{what}: mean {fmt(o['mean'], nd=4)} median {fmt(o['median'], nd=4)} std {fmt(o['std'], nd=4)} "
+            f"(min {fmt(o['min'])}, max {fmt(o['max'])})"
+        )
+    of = "of all questions, on the LLM grade" if "retrieval" in report else "of all jobs"
+    if "pass_rates" in report and not pw:
+        rates = ", ".join(f">={t}: {fmt(v, '%')}" for t, v in report["pass_rates"].items())
+        lines.append(f"pass rates ({of}): {rates}")
+    elif "pass_rate" in report and not pw:
+        lines.append(f"pass rate ({of}): {fmt(report['pass_rate'], '%')}")
     if pw:
+        for pair in pw.get("pairs") or []:
+            lines.append(
+                f"win rate of {pair['model']} over {pair['opponent']}: {fmt(pair['win_rate'], '%')} "
+                f"(ties as half; {pair['wins']} wins, {pair['ties']} ties, {pair['losses']} losses), "
+                f"{fmt(pair['win_rate_excluding_ties'], '%')} ties excluded"
+            )
         top = pw.get("leaderboard") or []
         lines.append(
-            f"pairwise: {pw['graded']} pairs; position consistency {pw['position_consistency']}%, "
-            f"first-position preference {pw['first_position_preference']}%"
+            f"pairwise: {fmt_count(pw['graded'])} pairs; position consistency "
+            f"{fmt(pw['position_consistency'], '%')}, first-position preference "
+            f"{fmt(pw['first_position_preference'], '%')}"
             + (f"; leader {top[0]['model']} ({top[0]['rating']})" if top else "")
         )
     agreement = report.get("agreement")
     if agreement:
         parts = []
         if "pairs" in agreement:
-            parts.append(f"pairs accuracy {agreement['pairs']['accuracy_ties_excluded']}% (ties excluded)")
+            pa = agreement["pairs"]
+            parts.append(
+                f"pairs accuracy {fmt(pa.get('accuracy_ties_half'), '%')} (ties as half, as published "
+                f"judge benchmarks count), {fmt(pa.get('accuracy_ties_excluded'), '%')} ties excluded "
+                f"(of {fmt_count(pa.get('ties_excluded_n'))} pairs with no tie)"
+            )
         if "pass_fail" in agreement:
             pf = agreement["pass_fail"]
-            parts.append(f"pass/fail accuracy {pf['accuracy']}%, kappa {pf['kappa']}")
+            parts.append(f"pass/fail accuracy {fmt(pf['accuracy'], '%')}, kappa {fmt(pf['kappa'])}")
         if "numeric" in agreement:
-            parts.append(f"Spearman {agreement['numeric']['spearman']}, QWK {agreement['numeric']['qwk']}")
-        lines.append(f"agreement with {agreement['graded']} labels: " + "; ".join(parts))
+            num = agreement["numeric"]
+            parts.append(f"Spearman {fmt(num['spearman'])}, QWK {fmt(num['qwk'])}")
+        lines.append(f"agreement with {fmt_count(agreement['graded'])} labels: " + "; ".join(parts))
     council = report.get("council")
     if council:
         lines.append(
-            f"council of {len(council['judges'])} judges: "
-            f"Krippendorff's alpha {council['krippendorff_alpha']}, "
-            f"{report.get('flags', {}).get('judges_disagree', 0)} jobs they disagree on"
+            f"council agreement: Krippendorff's alpha {fmt(council['krippendorff_alpha'])}, "
+            f"{report.get('flags', {}).get('judges_disagree', 0):,} jobs the judges disagree on"
         )
     if "retrieval" in report:
         rt = report["retrieval"]
         lines.append(
-            f"retrieval: accuracy {rt['accuracy']}%, hit@1 {rt['hit_at_1_rate']}%, "
-            f"hit@5 {rt['hit_at_5_rate']}%, MRR {rt['mrr']}, avg grade {rt['avg_llm_grade']}, "
-            f"avg total {rt['avg_total_score']}, pass@7 {rt['pass_rate_7']}%"
+            f"retrieval: accuracy (needle retrieved) {fmt(rt['accuracy'], '%')}, hit@1 "
+            f"{fmt(rt['hit_at_1_rate'], '%')}, hit@5 {fmt(rt['hit_at_5_rate'], '%')}, MRR "
+            f"{fmt(rt['mrr'], nd=3)}; mean LLM grade {fmt(rt['avg_llm_grade'])}, mean total score "
+            f"(retrieval and grade) {fmt(rt['avg_total_score'])}, "
+            f"total score >= 7: {fmt(rt['pass_rate_7'], '%')}"
         )
     use = report["usage"]
     cost = use["estimated_cost_usd"]
     lat = report["latency_ms"]
     latency = (
-        f"latency p50 {lat['p50']} ms, p95 {lat['p95']} ms"
-        if lat["p50"] is not None
+        f"latency p50 {fmt(lat['p50'], nd=0)} ms, p95 {fmt(lat['p95'], nd=0)} ms"
+        if lat.get("p50") is not None
         else "latency – (no judge call was made)"
     )
     if report["judge"]["provider"] == "lexical":

@@ -122,9 +122,10 @@ class JudgeqWorker(CeleryWorker):
         pool = POOL_NAMES.get(pool_cls.split(".")[-1], pool_cls.split(".")[-1])
         settings = self.app.judgeq_settings
         slots = int(self.concurrency)
+        celery_says = f"{slots} ({pool_cls.split('.')[-1]})"
         line = (
-            f"concurrency: {judge_calls(settings, slots, pool)} judge calls at once ({pool} pool, "
-            f"{slots} message slot{'s' if slots != 1 else ''} of up to {settings.jobs_per_message} jobs)"
+            f"concurrency: {judge_calls(settings, slots, pool)} judge calls at once ({pool} pool; "
+            f"Celery's concurrency: {celery_says} message slots of up to {settings.jobs_per_message} jobs)"
         )
         # kombu writes ':**@' whether or not the URL has a password; say what is there
         transport = "transport:   " + mask_url(settings.effective_broker_url)

@@ -24,7 +24,7 @@ from typing import Any
 
 from judgeq.grading.result import Result
 from judgeq.report import stats as _stats
-from judgeq.report.formatting import fmt, fmt_p
+from judgeq.report.formatting import fmt, fmt_p, p_is
 
 SHOWN_FLIPS = 50
 
@@ -187,11 +187,13 @@ def regression(c: Mapping[str, Any], alpha: float) -> dict[str, Any]:
     p_down = o.get("p_value_decrease")
     if o["mean_diff"] is not None and o["mean_diff"] < 0 and p_down is not None and p_down < alpha:
         why.append(
-            f"overall mean fell by {-o['mean_diff']:g} (one-sided Wilcoxon p = {p_down:g} < {alpha:g})"
+            f"overall mean fell by {-o['mean_diff']:g} (one-sided Wilcoxon {p_is(p_down)}, alpha {alpha:g})"
         )
     p = c["pass_rate"]
     if p["change"] is not None and p["change"] < 0 and p["p_value"] is not None and p["p_value"] < alpha:
-        why.append(f"pass rate fell by {-p['change']:g} points (McNemar p = {p['p_value']:g} < {alpha:g})")
+        why.append(
+            f"pass rate fell by {-p['change']:g} points (McNemar {p_is(p['p_value'])}, alpha {alpha:g})"
+        )
     return {"significant": bool(why), "why": why}
 
 
@@ -231,7 +233,7 @@ def render_markdown(c: Mapping[str, Any], a: str, b: str) -> str:
         f"Pass rate (of {p['n']} matched jobs; a null counts as not passed): A {fmt(p['a'], '%')}, "
         f"B {fmt(p['b'], '%')}, change {fmt(p['change'], ' points')} {_ci(p['ci95'])}; "
         f"{p.get('fail_to_pass', 0)} fail to pass, {p.get('pass_to_fail', 0)} pass to fail "
-        f"(McNemar p = {fmt_p(p['p_value'])})",
+        f"(McNemar {p_is(p['p_value'])})",
     ]
     if c["by_model"]:
         lines += [

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-__all__ = ["decimals", "fmt", "fmt_ci", "fmt_p"]
+__all__ = ["decimals", "fmt", "fmt_ci", "fmt_count", "fmt_p", "p_is"]
 
 
 def decimals(suffix: str, nd: int | None) -> int:
@@ -15,12 +16,26 @@ def decimals(suffix: str, nd: int | None) -> int:
 def fmt(x: Any, suffix: str = "", nd: int | None = None) -> str:
     """A figure as report.md prints it: floats with ``nd`` decimals (by default 2, and 1 for a
     percentage: ``6.44``, ``75.0%``)."""
-    if x is None:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
     if isinstance(x, float):
         nd = decimals(suffix, nd)
         return f"{x:.{nd}f}{suffix}"
+    if isinstance(x, int) and not isinstance(x, bool):
+        return f"{x:,}{suffix}"
     return f"{x}{suffix}"
+
+
+def fmt_count(n: Any) -> str:
+    """A count with thousands separators (``20,000``, never ``2e+04``)."""
+    return "–" if n is None else f"{int(n):,}"
+
+
+def p_is(p: float | None) -> str:
+    """A p-value in a sentence: ``p = 0.012``, ``p < 0.001`` (never ``p = 0`` nor ``p = < 0.001``)."""
+    if p is None or not math.isfinite(p):
+        return "p –"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
 def fmt_p(p: float | None) -> str:

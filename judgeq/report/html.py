@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from judgeq.grading.result import Result
+from judgeq.report.formatting import fmt
 
 __all__ = [
     "COLOR",
@@ -31,6 +32,7 @@ __all__ = [
     "curve",
     "dots",
     "esc",
+    "headline_cards",
     "histogram",
     "matrix",
     "nice_top",
@@ -299,10 +301,8 @@ def _summary(report: Mapping[str, Any]) -> str:
         ("cost", f"${cost:.4f}" if isinstance(cost, (int, float)) else "unknown"),
         ("tokens", f"{use.get('input_tokens', 0):,} in / {use.get('output_tokens', 0):,} out"),
     ]
-    o = report.get("overall") or {}
-    if o.get("mean") is not None:
-        ci = o.get("ci95")
-        cards.insert(4, ("mean", f"{o['mean']:g}" + (f" ({ci[0]:g}-{ci[1]:g})" if ci else "")))
+    cards[3] = ("coverage", fmt(report.get("coverage"), "%"))
+    cards[4:4] = headline_cards(report)
     out = ['<div class="cards">']
     out += [
         f'<div class="card"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div></div>'
@@ -315,6 +315,61 @@ def _summary(report: Mapping[str, Any]) -> str:
             "<p>Nulls by reason: " + ", ".join(f"<b>{esc(k)}</b> {v:,}" for k, v in nulls.items()) + "</p>"
         )
     return "".join(out)
+
+
+def _with_ci(value: Any, ci: Any, suffix: str = "", nd: int | None = None) -> str:
+    if value is None:
+        return "–"
+    text = fmt(value, suffix, nd)
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
+        text += f" ({fmt(ci[0], '', nd)}–{fmt(ci[1], suffix, nd)})"
+    return text
+
+
+def headline_cards(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The run's headline figures as numbers, by kind of run: a pairwise run's win rates (ties
+    as half), position consistency and agreement with labels; a retrieval run's accuracy,
+    Hit@1, Hit@5 and MRR; else the mean overall score; each with its 95% interval."""
+    cards: list[tuple[str, str]] = []
+    pw = report.get("pairwise")
+    if pw:
+        for pair in (pw.get("pairs") or [])[:3]:
+            cards.append(
+                (
+                    f"{pair['model']} over {pair['opponent']} (ties as half)",
+                    _with_ci(pair.get("win_rate"), pair.get("win_rate_ci95"), "%"),
+                )
+            )
+        cards.append(
+            (
+                "position consistency",
+                _with_ci(pw.get("position_consistency"), pw.get("position_consistency_ci95"), "%"),
+            )
+        )
+        pairs = (report.get("agreement") or {}).get("pairs")
+        if pairs:
+            cards.append(
+                (
+                    "agreement with labels (ties as half)",
+                    _with_ci(pairs.get("accuracy_ties_half"), pairs.get("accuracy_ties_half_ci95"), "%"),
+                )
+            )
+        return cards
+    rt = report.get("retrieval")
+    if rt:
+        ci = rt.get("ci95") or {}
+        cards += [
+            ("accuracy (needle retrieved)", _with_ci(rt.get("accuracy"), ci.get("accuracy"), "%")),
+            ("Hit@1", _with_ci(rt.get("hit_at_1_rate"), ci.get("hit_at_1_rate"), "%")),
+            ("Hit@5", _with_ci(rt.get("hit_at_5_rate"), ci.get("hit_at_5_rate"), "%")),
+            ("MRR", _with_ci(rt.get("mrr"), ci.get("mrr"), nd=3)),
+        ]
+    o = report.get("overall") or {}
+    if o.get("mean") is not None:
+        cards.append(("mean LLM grade" if rt else "mean score", _with_ci(o["mean"], o.get("ci95"))))
+    if report.get("pass_rate") is not None and not rt:
+        cards.append(("pass rate", _with_ci(report["pass_rate"], report.get("pass_rate_ci95"), "%")))
+    return cards
 
 
 def charts(report: Mapping[str, Any]) -> list[str]:

@@ -136,11 +136,25 @@ def render_markdown(report: dict[str, Any]) -> str:
     """A readable summary of a report, with tables."""
     c = report["counts"]
     r = report["rubric"]
+    judge = report["judge"]
+    judges = judge.get("council") or [f"{judge['provider']}:{judge['model']}"]
     lines = [
-        f"# judgeq report: {report['run_id']}",
+        f"# judgeq report: {report['run_id']}" + (" (PARTIAL)" if report.get("partial") else ""),
         "",
+        *(
+            [
+                "> **Partial report**: the run was stopped (canceled or interrupted) before every job "
+                "was graded; jobs that did not finish are null `canceled`, and every figure covers "
+                "only what finished.",
+                "",
+            ]
+            if report.get("partial")
+            else []
+        ),
         f"- Rubric: **{r['name']}** {r['version']} (scale {r['scale']}, source `{r['source']}`)",
-        f"- Judge: {report['judge']['provider']}:{report['judge']['model']}",
+        f"- Judge: {judges[0]}"
+        if len(judges) == 1
+        else f"- Judges (a council, {judge.get('council_mode', 'mean')}): {', '.join(judges)}",
         f"- Jobs file: `{report.get('batch', '')}`",
         f"- Started {report['started_at']}, finished {report['finished_at']} ({report['wall_s']} s)",
         "",

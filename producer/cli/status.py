@@ -74,7 +74,14 @@ def status(run_id: str | None, **flags: Any) -> None:
     nulls = ", ".join(f"{k} {v}" for k, v in snap.nulls.items()) or "none"
     click.echo(f"  nulls    {snap.null_count} ({nulls})")
     rate = f"{snap.rate:.1f} jobs/s" if snap.rate else "–"
-    click.echo(f"  rate     {rate}, ETA {fmt_duration(snap.eta_s) if snap.done < snap.total else '0s'}")
+    eta = (
+        "– (paused)"
+        if snap.state == "paused"
+        else fmt_duration(snap.eta_s)
+        if snap.done < snap.total
+        else "0s"
+    )
+    click.echo(f"  rate     {rate}, ETA {eta}")
     if snap.state in ("running", "enqueuing", "enqueuing (paused: queue full)") and snap.done < snap.total:
         for line in worker_lines(store, settings.queue, snap, spec.judges):
             click.echo(f"  {line}")
@@ -82,7 +89,7 @@ def status(run_id: str | None, **flags: Any) -> None:
         q = snap.questions
         click.echo(
             f"  hit@1    {100 * snap.hit1 / q:.1f}%  MRR {snap.rr_sum / q:.3f}  "
-            f"pass@7 {100 * snap.pass7 / q:.1f}%"
+            f"total score >= 7 {100 * snap.pass7 / q:.1f}%"
         )
 
 

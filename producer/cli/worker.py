@@ -44,8 +44,11 @@ def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
     # the level: judgeq logs what matters per job itself.
     for noisy in ("httpx2", "httpx", "httpcore", "httpcore2", "anthropic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    app = create_app(settings)
     pool = flags["pool"] or settings.pool
+    # the pool in the app's configuration too: Celery takes an explicit '--pool prefork' for
+    # its default and would use the configured pool instead
+    settings = settings.model_copy(update={"pool": pool})
+    app = create_app(settings)
     argv = [
         "worker",
         f"--pool={pool}",

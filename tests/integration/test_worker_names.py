@@ -27,7 +27,10 @@ def test_two_workers_on_one_machine_are_two_nodes_with_the_same_pool(
         wait_for(lambda w=w, pid=pid: re.search(rf"judgeq-{pid}@\S+ v\d", w.output()), 60, "its node name")
         out = w.output()
         # the banner: what the worker does, not Celery's message slots ("concurrency: 6 (thread)")
-        assert "concurrency: 24 judge calls at once (threads pool, 6 message slots of up to 8 jobs)" in out
+        assert (
+            "concurrency: 24 judge calls at once (threads pool; Celery's concurrency: 6 (thread) message "
+            "slots of up to 8 jobs)"
+        ) in out
         assert ":**@" not in out  # no password shown where the URL has none
     client = redis_server.client()
     wait_for(lambda: len(client.keys("judgeq:worker:judgeq:*")) == 2, 60, "two heartbeats")
