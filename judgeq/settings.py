@@ -175,8 +175,9 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     return lines
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment, with non-None ``overrides`` (CLI flags) on top."""
+def load_settings(*, given_as: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Settings from the environment, with non-None ``overrides`` (CLI flags) on top; an error
+    in an override names it by ``given_as`` (its flag: ``--concurrency``), else by its variable."""
     clean = {k: v for k, v in overrides.items() if v is not None}
     try:
         if "weights" not in clean:
@@ -186,5 +187,9 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**clean)
     except ValidationError as exc:
         err = exc.errors()[0]
-        name = PREFIX + "_".join(str(p) for p in err["loc"]).upper()
+        field = str(err["loc"][0]) if err["loc"] else ""
+        if given_as and field in given_as and field in clean:
+            name = given_as[field]
+        else:
+            name = PREFIX + "_".join(str(p) for p in err["loc"]).upper()
         raise ConfigError(f"{name}: {err['msg']}") from None

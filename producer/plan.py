@@ -317,8 +317,8 @@ def label_check(rubric: Rubric) -> Callable[[Job], tuple[str, str] | None]:
 
     def check(job: Job) -> tuple[str, str] | None:
         label = job.label
-        if label is None:
-            return None
+        if label is None or job.kind != rubric.job_kind:
+            return None  # a job of another kind: the rubric refuses the file for that, once
         if rubric.is_pairwise:
             if label not in ("a", "b", "tie"):
                 return "label", f"a pairwise rubric's label is a, b or tie; got {label!r}"

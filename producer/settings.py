@@ -7,7 +7,7 @@ from typing import Any
 
 from judgeq.settings import Settings, load_settings
 
-__all__ = ["settings_for"]
+__all__ = ["FLAGS", "settings_for"]
 
 
 def settings_for(**flags: Any) -> Settings:
@@ -30,4 +30,21 @@ def settings_for(**flags: Any) -> Settings:
         "concurrency": flags.get("concurrency"),
         "results_dir": Path(out) if out is not None else None,
     }
-    return load_settings(**mapping)
+    return load_settings(given_as=FLAGS, **mapping)
+
+
+FLAGS = {
+    "redis_url": "--redis-url",
+    "safety_gate": "--safety-gate",
+    "judge_timeout": "--judge-timeout",
+    "judge_deadline": "--judge-deadline",
+    "max_cost": "--max-cost",
+    "prices": "--prices",
+    "judge_rpm": "--rpm",
+    "judge_itpm": "--itpm",
+    "judge_otpm": "--otpm",
+    "judge_share": "--share",
+    "concurrency": "--concurrency",
+    "results_dir": "--out",
+}
+"""The flag each setting given on the command line came from (for its error message)."""

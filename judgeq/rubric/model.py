@@ -10,6 +10,7 @@ problem, each naming the file, the field and what is wrong.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import math
 import re
@@ -304,66 +305,70 @@ class Rubric(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> Rubric:
+        """Every inconsistency at once, one line each (``field: problem``): a user fixes a
+        rubric in one pass, not one problem per run."""
+        problems: list[str] = []
+        say = problems.append
         lo, hi = self.lo, self.hi
         if self.scale == "pass-fail":
             if self.dimensions:
-                raise ValueError("dimensions: a pass-fail rubric has no weighted dimensions")
+                say("dimensions: a pass-fail rubric has no weighted dimensions")
             if self.pass_threshold is not None:
-                raise ValueError("pass_threshold: a pass-fail rubric has no threshold")
+                say("pass_threshold: a pass-fail rubric has no threshold")
             if self.ceiling is not None:
-                raise ValueError("ceiling: a pass-fail rubric has no ceiling")
+                say("ceiling: a pass-fail rubric has no ceiling")
         elif self.is_pairwise:
             for field_name in ("pass_threshold", "ceiling", "retrieval"):
                 if getattr(self, field_name) is not None:
-                    raise ValueError(f"{field_name}: a pairwise rubric has no {field_name.replace('_', ' ')}")
+                    say(f"{field_name}: a pairwise rubric has no {field_name.replace('_', ' ')}")
             if self.safety_gate:
-                raise ValueError("safety_gate: a pairwise rubric has no safety gate")
-            weighted = [d.name for d in self.dimensions if d.weight is not None]
-            if weighted:
-                raise ValueError(
-                    f"dimensions.{weighted[0]}.weight: a pairwise rubric's dimensions are judged "
+                say("safety_gate: a pairwise rubric has no safety gate")
+            for name in [d.name for d in self.dimensions if d.weight is not None]:
+                say(
+                    f"dimensions.{name}.weight: a pairwise rubric's dimensions are judged "
                     "A/B/tie each and take no weight"
                 )
         elif self.pass_threshold is not None and not lo <= self.pass_threshold <= hi:
-            raise ValueError(f"pass_threshold: {self.pass_threshold} is outside the scale {lo}-{hi}")
+            say(f"pass_threshold: {self.pass_threshold} is outside the scale {lo}-{hi}")
         names = [d.name for d in self.dimensions]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"dimensions: duplicate name {dup[0]!r}")
+        for dup in sorted({n for n in names if names.count(n) > 1}):
+            say(f"dimensions: duplicate name {dup!r}")
         if self.dimensions and not self.is_pairwise:
             unweighted = [d.name for d in self.dimensions if d.weight is None]
-            if unweighted:
-                raise ValueError(f"dimensions.{unweighted[0]}.weight: required field is missing")
-            try:
-                check_weight_sum(self.weights)
-            except ValueError as exc:
-                raise ValueError(f"dimensions: {exc}") from None
+            for name in unweighted:
+                say(f"dimensions.{name}.weight: required field is missing")
+            if not unweighted and self.scale != "pass-fail":
+                try:
+                    check_weight_sum(self.weights)
+                except ValueError as exc:
+                    say(f"dimensions: {exc}")
         for d in self.dimensions:
             if self.is_pairwise and d.anchors:
-                raise ValueError(f"dimensions.{d.name}.anchors: a pairwise dimension has no score bands")
+                say(f"dimensions.{d.name}.anchors: a pairwise dimension has no score bands")
+                continue
             for band in d.anchors:
                 rng = parse_band(band)
                 if rng is None or rng[0] < lo or rng[1] > hi:
-                    raise ValueError(
-                        f"dimensions.{d.name}.anchors: band {band!r} is not within the scale {lo}-{hi}"
-                    )
+                    say(f"dimensions.{d.name}.anchors: band {band!r} is not within the scale {lo}-{hi}")
         if self.ceiling is not None and self.ceiling.dimension not in names:
-            raise ValueError(
+            say(
                 f"ceiling.dimension: {self.ceiling.dimension!r} is not a dimension "
                 f"(have: {', '.join(names) or 'none'})"
             )
         for g in self.goldens:
             if self.is_pairwise:
                 if g.expected not in ("a", "b", "tie") or g.output_a is None:
-                    raise ValueError(
+                    say(
                         f"goldens.{g.name}: a pairwise golden has output_a, output_b and expected a, b or tie"
                     )
             elif g.output_a is not None:
-                raise ValueError(f"goldens.{g.name}: output_a/output_b are for pairwise rubrics")
+                say(f"goldens.{g.name}: output_a/output_b are for pairwise rubrics")
             elif self.scale == "pass-fail" and g.expected not in ("pass", "fail"):
-                raise ValueError(f"goldens.{g.name}.expected: must be pass or fail")
+                say(f"goldens.{g.name}.expected: must be pass or fail")
             elif self.scale != "pass-fail" and (isinstance(g.expected, str) or not lo <= g.expected <= hi):
-                raise ValueError(f"goldens.{g.name}.expected: must be a number from {lo} to {hi}")
+                say(f"goldens.{g.name}.expected: must be a number from {lo} to {hi}")
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     # -- derived -----------------------------------------------------------------
@@ -541,21 +546,45 @@ def parse_rubric(text: str, source: str = "<memory>") -> Rubric:
             raise RubricError(f"{source}: {reserved}: not a frontmatter field")
     if source.startswith("builtin:") and data.get("name") != source.removeprefix("builtin:"):
         raise RubricError(f"{source}: name: {data.get('name')!r} does not match the file name")
+    extra = {"body": body.strip("\n"), "source": source}
     try:
-        return Rubric.model_validate({**data, "body": body.strip("\n"), "source": source})
+        return Rubric.model_validate({**data, **extra})
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = _loc(err["loc"], data)
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
-                msg = "unknown field"
-            elif err["type"] == "missing":
-                msg = "required field is missing"
-            if not loc and ":" in msg:
-                loc, msg = (part.strip() for part in msg.split(":", 1))
-            lines.append(f"{source}: {loc or 'frontmatter'}: {msg}")
+        lines = _problem_lines(exc, data, source)
+        # the rubric-wide checks run only on valid fields: run them again without the fields
+        # found wrong (required ones stood in for), so one pass reports every problem
+        wrong = {err["loc"][0] for err in exc.errors() if err["loc"]}
+        if wrong and "scale" not in wrong:  # (every rubric-wide check depends on the scale)
+            rest = {k: v for k, v in data.items() if k not in wrong}
+            rest.update({k: v for k, v in _STAND_INS.items() if k in wrong})
+            try:
+                Rubric.model_validate({**rest, **extra})
+            except ValidationError as more:
+                lines += _problem_lines(more, rest, source)
         raise RubricError("\n".join(dict.fromkeys(lines))) from None
+
+
+_STAND_INS = {"name": "rubric", "version": "1.0.0", "description": "-"}
+"""Valid values for the required fields found wrong, so the rubric-wide checks can run."""
+
+
+def _problem_lines(exc: ValidationError, data: dict[str, Any], source: str) -> list[str]:
+    """One ``source: field: problem`` line per problem of ``exc`` (a rubric-wide check's
+    several lines each become one)."""
+    out: list[str] = []
+    for err in exc.errors():
+        loc = _loc(err["loc"], data)
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        for part in msg.splitlines() or [msg]:
+            where, text = loc, part
+            if not where and ":" in part:
+                where, text = (x.strip() for x in part.split(":", 1))
+            out.append(f"{source}: {where or 'frontmatter'}: {text}")
+    return out
 
 
 def builtin_dir() -> Path:
@@ -580,9 +609,11 @@ def resolve_rubric_path(ref: str) -> tuple[Path, str]:
         path = Path(ref).expanduser() if ref.startswith("~/") or ref == "~" else Path(ref)
         return path, str(path)
     if not _NAME_RE.match(ref) or ref not in builtin_names():
+        close = difflib.get_close_matches(ref.lower(), builtin_names(), n=1, cutoff=0.6)
+        hint = f". Did you mean {close[0]!r}?" if close else ""
         raise RubricError(
             f"rubric: no built-in rubric named {ref!r} (available: {', '.join(builtin_names())}; "
-            "a path must end in .md or contain a '/')"
+            f"a path must end in .md or contain a '/'){hint}"
         )
     return builtin_dir() / f"{ref}.md", f"builtin:{ref}"
 

@@ -61,7 +61,7 @@ def grading_options(f: F) -> F:
             type=float,
             default=None,
             help="A council disagrees on a job when its judges' scores spread more than this "
-            "[default: 30%% of the scale].",
+            "[default: 30% of the scale].",
         ),
         click.option(
             "--no-swap",

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TypedDict
+from typing import Any
 
 import click
 import yaml
 
 from judgeq.errors import JudgeqError, RubricError
 from judgeq.grading.request import render_request
-from judgeq.rubric.model import Chunk, Rubric, builtin_names, load_rubric
+from judgeq.jobs.models import JOB_MODELS, Job, infer_kind
+from judgeq.rubric.model import Rubric, builtin_names, load_rubric
 from judgeq.settings import load_settings
 
 from ..plan import load_rubric_for_run
 
-__all__ = ["list_", "load_with_overrides", "rubrics", "show", "validate"]
+__all__ = ["SAMPLES", "list_", "load_with_overrides", "rubrics", "sample_job", "show", "validate"]
 
 
 def load_with_overrides(ref: str, weights: str | None) -> Rubric:
@@ -45,29 +46,37 @@ def list_() -> None:
         click.echo(f"{name:<{width}}  {version:<7}  {scale:<9}  {desc}")
 
 
-class _SampleFields(TypedDict, total=False):
-    """The job fields of ``rubrics show``'s sample request (:func:`judgeq.grading.request.render_user`)."""
+SAMPLES: dict[str, dict[str, Any]] = {
+    "response": {
+        "id": "sample",
+        "input": "What is the capital of France?",
+        "output": "Paris is the capital of France.",
+    },
+    "pair": {
+        "id": "sample",
+        "input": "What is the capital of France?",
+        "output_a": "Paris.",
+        "output_b": "The capital of France is Lyon.",
+    },
+    "question": {
+        "id": "sample",
+        "question": "What is the capital of France?",
+        "expected_answer": "Paris",
+        "retrieved": [
+            {"doc_id": "d1", "text": "Paris is the capital and largest city of France."},
+            {"doc_id": "d2", "text": "Lyon is a city in France."},
+        ],
+        "needle_doc_id": "d1",
+    },
+}
+"""The sample job ``rubrics show`` renders for a rubric without goldens, by the kind it grades."""
 
-    input: str
-    output: str | None
-    context: str | None
-    expected_answer: str | None
-    question: str
-    retrieved: list[Chunk]
 
-
-def _sample_fields(rubric: Rubric) -> _SampleFields:
-    if rubric.goldens:
-        g = rubric.goldens[0]
-        if g.retrieved is not None:
-            return {"question": g.input, "expected_answer": g.expected_answer or "", "retrieved": g.retrieved}
-        return {
-            "input": g.input,
-            "output": g.output,
-            "context": g.context,
-            "expected_answer": g.expected_answer,
-        }
-    return {"input": "What is the capital of France?", "output": "Paris is the capital of France."}
+def sample_job(rubric: Rubric) -> Job:
+    """The job ``rubrics show`` renders: the rubric's first golden, else a sample of the kind
+    of job the rubric grades (a pair for a pairwise rubric: its Output A and Output B)."""
+    row = rubric.goldens[0].job() if rubric.goldens else SAMPLES[rubric.job_kind]
+    return JOB_MODELS[infer_kind(row)].model_validate(row)
 
 
 @rubrics.command()
@@ -83,7 +92,7 @@ def show(ref: str, weights: str | None) -> None:
     click.echo("## Frontmatter")
     click.echo(yaml.safe_dump({"name": rubric.name, **front}, sort_keys=False).rstrip())
     click.echo(f"goldens: {len(rubric.goldens)}")
-    request = render_request(rubric, **_sample_fields(rubric))
+    request = render_request(rubric, **sample_job(rubric).render_fields())
     click.echo("\n## Rendered request (sample job)")
     for i, block in enumerate(request.system, 1):
         click.echo(f"--- system block {i} (stable across jobs) ---")

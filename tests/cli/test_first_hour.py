@@ -231,3 +231,71 @@ def test_the_gate_refuses_runs_that_share_too_few_jobs(graded: Path) -> None:
         "Nothing compared: no job of A matched a job of B by id." in shown
         and "No significant drop" not in shown
     )
+
+
+# -- 6: rubrics and flags -----------------------------------------------------------------------
+
+
+def test_rubrics_show_pairwise_renders_both_outputs(tmp_path: Path) -> None:
+    proc = judgeq(env_with(tmp_path), "rubrics", "show", "pairwise")
+    assert proc.returncode == 0, proc.stderr
+    user = proc.stdout.split("--- user message (per job) ---")[1].split("--- output schema ---")[0]
+    assert "Output A:" in user and "Output B:" in user and "<output_a-" in user and "<output_b-" in user
+
+
+BROKEN = """---
+name: Bad Name
+version: one
+description: several problems
+scale: 1-10
+pass_threshold: 42
+dimensions:
+  - {name: accuracy, weight: 0.5, description: a, anchors: {"0-3": x}}
+  - {name: accuracy, weight: 0.5, description: b}
+---
+Body.
+"""
+
+
+def test_rubrics_validate_lists_every_problem_in_one_run(tmp_path: Path) -> None:
+    path = tmp_path / "broken.md"
+    path.write_text(BROKEN)
+    proc = judgeq(env_with(tmp_path), "rubrics", "validate", str(path))
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    for problem in (
+        "name: 'Bad Name' must be lowercase",
+        "version: 'one' is not semver",
+        "pass_threshold: 42.0 is outside the scale 1-10",
+        "dimensions: duplicate name 'accuracy'",
+        "dimensions.accuracy.anchors: band '0-3' is not within the scale 1-10",
+    ):
+        assert sum(problem in line for line in lines) == 1, (problem, proc.stdout)
+    assert all(line.startswith(f"INVALID {path}: ") for line in lines)
+
+
+def test_a_misspelt_rubric_name_gets_a_suggestion(tmp_path: Path) -> None:
+    line = only_error_line(judgeq(env_with(tmp_path), "run", str(RESPONSES), "--rubric", "qualty"))
+    assert line.endswith("Did you mean 'quality'?")
+
+
+def test_pair_jobs_with_a_response_rubric_are_refused_for_their_kind_not_their_labels(tmp_path: Path) -> None:
+    import json
+
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [{"id": f"p{i}", "input": "q", "output_a": "a", "output_b": "b", "label": "a"} for i in range(10)]
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    line = only_error_line(judgeq(env_with(tmp_path), "run", str(pairs), "--rubric", "quality"))
+    assert "has 10 pair jobs: use --rubric pairwise" in line
+
+
+def test_help_has_no_doubled_percent_and_a_bad_flag_is_named_as_given(tmp_path: Path) -> None:
+    env = env_with(tmp_path)
+    for command in ("run", "submit", "worker", "compare"):
+        assert "%%" not in judgeq(env, command, "--help").stdout
+    line = only_error_line(judgeq(env, "run", str(RESPONSES), "--rubric", "quality", "-c", "0"))
+    assert line.startswith("judgeq: error: --concurrency: ")
+    env_line = only_error_line(
+        judgeq({**env, "JUDGEQ_CONCURRENCY": "0"}, "run", str(RESPONSES), "--rubric", "quality")
+    )
+    assert env_line.startswith("judgeq: error: JUDGEQ_CONCURRENCY: ")
