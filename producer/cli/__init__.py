@@ -96,6 +96,7 @@ def _register() -> None:
         budget,
         cancel,
         compare,
+        dev,
         export,
         flower,
         rescore,
@@ -123,6 +124,7 @@ def _register() -> None:
     main.add_command(worker.worker)
     main.add_command(flower.flower)
     main.add_command(budget.budget)
+    main.add_command(dev.dev)
 
 
 _register()
