@@ -30,7 +30,12 @@ def fixtures() -> Path:
     return FIXTURES
 
 
-SLOW_FILES = {"test_scale_benchmark.py", "test_llmbar_benchmark.py", "test_html_report.py"}
+SLOW_FILES = {
+    "test_scale_benchmark.py",
+    "test_llmbar_benchmark.py",
+    "test_html_report.py",
+    "test_report_pages.py",
+}
 """Files outside tests/integration that are slow as a whole: benchmarks run as tests, and the
 report in a real browser."""
 

@@ -285,27 +285,30 @@ def render_html(c: Mapping[str, Any], a: str, b: str) -> str:
 
     names = ["overall", *c["dimensions"]]
     rows = [c["overall"], *c["dimensions"].values()]
-    lo = min([x for r in rows if r["ci95"] for x in r["ci95"]] + [0.0])
-    hi = max([x for r in rows if r["ci95"] for x in r["ci95"]] + [0.0])
-    pad = (hi - lo) * 0.1 or 1.0
+    values = [x for r in rows for x in [*(r["ci95"] or []), r["mean_diff"]] if x is not None]
+    lo, hi = min([*values, 0.0]), max([*values, 0.0])
+    if hi - lo < 1e-9:
+        lo, hi = lo - 1.0, hi + 1.0
     plot = _html.dots(
         "Mean difference B - A, with 95% intervals",
         [(n, r["mean_diff"], r["ci95"]) for n, r in zip(names, rows, strict=True)],
-        lo=lo - pad,
-        hi=hi + pad,
+        lo=lo,
+        hi=hi,
         note="right of 0: B scores higher",
     )
     body = _markdown_html(render_markdown(c, a, b))
+    title, sep, rest = body.partition("</h1>")  # the page's title first, then the plot
+    body_with_plot = f"{title}{sep}{plot}{rest}" if sep else f"{plot}{body}"
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{_html.esc(f'judgeq compare {a} vs {b}')}</title>"
         "<style>body{font:14px/1.45 system-ui,sans-serif;margin:24px}table{border-collapse:collapse}"
         "td,th{border-bottom:1px solid #eee;padding:4px 8px;text-align:left}"
-        ".tick{font-size:10px;fill:#555}.axis{stroke:#888}.interval{stroke:#222;stroke-width:1.5}"
+        ".tick{font-size:13px;fill:#444}.axis{stroke:#888}.grid{stroke:#eee}.interval{stroke:#222;stroke-width:1.5}"
         "figure.chart{max-width:640px;border:1px solid #e4e4e4;border-radius:6px;padding:8px}"
         "svg{width:100%;height:auto}.note{color:#666;font-size:12px}li.sub{margin-left:24px;"
         "list-style:circle;color:#444}</style></head><body>"
-        f"{plot}{body}</body></html>"
+        f"{body_with_plot}</body></html>"
     )
 
 

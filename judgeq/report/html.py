@@ -20,13 +20,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from judgeq.grading.result import Result
-from judgeq.report.formatting import fmt
+from judgeq.report.formatting import decimals, fmt
 
 __all__ = [
     "COLOR",
     "MAX_ROWS",
     "NULL_COLOR",
     "TEXT_LIMIT",
+    "axis_number",
     "bars",
     "charts",
     "curve",
@@ -35,6 +36,7 @@ __all__ = [
     "headline_cards",
     "histogram",
     "matrix",
+    "nice_ticks",
     "nice_top",
     "render_html",
     "table_rows",
@@ -42,8 +44,13 @@ __all__ = [
 
 MAX_ROWS = 5000
 TEXT_LIMIT = 4000
-W, H = 560, 240
-PAD_L, PAD_B, PAD_T = 56, 34, 26
+W, H = 480, 250
+PAD_L, PAD_B, PAD_T = 60, 36, 28
+TICK_PX = 13
+"""Tick labels' size in the plot's units: a plot is never drawn narrower than 420 px (the
+page's grid), so they are at least 11 px on screen."""
+CHAR_W = 0.62 * TICK_PX
+"""About how wide a tick label's character is (to keep labels from overlapping)."""
 COLOR = "#3b6ea8"
 NULL_COLOR = "#b5523b"
 
@@ -53,15 +60,44 @@ def esc(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _num(x: float) -> str:
-    return f"{x:.4g}"
+def axis_number(x: float) -> str:
+    """A figure on an axis or in a tip: ``20,000`` (never ``2e+04``), ``7.5``, ``0.483``."""
+    if x == 0 or not math.isfinite(x):
+        return "0" if x == 0 else "–"
+    ax = abs(x)
+    if ax >= 1000:
+        return f"{x:,.0f}"
+    if ax >= 1:
+        return f"{x:.4g}"
+    return f"{x:.3f}".rstrip("0").rstrip(".")
 
 
-def _frame(title: str, body: list[str], *, note: str = "", height: int = H) -> str:
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round ticks covering ``lo``..``hi`` (about ``count`` of them: steps of 1, 2, 2.5 or 5
+    x 10^k), so an axis reads -0.3, -0.2, ..., never -0.2415."""
+    if hi <= lo:
+        hi = lo + 1.0
+    step = nice_top((hi - lo) / max(1, count - 1))
+    first = math.floor(lo / step + 1e-9) * step
+    ticks: list[float] = []
+    v = first
+    while v < hi + step - 1e-9 and len(ticks) < 4 * count:
+        ticks.append(round(v, 10))
+        v += step
+    return ticks
+
+
+def _every(labels: Sequence[str], room: float) -> int:
+    """Show every n-th of ``labels`` so that no two overlap, each having ``room`` units."""
+    widest = max((len(label) for label in labels), default=0) * CHAR_W + 6
+    return max(1, math.ceil(widest / max(room, 1.0)))
+
+
+def _frame(title: str, body: list[str], *, note: str = "", height: int = H, width: int = W) -> str:
     caption = f'<p class="note">{esc(note)}</p>' if note else ""
     return (
         f'<figure class="chart"><figcaption>{esc(title)}</figcaption>'
-        f'<svg viewBox="0 0 {W} {height}" role="img" aria-label="{esc(title)}" xmlns="http://www.w3.org/2000/svg">'
+        f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}" xmlns="http://www.w3.org/2000/svg">'
         + "".join(body)
         + f"</svg>{caption}</figure>"
     )
@@ -83,11 +119,13 @@ def _axis(ymax: float, ylabel: str = "") -> list[str]:
     for i in range(5):
         v = ymax * i / 4
         y = H - PAD_B - (H - PAD_B - PAD_T) * i / 4
-        out.append(f'<text x="{PAD_L - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">{_num(v)}</text>')
+        out.append(
+            f'<text x="{PAD_L - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">{axis_number(v)}</text>'
+        )
         if i:
             out.append(f'<line x1="{PAD_L}" y1="{y:.1f}" x2="{W - 10}" y2="{y:.1f}" class="grid"/>')
     if ylabel:
-        out.append(f'<text x="12" y="{PAD_T - 10}" class="tick">{esc(ylabel)}</text>')
+        out.append(f'<text x="{PAD_L + 4}" y="{PAD_T - 12}" class="tick">{esc(ylabel)}</text>')
     return out
 
 
@@ -110,6 +148,7 @@ def bars(
     top = ymax if ymax is not None else nice_top(max([*vals, *tops, 1e-9]))
     span_w = (W - 10 - PAD_L) / len(labels)
     bw = max(2.0, span_w * 0.7)
+    every = _every([label[:14] for label in labels], span_w)
     out = _axis(top, ylabel)
 
     def y_of(v: float) -> float:
@@ -120,7 +159,7 @@ def bars(
         y = y_of(v)
         out.append(
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{bw:.1f}" height="{H - PAD_B - y:.1f}" fill="{color}">'
-            f"<title>{esc(label)}: {esc(_num(v))}</title></rect>"
+            f"<title>{esc(label)}: {esc(axis_number(v))}</title></rect>"
         )
         err = errors[i] if errors else None
         if err:
@@ -131,9 +170,9 @@ def bars(
                 out.append(
                     f'<line x1="{cx - 4:.1f}" y1="{yy:.1f}" x2="{cx + 4:.1f}" y2="{yy:.1f}" class="whisker"/>'
                 )
-        if len(labels) <= 24:
+        if i % every == 0:
             out.append(
-                f'<text x="{x + bw / 2:.1f}" y="{H - PAD_B + 14}" class="tick" text-anchor="middle">'
+                f'<text x="{x + bw / 2:.1f}" y="{H - PAD_B + 16}" class="tick" text-anchor="middle">'
                 f"{esc(label[:14])}</text>"
             )
     return _frame(title, out, note=note)
@@ -146,7 +185,7 @@ def histogram(
     if not hist or not sum(hist.get("counts", [])):
         return ""
     edges, counts = hist["edges"], hist["counts"]
-    labels = [f"{_num((edges[i] + edges[i + 1]) / 2)}{unit}" for i in range(len(counts))]
+    labels = [f"{axis_number((edges[i] + edges[i + 1]) / 2)}{unit}" for i in range(len(counts))]
     return bars(title, labels, counts, ylabel="jobs", note=note)
 
 
@@ -162,31 +201,40 @@ def dots(
     rows = [r for r in rows if r[1] is not None]
     if not rows:
         return ""
-    height = PAD_T + 22 * len(rows) + PAD_B
-    left, right = 170, W - 20
+    row_h = 30
+    height = max(150, PAD_T + row_h * len(rows) + PAD_B)
+    chars = max(len(r[0][:24]) for r in rows)
+    left, right = min(190.0, chars * CHAR_W + 16), W - 24
+    ticks = nice_ticks(lo, hi)
+    lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
     span = hi - lo or 1.0
 
     def x_of(v: float) -> float:
         return left + (right - left) * (min(max(v, lo), hi) - lo) / span
 
-    out = [f'<line x1="{left}" y1="{height - PAD_B}" x2="{right}" y2="{height - PAD_B}" class="axis"/>']
-    for i in range(5):
-        v = lo + span * i / 4
-        out.append(
-            f'<text x="{x_of(v):.1f}" y="{height - PAD_B + 14}" class="tick" text-anchor="middle">{_num(v)}</text>'
-        )
+    base = height - PAD_B
+    out = [f'<line x1="{left}" y1="{base}" x2="{right}" y2="{base}" class="axis"/>']
+    every = _every([axis_number(t) for t in ticks], (right - left) / max(1, len(ticks) - 1))
+    for i, t in enumerate(ticks):
+        out.append(f'<line x1="{x_of(t):.1f}" y1="{PAD_T - 6}" x2="{x_of(t):.1f}" y2="{base}" class="grid"/>')
+        if i % every == 0:
+            out.append(
+                f'<text x="{x_of(t):.1f}" y="{base + 16}" class="tick" text-anchor="middle">{axis_number(t)}</text>'
+            )
     for k, (label, value, ci) in enumerate(rows):
-        y = PAD_T + 22 * k + 10
+        y = PAD_T + row_h * k + row_h / 2
         out.append(
-            f'<text x="{left - 8}" y="{y + 4}" class="tick" text-anchor="end">{esc(label[:26])}</text>'
+            f'<text x="{left - 8}" y="{y + 4}" class="tick" text-anchor="end">{esc(label[:24])}</text>'
         )
         if ci:
             out.append(
                 f'<line x1="{x_of(ci[0]):.1f}" y1="{y}" x2="{x_of(ci[1]):.1f}" y2="{y}" class="interval"/>'
             )
-        tip = f"{label}: {_num(value or 0)}" + (f" ({_num(ci[0])}-{_num(ci[1])})" if ci else "")
+        tip = f"{label}: {axis_number(value or 0)}" + (
+            f" ({axis_number(ci[0])} to {axis_number(ci[1])})" if ci else ""
+        )
         out.append(
-            f'<circle cx="{x_of(value or 0):.1f}" cy="{y}" r="5" fill="{COLOR}"><title>{esc(tip)}</title></circle>'
+            f'<circle cx="{x_of(value or 0):.1f}" cy="{y}" r="6" fill="{COLOR}"><title>{esc(tip)}</title></circle>'
         )
     return _frame(title, out, note=note, height=height)
 
@@ -200,17 +248,19 @@ def curve(
         return ""
     out = _axis(ymax, "%")
     step = (W - 10 - PAD_L - 20) / max(1, len(pts) - 1)
+    every = _every([label for label, _ in pts], step)
     coords = []
     for i, (label, v) in enumerate(pts):
         x = PAD_L + 10 + step * i
         y = H - PAD_B - (H - PAD_B - PAD_T) * min(v or 0, ymax) / ymax
         coords.append(f"{x:.1f},{y:.1f}")
         out.append(
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{COLOR}"><title>{esc(label)}: {esc(_num(v or 0))}%</title></circle>'
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{COLOR}"><title>{esc(label)}: {esc(axis_number(v or 0))}%</title></circle>'
         )
-        out.append(
-            f'<text x="{x:.1f}" y="{H - PAD_B + 14}" class="tick" text-anchor="middle">{esc(label)}</text>'
-        )
+        if i % every == 0:
+            out.append(
+                f'<text x="{x:.1f}" y="{H - PAD_B + 16}" class="tick" text-anchor="middle">{esc(label)}</text>'
+            )
     out.insert(2, f'<polyline points="{" ".join(coords)}" fill="none" stroke="{COLOR}" stroke-width="2"/>')
     return _frame(title, out, note=note)
 
@@ -224,33 +274,40 @@ def matrix(title: str, pairs: Sequence[Mapping[str, Any]], *, note: str = "") ->
         rate[(p["model"], p["opponent"])] = p["win_rate"]
         rate[(p["opponent"], p["model"])] = round(100 - p["win_rate"], 2)
     models = sorted({m for key in rate for m in key})
-    cell = min(60, (W - 150) // max(1, len(models)))
-    height = 40 + cell * len(models) + 10
+    left = min(170.0, max(len(m[:18]) for m in models) * CHAR_W + 14)
+    cell = max(36.0, min(72.0, (W - left - 8) / max(1, len(models))))
+    width = max(W, int(left + cell * len(models) + 8))
+    height = int(48 + cell * len(models) + 10)
     out = []
     for j, m in enumerate(models):
         out.append(
-            f'<text x="{140 + cell * j + cell / 2:.1f}" y="30" class="tick" text-anchor="middle">{esc(m[:10])}</text>'
+            f'<text x="{left + cell * j + cell / 2:.1f}" y="34" class="tick" text-anchor="middle">'
+            f"{esc(m[: max(4, int(cell / CHAR_W))])}</text>"
         )
     for i, a in enumerate(models):
-        y = 40 + cell * i
+        y = 44 + cell * i
         out.append(
-            f'<text x="132" y="{y + cell / 2 + 4:.1f}" class="tick" text-anchor="end">{esc(a[:18])}</text>'
+            f'<text x="{left - 8:.1f}" y="{y + cell / 2 + 5:.1f}" class="tick" text-anchor="end">{esc(a[:18])}</text>'
         )
         for j, b in enumerate(models):
-            x = 140 + cell * j
+            x = left + cell * j
             v = rate.get((a, b))
             if v is None:
-                out.append(f'<rect x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" fill="#eee"/>')
+                out.append(
+                    f'<rect x="{x:.1f}" y="{y:.1f}" width="{cell - 2:.1f}" height="{cell - 2:.1f}" fill="#eee"/>'
+                )
                 continue
-            shade = int(255 - 140 * abs(v - 50) / 50)
+            strength = min(1.0, abs(v - 50) / 50)
+            shade = int(225 - 150 * strength)
             fill = f"rgb({shade},{shade},255)" if v >= 50 else f"rgb(255,{shade},{shade})"
+            ink = "#fff" if strength > 0.55 else "#111"
             out.append(
-                f'<rect x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" fill="{fill}">'
-                f"<title>{esc(a)} vs {esc(b)}: {esc(_num(v))}%</title></rect>"
-                f'<text x="{x + cell / 2 - 1:.1f}" y="{y + cell / 2 + 4:.1f}" class="tick" text-anchor="middle">'
-                f"{esc(_num(v))}</text>"
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{cell - 2:.1f}" height="{cell - 2:.1f}" fill="{fill}">'
+                f"<title>{esc(a)} vs {esc(b)}: {esc(axis_number(v))}%</title></rect>"
+                f'<text x="{x + cell / 2 - 1:.1f}" y="{y + cell / 2 + 5:.1f}" class="cell" fill="{ink}" '
+                f'text-anchor="middle">{esc(axis_number(v))}</text>'
             )
-    return _frame(title, out, note=note, height=height)
+    return _frame(title, out, note=note, height=height, width=width)
 
 
 def _short(text: Any) -> str | None:
@@ -322,7 +379,8 @@ def _with_ci(value: Any, ci: Any, suffix: str = "", nd: int | None = None) -> st
         return "–"
     text = fmt(value, suffix, nd)
     if isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
-        text += f" ({fmt(ci[0], '', nd)}–{fmt(ci[1], suffix, nd)})"
+        places = decimals(suffix, nd)
+        text += f" ({fmt(ci[0], '', places)}–{fmt(ci[1], suffix, places)})"
     return text
 
 
@@ -516,10 +574,12 @@ h1 {{ font-size: 20px; margin: 0 0 4px; }} .sub {{ color: #555; margin: 0 0 16px
 .cards {{ display: flex; flex-wrap: wrap; gap: 10px; margin: 12px 0; }}
 .card {{ border: 1px solid #ddd; border-radius: 6px; padding: 8px 12px; min-width: 110px; }}
 .card .k {{ color: #666; font-size: 12px; }} .card .v {{ font-size: 17px; font-weight: 600; }}
-.charts {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(420px, 1fr)); gap: 16px; }}
+.charts {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(420px, 1fr)); gap: 16px;
+  align-items: start; }}
 figure.chart {{ margin: 0; border: 1px solid #e4e4e4; border-radius: 6px; padding: 8px; }}
 figcaption {{ font-weight: 600; margin-bottom: 4px; }} svg {{ width: 100%; height: auto; }}
-.axis {{ stroke: #888; }} .grid {{ stroke: #eee; }} .tick {{ font-size: 10px; fill: #555; }}
+.axis {{ stroke: #888; }} .grid {{ stroke: #eee; }} .tick {{ font-size: 13px; fill: #444; }}
+.cell {{ font-size: 15px; font-weight: 600; }}
 .whisker, .interval {{ stroke: #222; stroke-width: 1.5; }} .note {{ color: #666; font-size: 12px; margin: 4px 0; }}
 .warn {{ background: #fff4e5; border: 1px solid #f0b46a; padding: 6px 10px; border-radius: 4px; }}
 .filters {{ display: flex; flex-wrap: wrap; gap: 8px; align-items: end; margin: 20px 0 8px; }}
@@ -529,6 +589,7 @@ table {{ border-collapse: collapse; width: 100%; }} th, td {{ border-bottom: 1px
 th {{ cursor: pointer; background: #f7f7f7; position: sticky; top: 0; user-select: none; }}
 td.text {{ max-width: 360px; white-space: pre-wrap; word-break: break-word; }}
 td.null {{ color: #b5523b; }} button.more {{ font-size: 11px; margin-left: 4px; }}
+td.id {{ white-space: nowrap; }}
 </style></head>
 <body data-finished="{finished}" data-texts="{has_texts}">
 <h1>judgeq report <code>{run_id}</code></h1>
@@ -610,7 +671,7 @@ td.null {{ color: #b5523b; }} button.more {{ font-size: 11px; margin-left: 4px; 
     body.textContent = "";
     shown.forEach(function (r) {{
       var tr = document.createElement("tr");
-      ["id", "model", "score"].forEach(function (k) {{ var td = document.createElement("td"); td.textContent = r[k] === null ? "" : r[k]; tr.appendChild(td); }});
+      ["id", "model", "score"].forEach(function (k) {{ var td = document.createElement("td"); td.className = k; td.textContent = r[k] === null ? "" : r[k]; tr.appendChild(td); }});
       var v = document.createElement("td");
       if (r.null) {{ v.className = "null"; v.textContent = "null: " + r.null; }} else {{ v.textContent = r.verdict || ""; }}
       tr.appendChild(v);
