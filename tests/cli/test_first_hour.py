@@ -299,3 +299,22 @@ def test_help_has_no_doubled_percent_and_a_bad_flag_is_named_as_given(tmp_path: 
         judgeq({**env, "JUDGEQ_CONCURRENCY": "0"}, "run", str(RESPONSES), "--rubric", "quality")
     )
     assert env_line.startswith("judgeq: error: JUDGEQ_CONCURRENCY: ")
+
+
+def test_a_max_cost_pause_says_what_was_spent_in_all_and_promises_no_eta() -> None:
+    import dataclasses
+
+    from judgeq.producer.progress import Snapshot, pause_line, progress_line
+    from judgeq.store.base import cost_pause_reason
+
+    reason = cost_pause_reason(0.1014, 0.1) + " (raise it with: judgeq resume RUN --max-cost USD)"
+    snap = Snapshot(
+        run_id="r1", state="paused", total=100, done=40, enqueued=100, nulls={}, rate=2.0, eta_s=30.0,
+        pause_reason=reason, cost_usd=0.5432,
+    )  # fmt: skip
+    line = pause_line(snap)
+    assert "$0.1014 spent of the $0.1000 allowed when it paused; $0.5432 spent in all" in line
+    assert "judgeq resume r1" in line
+    assert "ETA – (paused)" in progress_line(snap) and "ETA 30s" not in progress_line(snap)
+    # nothing more was spent after the pause: the line stays as it was
+    assert "in all" not in pause_line(dataclasses.replace(snap, cost_usd=0.1014))
