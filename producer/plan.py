@@ -22,7 +22,12 @@ from judgeq.errors import ConfigError, JudgeError
 from judgeq.grading.retrieval import parse_position_weights
 from judgeq.jobs.models import Job
 from judgeq.jobs.reader import JobsFileLimits, JobsFileScan, scan_jobs_file
-from judgeq.judges import JudgeSpec, default_judge, has_anthropic_credentials, parse_judge_spec
+from judgeq.judges import (
+    JudgeSpec,
+    default_judge,
+    has_credentials,
+    parse_judge_spec,
+)
 from judgeq.judges.prices import Prices, load_prices, no_price_message, shipped_prices
 from judgeq.rubric.model import (
     RetrievalConfig,
@@ -224,6 +229,11 @@ def make_plan(
             "--batch-api sends judge calls through Anthropic's Message Batches API: it needs an "
             "LLM judge (--judge anthropic:MODEL with ANTHROPIC_API_KEY set), not the offline lexical one"
         )
+    if settings.batch_api and any(j.provider == "openai" for j in judges):
+        raise ConfigError(
+            "--batch-api: judgeq has no batch lane for OpenAI judges yet (the OpenAI Batch API "
+            "is planned); grade without --batch-api"
+        )
     spec = RunSpec(
         run_id=run_id or new_run_id(),
         rubric_text=rubric_text,
@@ -369,18 +379,21 @@ PREFLIGHT_TRIES = 4
 
 def preflight(plan: Plan, settings: Settings, *, sleep: Callable[[float], None] = time.sleep) -> None:
     """Prove every LLM judge's key and model before enqueuing anything: one request to the
-    Models API each (no tokens spent, no Messages rate limit used: a re-run answered by the
-    reply cache makes no judge call at all; a one-token Messages call where the Models API
-    cannot tell, see :meth:`AnthropicJudge.check`), tried again on a transient failure (429, 5xx)."""
-    from judgeq.judges.anthropic import AnthropicJudge
+    Models API each (no tokens spent, no rate limit of the judge's calls used: a re-run
+    answered by the reply cache makes no judge call at all; where that API cannot tell, see
+    each judge's ``check``), tried again on a transient failure (429, 5xx)."""
+    from judgeq.judges import build_judge
 
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
     for judge in plan.judges:
-        if judge.provider != "anthropic":
+        if judge.provider == "lexical":
             continue
-        client = AnthropicJudge(judge.model, api_key=key, base_url=settings.anthropic_base_url)
+        client: Any = build_judge(
+            judge.provider, judge.model, api_key=key, base_url=settings.anthropic_base_url
+        )
         if not client.has_credentials:  # the API (judgeq.grade) comes here without check_credentials
-            raise ConfigError(missing_key(str(judge)))
+            raise ConfigError(missing_key(str(judge), judge.provider))
+        variable = "OPENAI_API_KEY" if judge.provider == "openai" else "ANTHROPIC_API_KEY"
         try:
             for attempt in range(PREFLIGHT_TRIES):
                 try:
@@ -392,7 +405,8 @@ def preflight(plan: Plan, settings: Settings, *, sleep: Callable[[float], None] 
                     sleep(min(exc.retry_after or 2.0**attempt, 10.0))
         except JudgeError as exc:
             hint = {
-                "auth_error": "the API key was refused: check ANTHROPIC_API_KEY",
+                "auth_error": f"the API key was refused: check {variable}",
+                "billing_error": f"the account behind {variable} has no credit left",
                 "invalid_request": f"the judge rejected model {judge.model!r}: check --judge",
                 "model_not_found": f"the judge rejected model {judge.model!r}: check --judge",
             }.get(exc.reason, "the judge could not be reached")
@@ -404,16 +418,19 @@ def check_credentials(plan: Plan, settings: Settings) -> None:
     credential: no key, an empty one, or one of white space only. Asks the installed SDK what
     it resolved (a key, a token, a profile), without a request."""
     for judge in plan.judges:
-        if judge.provider == "anthropic" and not has_anthropic_credentials(settings):
-            raise ConfigError(missing_key(str(judge)))
+        if not has_credentials(settings, judge.provider):
+            raise ConfigError(missing_key(str(judge), judge.provider))
 
 
-def missing_key(judge: str) -> str:
-    """The one line said when an Anthropic judge has no credential."""
-    state = "is blank" if os.environ.get("ANTHROPIC_API_KEY") is not None else "is not set"
+def missing_key(judge: str, provider: str = "anthropic") -> str:
+    """The one line said when an LLM judge has no credential."""
+    name, variable = (
+        ("an OpenAI", "OPENAI_API_KEY") if provider == "openai" else ("an Anthropic", "ANTHROPIC_API_KEY")
+    )
+    state = "is blank" if os.environ.get(variable) is not None else "is not set"
     return (
-        f"judge {judge} needs an Anthropic API key, and ANTHROPIC_API_KEY {state}: export "
-        "ANTHROPIC_API_KEY=... (or use --judge lexical, the offline judge)"
+        f"judge {judge} needs {name} API key, and {variable} {state}: export "
+        f"{variable}=... (or use --judge lexical, the offline judge)"
     )
 
 

@@ -1,7 +1,8 @@
 """Judge implementations and the judge-spec parser.
 
-``anthropic:MODEL`` -> :class:`AnthropicJudge` (the SDK is imported only when one is built);
-``lexical`` -> :class:`LexicalJudge`, a deterministic offline judge.
+``anthropic:MODEL`` -> :class:`AnthropicJudge`, ``openai:MODEL`` -> :class:`OpenAIJudge` (each
+SDK is imported only when its judge is built); ``lexical`` -> :class:`LexicalJudge`, a
+deterministic offline judge.
 """
 
 from __future__ import annotations
@@ -44,7 +45,12 @@ def parse_judge_spec(spec: str) -> JudgeSpec:
         if model:
             raise ConfigError("--judge: 'lexical' takes no model")
         return JudgeSpec("lexical", "lexical-overlap-v1")
-    raise ConfigError(f"--judge: unknown judge {spec!r} (use anthropic:MODEL or lexical)")
+    if provider == "openai":
+        model = model.strip()
+        if not model or any(c.isspace() for c in model):
+            raise ConfigError(f"--judge: {spec!r}: give the OpenAI model, e.g. openai:gpt-4.1-mini")
+        return JudgeSpec("openai", model)
+    raise ConfigError(f"--judge: unknown judge {spec!r} (use anthropic:MODEL, openai:MODEL or lexical)")
 
 
 __all__ = ["DEFAULT_ANTHROPIC_MODEL", "JudgeSpec", "parse_judge_spec"]
@@ -62,6 +68,10 @@ def build_judge(
         from judgeq.judges.anthropic import AnthropicJudge
 
         return AnthropicJudge(model, api_key=api_key, base_url=base_url)
+    if provider == "openai":  # the SDK reads OPENAI_API_KEY / OPENAI_BASE_URL itself
+        from judgeq.judges.openai import OpenAIJudge
+
+        return OpenAIJudge(model)
     raise ConfigError(f"unknown judge provider {provider!r}")
 
 
@@ -76,7 +86,14 @@ def judge_factory(settings: Settings) -> Callable[[str, str], Judge]:
 
 
 def budget_name(settings: Settings, provider: str, model: str) -> str:
-    """The name of a judge's budget with the key of ``settings`` (see :func:`budget_key`)."""
+    """The name of a judge's budget with its provider's key (see :func:`budget_key`): the
+    Anthropic key of ``settings``; ``OPENAI_API_KEY`` (and the server, ``OPENAI_BASE_URL``) for
+    an OpenAI judge."""
+    import os
+
+    if provider == "openai":
+        server = os.environ.get("OPENAI_API_KEY", "") + "@" + os.environ.get("OPENAI_BASE_URL", "")
+        return budget_key(provider, model, server)
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
     return budget_key(provider, model, key)
 
@@ -126,10 +143,21 @@ def default_judge(settings: Settings) -> tuple[JudgeSpec, str]:
     return parse_judge_spec("lexical"), "no ANTHROPIC_API_KEY"
 
 
+def has_credentials(settings: Settings, provider: str) -> bool:
+    """Whether a judge of ``provider`` would have a credential here (no request)."""
+    if provider == "anthropic":
+        return has_anthropic_credentials(settings)
+    if provider == "openai":
+        from judgeq.judges.openai import OpenAIJudge
+
+        return OpenAIJudge("any").has_credentials
+    return True
+
+
 def served_providers(settings: Settings) -> tuple[str, ...]:
-    """The judge providers a worker with ``settings`` can call: the offline judge always, the
-    Anthropic judge (any model) with a credential."""
-    return ("anthropic", "lexical") if has_anthropic_credentials(settings) else ("lexical",)
+    """The judge providers a worker with ``settings`` can call: the offline judge always, each
+    LLM provider with a credential."""
+    return tuple(p for p in ("anthropic", "openai", "lexical") if has_credentials(settings, p))
 
 
 __all__ += [
@@ -138,6 +166,7 @@ __all__ += [
     "build_judge",
     "default_judge",
     "has_anthropic_credentials",
+    "has_credentials",
     "judge_factory",
     "served_providers",
 ]

@@ -136,7 +136,11 @@ class GradingContext:
         run has no cache."""
         if self.cache is None:
             return None
-        return cache_key((judge or self.judge).model, request, self.rubric)
+        judge = judge or self.judge
+        # an Anthropic judge's key is its model (as always); another provider's names the
+        # provider and the server, so two servers of the same model name never share replies
+        who = judge.model if judge.provider == "anthropic" else getattr(judge, "cache_identity", judge.model)
+        return cache_key(who, request, self.rubric)
 
     def paid_by(self, index: int) -> str | None:
         """The mark a reply to job ``index`` of this run carries in the reply cache."""

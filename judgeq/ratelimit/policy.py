@@ -286,11 +286,16 @@ def estimate_input_tokens(text_chars: int) -> int:
 
 def server_limits(headers: Mapping[str, str], what: str = "limit") -> dict[str, int]:
     """``{"requests": N, "input-tokens": N, "output-tokens": N}`` from the headers present:
-    the ``limit`` (default) or ``remaining`` values."""
+    the ``limit`` (default) or ``remaining`` values. Anthropic's ``anthropic-ratelimit-*``;
+    OpenAI's ``x-ratelimit-*-requests`` for requests (its ``-tokens`` limit counts input and
+    output together, which no one of these buckets is: not taken; 429s still teach the
+    budget)."""
     out: dict[str, int] = {}
     lowered = {k.lower(): v for k, v in headers.items()}
     for dim in DIMENSIONS:
         value = lowered.get(f"anthropic-ratelimit-{dim}-{what}")
+        if value is None and dim == "requests":  # OpenAI's and compatible servers' name
+            value = lowered.get(f"x-ratelimit-{what}-requests")
         if value is not None:
             try:
                 out[dim] = int(float(value))

@@ -12,13 +12,14 @@ import judgeq.producer
 import judgeq.producer.cli
 import judgeq.workers
 
-FORBIDDEN = ("celery", "kombu", "redis", "anthropic", "httpx2", "flower")
+FORBIDDEN = ("celery", "kombu", "redis", "anthropic", "openai", "httpx2", "flower")
 EDGE = {  # Redis and the SDK: edges
     "judgeq.store.redis",
     "judgeq.redis_connect",
     "judgeq.store.redis_cache",
     "judgeq.ratelimit.redis",
     "judgeq.judges.anthropic",
+    "judgeq.judges.openai",
 }
 CORE_PACKAGES = (
     "judgeq.jobs",

@@ -1,0 +1,244 @@
+"""The OpenAI judge (``--judge openai:MODEL``): Chat Completions through the official ``openai``
+SDK, which reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_ORG_ID`` and
+``OPENAI_PROJECT_ID`` itself.
+
+The verdict is asked for as structured output (a JSON schema response format); a server that
+refuses that shape (400) is asked once with JSON mode, then with free text, and the shape that
+worked is kept for this judge (every later call of the process uses it); the verdict parser
+reads all three. ``max_completion_tokens`` (not ``max_tokens``) and no sampling parameters, so
+reasoning models work.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import openai
+
+from judgeq.errors import (
+    JudgeAPIError,
+    JudgeAuthError,
+    JudgeBillingError,
+    JudgeError,
+    JudgeInvalidRequest,
+    JudgeModelNotFound,
+    JudgeOverloaded,
+    JudgeRateLimited,
+    JudgeTimeout,
+)
+from judgeq.grading.request import JudgeRequest
+from judgeq.judges.base import JudgeReply
+
+__all__ = ["FORMATS", "NO_KEY", "OpenAIJudge", "translate_error"]
+
+NO_KEY = "no OpenAI API key: set OPENAI_API_KEY"
+FORMATS = ("json_schema", "json_object", "text")
+"""The response formats tried, in order (see the module docstring)."""
+RATE_HEADERS = ("x-ratelimit-", "retry-after")
+
+
+def _retry_after(headers: Any) -> float | None:
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value:
+            try:
+                seconds = float(value) * scale
+            except ValueError:
+                continue
+            if 0 <= seconds <= 600:
+                return seconds
+    return None
+
+
+def _message(exc: openai.APIStatusError) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body) if isinstance(body, dict) else {}
+    text = error.get("message") if isinstance(error, dict) else None
+    return f"{type(exc).__name__}: {text or exc.message}"[:500]
+
+
+def _code(exc: openai.APIStatusError) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body) if isinstance(body, dict) else {}
+    return str(error.get("code") or error.get("type") or "") if isinstance(error, dict) else ""
+
+
+def rate_limit_headers(headers: Any) -> dict[str, str]:
+    """The answer's rate-limit headers (``x-ratelimit-*``, ``retry-after``)."""
+    return {k.lower(): v for k, v in headers.items() if k.lower().startswith(RATE_HEADERS)}
+
+
+def translate_error(exc: Exception) -> JudgeError:
+    """Map an SDK exception onto judgeq's exception tree (the null reasons)."""
+    if isinstance(exc, openai.APITimeoutError):
+        return JudgeTimeout("the judge did not answer within the attempt timeout")
+    if isinstance(exc, openai.APIConnectionError):
+        return JudgeAPIError(f"connection to the judge failed: {type(exc).__name__}")
+    if isinstance(exc, openai.APIStatusError):
+        status, msg, code = exc.status_code, _message(exc), _code(exc)
+        error: JudgeError
+        if status == 429 and code == "insufficient_quota":
+            error = JudgeBillingError(msg)  # out of credit: no retry helps
+        elif status == 429:
+            error = JudgeRateLimited(msg, retry_after=_retry_after(exc.response.headers))
+        elif status in (401, 403):
+            error = JudgeAuthError(msg)
+        elif status == 402:
+            error = JudgeBillingError(msg)
+        elif status == 404:
+            error = JudgeModelNotFound(msg)
+        elif status == 408:
+            error = JudgeTimeout(msg)
+        elif status in (503, 529):
+            error = JudgeOverloaded(msg, retry_after=_retry_after(exc.response.headers))
+        elif status >= 500 or status == 409:
+            error = JudgeAPIError(msg, retry_after=_retry_after(exc.response.headers))
+        else:
+            error = JudgeInvalidRequest(msg)
+        error.headers = rate_limit_headers(exc.response.headers)
+        return error
+    if isinstance(exc, openai.OpenAIError):
+        return (
+            JudgeAuthError(NO_KEY) if "api_key" in str(exc) else JudgeAPIError(f"{type(exc).__name__}: {exc}")
+        )
+    return JudgeAPIError(f"unexpected judge failure: {type(exc).__name__}")
+
+
+def _is_format_refusal(exc: openai.APIStatusError) -> bool:
+    """A 400 that refuses the response format (the next shape may pass)."""
+    text = _message(exc).lower()
+    return exc.status_code in (400, 422) and (
+        "response_format" in text or "json_schema" in text or "json_object" in text
+    )
+
+
+class OpenAIJudge:
+    """A :class:`~judgeq.Judge` backed by ``openai.OpenAI().chat.completions.create``."""
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: openai.OpenAI | None = None,
+    ) -> None:
+        self.model = model
+        self._client: openai.OpenAI | None
+        try:
+            self._client = client or openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
+        except openai.OpenAIError:  # no key: the SDK refuses to build a client
+            self._client = None
+        if self._client is not None and client is None and not str(self._client.api_key or "").strip():
+            self._client = None
+        self._format = 0
+        self._lock = threading.Lock()
+
+    @property
+    def has_credentials(self) -> bool:
+        return self._client is not None
+
+    @property
+    def cache_identity(self) -> str:
+        """What names this judge in the reply cache: provider, model and server (its host and
+        path, never a credential)."""
+        url = str(self._client.base_url) if self._client is not None else ""
+        server = url.split("://", 1)[-1].split("@")[-1].rstrip("/")
+        return f"openai:{self.model}@{server}"
+
+    @property
+    def response_format(self) -> str:
+        """The response format in use (``json_schema``, ``json_object`` or ``text``)."""
+        return FORMATS[self._format]
+
+    def _kwargs(self, request: JudgeRequest, shape: str) -> dict[str, Any]:
+        messages = [
+            {"role": "system", "content": "\n\n".join(request.system)},
+            {"role": "user", "content": request.user},
+        ]
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_completion_tokens": request.max_tokens,
+        }
+        if shape == "json_schema":
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "verdict", "schema": request.output_schema, "strict": False},
+            }
+        elif shape == "json_object":
+            kwargs["response_format"] = {"type": "json_object"}
+        return kwargs
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
+        if self._client is None:
+            raise JudgeAuthError(NO_KEY)
+        while True:
+            shape = self._format
+            try:
+                raw = self._client.chat.completions.with_raw_response.create(
+                    **self._kwargs(request, FORMATS[shape]), timeout=timeout
+                )
+            except openai.APIStatusError as exc:
+                if _is_format_refusal(exc) and shape < len(FORMATS) - 1:
+                    with self._lock:  # the next shape, once, kept for the judge's later calls
+                        self._format = max(self._format, shape + 1)
+                    continue
+                raise translate_error(exc) from None
+            except (openai.OpenAIError, OSError) as exc:
+                raise translate_error(exc) from None
+            return self._reply(raw.parse(), rate_limit_headers(raw.headers))
+
+    def _reply(self, completion: Any, headers: dict[str, str]) -> JudgeReply:
+        choice = completion.choices[0] if completion.choices else None
+        message = choice.message if choice is not None else None
+        refusal = getattr(message, "refusal", None)
+        text = (message.content if message is not None else None) or refusal or ""
+        finish = choice.finish_reason if choice is not None else None
+        stop = (
+            "refusal"
+            if refusal
+            else {"length": "max_tokens", "content_filter": "refusal"}.get(finish or "", finish)
+        )
+        usage = completion.usage
+        details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
+        cached = int(getattr(details, "cached_tokens", 0) or 0)
+        return JudgeReply(
+            text=text,
+            stop_reason=stop,
+            input_tokens=max(0, int(usage.prompt_tokens) - cached) if usage is not None else 0,
+            output_tokens=int(usage.completion_tokens) if usage is not None else 0,
+            cache_read_input_tokens=cached,
+            model=completion.model,
+            headers=headers,
+        )
+
+    def check(self, *, timeout: float = 30.0) -> None:
+        """Prove the key and the model; raises JudgeError. The model's own record first; a
+        server that does not serve it (404/405: vLLM lists its models but serves no single
+        one) is asked for the list, and a model not in a list it gave is unknown."""
+        if self._client is None:
+            raise JudgeAuthError(NO_KEY)
+        try:
+            self._client.models.retrieve(self.model, timeout=timeout)
+            return
+        except openai.APIStatusError as exc:
+            if exc.status_code not in (404, 405):
+                raise translate_error(exc) from None
+        except (openai.OpenAIError, OSError) as exc:
+            raise translate_error(exc) from None
+        try:
+            listed = [m.id for m in self._client.models.list(timeout=timeout)]
+        except openai.APIStatusError as exc:
+            if exc.status_code in (404, 405):
+                return  # no models endpoint at all: the first calls will tell
+            raise translate_error(exc) from None
+        except (openai.OpenAIError, OSError) as exc:
+            raise translate_error(exc) from None
+        if listed and self.model not in listed:
+            raise JudgeModelNotFound(
+                f"the server does not serve model {self.model!r} (it serves: {', '.join(listed[:10])})"
+            )

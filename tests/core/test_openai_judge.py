@@ -1,0 +1,177 @@
+"""The OpenAI judge (issue 21, in part): the real ``openai`` SDK against the stand-in
+Chat Completions server on loopback: structured output and its fallbacks, the error mapping to
+null reasons, usage, rate-limit headers, the preflight, and a whole run through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from judgeq.errors import (
+    JudgeAPIError,
+    JudgeAuthError,
+    JudgeBillingError,
+    JudgeInvalidRequest,
+    JudgeModelNotFound,
+    JudgeOverloaded,
+    JudgeRateLimited,
+)
+from judgeq.grading.request import render_request
+from judgeq.grading.score import score_verdict
+from judgeq.grading.verdict import parse_verdict
+from judgeq.judges import parse_judge_spec
+from judgeq.judges.openai import OpenAIJudge
+from judgeq.ratelimit import server_limits
+from judgeq.rubric.model import load_rubric
+from judgeq.testing.fake_openai import FakeChatAPI
+
+ROOT = Path(__file__).parent.parent.parent
+RUBRIC = load_rubric("quality")
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeChatAPI]:
+    with FakeChatAPI(api_key="k", models=("gpt-test",)) as server:
+        yield server
+
+
+def judge_for(fake: FakeChatAPI, model: str = "gpt-test", key: str = "k") -> OpenAIJudge:
+    return OpenAIJudge(model, api_key=key, base_url=fake.base_url + "/v1")
+
+
+def request(output: str = "Paris is the capital of France.") -> object:
+    return render_request(RUBRIC, input="What is the capital of France?", output=output)
+
+
+def test_a_verdict_comes_back_as_structured_output_and_scores(fake: FakeChatAPI) -> None:
+    judge = judge_for(fake)
+    reply = judge.complete(request("Paris. [[fake:score=7]]"), timeout=5)  # type: ignore[arg-type]
+    sent = fake.requests[-1]
+    assert sent["response_format"]["type"] == "json_schema" and "max_completion_tokens" in sent
+    assert "temperature" not in sent and sent["messages"][0]["role"] == "system"
+    assert judge.response_format == "json_schema"
+    parsed = parse_verdict(RUBRIC, text=reply.text)
+    assert score_verdict(RUBRIC, parsed).overall == pytest.approx(7.0)
+    assert reply.input_tokens > 0 and reply.output_tokens > 0 and reply.model == "gpt-test"
+
+
+@pytest.mark.parametrize(
+    ("structured", "json_mode", "expected"),
+    [(False, True, "json_object"), (False, False, "text")],
+)
+def test_a_server_without_structured_output_gets_the_next_shape_once_and_keeps_it(
+    structured: bool, json_mode: bool, expected: str
+) -> None:
+    with FakeChatAPI(api_key="k", structured=structured, json_mode=json_mode) as fake:
+        judge = judge_for(fake)
+        first = judge.complete(request("a [[fake:score=4]]"), timeout=5)  # type: ignore[arg-type]
+        assert judge.response_format == expected
+        tried = [r.get("response_format", {}).get("type", "text") for r in fake.requests]
+        judge.complete(request("b"), timeout=5)  # type: ignore[arg-type]
+        again = [r.get("response_format", {}).get("type", "text") for r in fake.requests[len(tried) :]]
+    assert tried[-1] == expected and tried[0] == "json_schema"  # each shape tried once, in order
+    assert again == [expected]  # kept for the judge's later calls
+    assert score_verdict(RUBRIC, parse_verdict(RUBRIC, text=first.text)).overall == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize(
+    ("marker", "error", "reason"),
+    [
+        ("[[fake:401]]", JudgeAuthError, "auth_error"),
+        ("[[fake:quota]]", JudgeBillingError, "billing_error"),
+        ("[[fake:404]]", JudgeModelNotFound, "model_not_found"),
+        ("[[fake:429]]", JudgeRateLimited, "rate_limited"),
+        ("[[fake:500]]", JudgeAPIError, "api_error"),
+        ("[[fake:529]]", JudgeOverloaded, "overloaded"),
+        ("[[fake:400]]", JudgeInvalidRequest, "invalid_request"),
+    ],
+)
+def test_errors_map_to_null_reasons(fake: FakeChatAPI, marker: str, error: type, reason: str) -> None:
+    with pytest.raises(error) as info:
+        judge_for(fake).complete(request(f"x {marker}"), timeout=5)  # type: ignore[arg-type]
+    assert info.value.reason == reason
+    if reason == "rate_limited":
+        assert info.value.retry_after == pytest.approx(0.05)
+
+
+def test_a_refusal_and_a_length_cut_are_reported(fake: FakeChatAPI) -> None:
+    judge = judge_for(fake)
+    refused = judge.complete(request("x [[fake:refusal]]"), timeout=5)  # type: ignore[arg-type]
+    assert refused.stop_reason == "refusal" and refused.text
+    cut = judge.complete(request("x [[fake:truncated]]"), timeout=5)  # type: ignore[arg-type]
+    assert cut.stop_reason == "max_tokens"
+
+
+def test_rate_limit_headers_teach_the_budget_its_request_limit() -> None:
+    with FakeChatAPI(api_key="k", rpm=600) as fake:
+        reply = judge_for(fake).complete(request(), timeout=5)  # type: ignore[arg-type]
+    assert reply.headers["x-ratelimit-limit-requests"] == "600"
+    assert server_limits(reply.headers) == {"requests": 600}
+
+
+def test_the_preflight_check_knows_the_key_and_the_model(fake: FakeChatAPI) -> None:
+    judge_for(fake).check(timeout=5)
+    with pytest.raises(JudgeModelNotFound):
+        judge_for(fake, model="gpt-nope").check(timeout=5)
+    with pytest.raises(JudgeAuthError):
+        judge_for(fake, key="wrong").check(timeout=5)
+    with FakeChatAPI(api_key="k", models=("gpt-test",), model_endpoint=False) as vllm_like:
+        judge_for(vllm_like).check(timeout=5)  # the list says it serves the model
+        with pytest.raises(JudgeModelNotFound, match="serves: gpt-test"):
+            judge_for(vllm_like, model="gpt-nope").check(timeout=5)
+
+
+def test_no_key_is_no_client_and_the_spec_names_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert not OpenAIJudge("gpt-test").has_credentials
+    monkeypatch.setenv("OPENAI_API_KEY", "   ")
+    assert not OpenAIJudge("gpt-test").has_credentials
+    assert str(parse_judge_spec("openai:gpt-4.1-mini")) == "openai:gpt-4.1-mini"
+    with pytest.raises(Exception, match="give the OpenAI model"):
+        parse_judge_spec("openai")
+
+
+def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "JUDGEQ_", "OPENAI_"))}
+    env.update(HOME=str(tmp_path), JUDGEQ_RESULTS_DIR=str(tmp_path / "r"), **extra)
+    return env
+
+
+def test_judgeq_run_grades_with_an_openai_judge(tmp_path: Path) -> None:
+    with FakeChatAPI(api_key="k", models=("gpt-test",)) as fake:
+        env = cli_env(tmp_path, OPENAI_API_KEY="k", OPENAI_BASE_URL=fake.base_url + "/v1")
+        proc = subprocess.run(
+            [sys.executable, "-m", "judgeq", "run", str(ROOT / "examples" / "responses.jsonl"),
+             "--rubric", "quality", "--judge", "openai:gpt-test", "--run-id", "oa"],
+            capture_output=True, text=True, env=env, timeout=180,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "r" / "oa" / "report.json").read_text())
+    assert report["judge"]["provider"] == "openai" and report["counts"]["graded"] == 30
+    assert report["usage"]["input_tokens"] > 0
+
+
+def test_an_openai_judge_without_a_key_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "judgeq", "run", str(ROOT / "examples" / "responses.jsonl"),
+         "--rubric", "quality", "--judge", "openai:gpt-test"],
+        capture_output=True, text=True, env=cli_env(tmp_path), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "needs an OpenAI API key, and OPENAI_API_KEY is not set" in proc.stderr
+
+
+def test_batch_api_with_an_openai_judge_is_refused_with_a_clear_line(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "judgeq", "run", str(ROOT / "examples" / "responses.jsonl"),
+         "--rubric", "quality", "--judge", "openai:gpt-test", "--batch-api"],
+        capture_output=True, text=True, env=cli_env(tmp_path, OPENAI_API_KEY="k"), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "no batch lane for OpenAI judges yet" in proc.stderr
