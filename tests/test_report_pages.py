@@ -167,3 +167,44 @@ def test_axis_numbers_are_round_and_plain() -> None:
     ticks = nice_ticks(-0.2415, 0.483)
     assert ticks[0] <= -0.2415 and ticks[-1] >= 0.483
     assert all(abs(t * 10 - round(t * 10)) < 1e-9 for t in ticks), ticks  # -0.3, -0.2, ...
+
+
+def test_synthetic_plots_at_their_extremes_have_no_overlapping_labels(tmp_path: Path) -> None:
+    # what a run's figures can make, fixed here (a run's latencies differ run by run): many bins
+    # with long labels, one bin, small values, large counts, long model names, a large matrix
+    from judgeq.report.html import _PAGE, bars, dots, histogram, matrix
+
+    many = {"edges": [i * 61.7 for i in range(41)], "counts": [i * 523 for i in range(40)]}
+    small = {"edges": [0.0, 0.55, 1.1], "counts": [30, 2]}
+    models = [f"model-with-a-long-name-{i}" for i in range(6)]
+    pairs = [
+        {"model": a, "opponent": b, "win_rate": 50.0 + 7 * (i - j)}
+        for i, a in enumerate(models)
+        for j, b in enumerate(models)
+        if i < j
+    ]
+    charts = [
+        histogram("Latency, many bins", many, unit=" ms"),
+        histogram("Latency, small", small, unit=" ms"),
+        bars("Counts", [f"label {i}" for i in range(24)], [10_000 * i for i in range(24)], ylabel="jobs"),
+        dots("Models", [(m, 5 + i / 3, [4 + i / 3, 6 + i / 3]) for i, m in enumerate(models)], lo=0, hi=10),
+        dots("Differences", [("overall", -0.12, [-0.2415, 0.483])], lo=-0.2415, hi=0.483),
+        matrix("Win matrix", pairs),
+    ]
+    page = tmp_path / "plots.html"
+    page.write_text(
+        _PAGE.format(
+            title="plots", finished="yes", has_texts="no", run_id="plots", subtitle="", partial="",
+            summary="", charts="".join(charts), more="", data="[]",
+        )
+    )  # fmt: skip
+    found, _ = measure(page, SHOTS / "plots.png")
+    assert len(found) == len(charts)
+    for chart in found:
+        labels = chart["labels"]
+        assert all(t["px"] >= 11 for t in labels), chart["chart"]
+        clashes = [
+            (a["text"], b["text"]) for i, a in enumerate(labels) for b in labels[i + 1 :] if overlaps(a, b)
+        ]
+        assert clashes == [], (chart["chart"], clashes)
+        assert not any("e+" in t["text"] for t in labels), chart["chart"]  # 20,000, never 2e+04

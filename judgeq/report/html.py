@@ -172,7 +172,7 @@ def bars(
                 )
         if i % every == 0:
             out.append(
-                f'<text x="{x + bw / 2:.1f}" y="{H - PAD_B + 16}" class="tick" text-anchor="middle">'
+                f'<text x="{x + bw / 2:.1f}" y="{H - PAD_B + 20}" class="tick" text-anchor="middle">'
                 f"{esc(label[:14])}</text>"
             )
     return _frame(title, out, note=note)
@@ -259,7 +259,7 @@ def curve(
         )
         if i % every == 0:
             out.append(
-                f'<text x="{x:.1f}" y="{H - PAD_B + 16}" class="tick" text-anchor="middle">{esc(label)}</text>'
+                f'<text x="{x:.1f}" y="{H - PAD_B + 20}" class="tick" text-anchor="middle">{esc(label)}</text>'
             )
     out.insert(2, f'<polyline points="{" ".join(coords)}" fill="none" stroke="{COLOR}" stroke-width="2"/>')
     return _frame(title, out, note=note)
