@@ -175,3 +175,26 @@ def test_batch_api_with_an_openai_judge_is_refused_with_a_clear_line(tmp_path: P
     )  # fmt: skip
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
     assert "no batch lane for OpenAI judges yet" in proc.stderr
+
+
+def test_a_council_across_families_grades_every_job_with_each(tmp_path: Path) -> None:
+    from judgeq.testing import FakeMessagesAPI
+
+    with FakeMessagesAPI(api_key="a") as claude, FakeChatAPI(api_key="o", seed="other") as gpt:
+        env = cli_env(
+            tmp_path, ANTHROPIC_API_KEY="a", ANTHROPIC_BASE_URL=claude.base_url,
+            OPENAI_API_KEY="o", OPENAI_BASE_URL=gpt.base_url + "/v1",
+        )  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "judgeq", "run", str(ROOT / "examples" / "responses.jsonl"),
+             "--rubric", "quality", "--judge", "anthropic:claude-test", "--judge", "openai:gpt-test",
+             "--run-id", "mixed"],
+            capture_output=True, text=True, env=env, timeout=180,
+        )  # fmt: skip
+        calls = (claude.request_count, gpt.request_count)
+    assert proc.returncode == 0, proc.stderr
+    assert "council of 2 judges: anthropic:claude-test, openai:gpt-test" in proc.stdout
+    assert calls == (30, 30)  # every job graded by each judge
+    council = json.loads((tmp_path / "r" / "mixed" / "report.json").read_text())["council"]
+    assert council["per_judge"]["claude-test"]["n"] == 30 and council["per_judge"]["gpt-test"]["n"] == 30
+    assert council["krippendorff_alpha"] is not None
