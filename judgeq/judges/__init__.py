@@ -50,7 +50,18 @@ def parse_judge_spec(spec: str) -> JudgeSpec:
         if not model or any(c.isspace() for c in model):
             raise ConfigError(f"--judge: {spec!r}: give the OpenAI model, e.g. openai:gpt-4.1-mini")
         return JudgeSpec("openai", model)
-    raise ConfigError(f"--judge: unknown judge {spec!r} (use anthropic:MODEL, openai:MODEL or lexical)")
+    if provider == "openai-compatible":
+        from judgeq.judges.openai import split_endpoint
+
+        try:
+            split_endpoint(model)
+        except ValueError as exc:
+            raise ConfigError(f"--judge: {spec!r}: {exc}") from None
+        return JudgeSpec("openai-compatible", model.strip())
+    raise ConfigError(
+        f"--judge: unknown judge {spec!r} (use anthropic:MODEL, openai:MODEL, "
+        "openai-compatible:MODEL@URL or lexical)"
+    )
 
 
 __all__ = ["DEFAULT_ANTHROPIC_MODEL", "JudgeSpec", "parse_judge_spec"]
@@ -72,6 +83,10 @@ def build_judge(
         from judgeq.judges.openai import OpenAIJudge
 
         return OpenAIJudge(model)
+    if provider == "openai-compatible":  # model is MODEL@URL; the key OPENAI_COMPATIBLE_API_KEY
+        from judgeq.judges.openai import OpenAICompatibleJudge
+
+        return OpenAICompatibleJudge(model)
     raise ConfigError(f"unknown judge provider {provider!r}")
 
 
@@ -94,6 +109,8 @@ def budget_name(settings: Settings, provider: str, model: str) -> str:
     if provider == "openai":
         server = os.environ.get("OPENAI_API_KEY", "") + "@" + os.environ.get("OPENAI_BASE_URL", "")
         return budget_key(provider, model, server)
+    if provider == "openai-compatible":  # its model names the server
+        return budget_key(provider, model, os.environ.get("OPENAI_COMPATIBLE_API_KEY", ""))
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
     return budget_key(provider, model, key)
 
@@ -157,7 +174,9 @@ def has_credentials(settings: Settings, provider: str) -> bool:
 def served_providers(settings: Settings) -> tuple[str, ...]:
     """The judge providers a worker with ``settings`` can call: the offline judge always, each
     LLM provider with a credential."""
-    return tuple(p for p in ("anthropic", "openai", "lexical") if has_credentials(settings, p))
+    return tuple(
+        p for p in ("anthropic", "openai", "openai-compatible", "lexical") if has_credentials(settings, p)
+    )
 
 
 __all__ += [

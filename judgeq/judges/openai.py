@@ -30,7 +30,15 @@ from judgeq.errors import (
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeReply
 
-__all__ = ["FORMATS", "NO_KEY", "OpenAIJudge", "translate_error"]
+__all__ = [
+    "COMPATIBLE_KEY",
+    "FORMATS",
+    "NO_KEY",
+    "OpenAICompatibleJudge",
+    "OpenAIJudge",
+    "split_endpoint",
+    "translate_error",
+]
 
 NO_KEY = "no OpenAI API key: set OPENAI_API_KEY"
 FORMATS = ("json_schema", "json_object", "text")
@@ -127,6 +135,9 @@ class OpenAIJudge:
         client: openai.OpenAI | None = None,
     ) -> None:
         self.model = model
+        self.wire_model = model
+        """The model name sent to the server (an OpenAI-compatible judge's ``model`` also names
+        the server)."""
         self._client: openai.OpenAI | None
         try:
             self._client = client or openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
@@ -147,7 +158,7 @@ class OpenAIJudge:
         path, never a credential)."""
         url = str(self._client.base_url) if self._client is not None else ""
         server = url.split("://", 1)[-1].split("@")[-1].rstrip("/")
-        return f"openai:{self.model}@{server}"
+        return f"{self.provider}:{self.wire_model}@{server}"
 
     @property
     def response_format(self) -> str:
@@ -160,7 +171,7 @@ class OpenAIJudge:
             {"role": "user", "content": request.user},
         ]
         kwargs: dict[str, Any] = {
-            "model": self.model,
+            "model": self.wire_model,
             "messages": messages,
             "max_completion_tokens": request.max_tokens,
         }
@@ -223,7 +234,7 @@ class OpenAIJudge:
         if self._client is None:
             raise JudgeAuthError(NO_KEY)
         try:
-            self._client.models.retrieve(self.model, timeout=timeout)
+            self._client.models.retrieve(self.wire_model, timeout=timeout)
             return
         except openai.APIStatusError as exc:
             if exc.status_code not in (404, 405):
@@ -238,7 +249,45 @@ class OpenAIJudge:
             raise translate_error(exc) from None
         except (openai.OpenAIError, OSError) as exc:
             raise translate_error(exc) from None
-        if listed and self.model not in listed:
+        if listed and self.wire_model not in listed:
             raise JudgeModelNotFound(
-                f"the server does not serve model {self.model!r} (it serves: {', '.join(listed[:10])})"
+                f"the server does not serve model {self.wire_model!r} (it serves: {', '.join(listed[:10])})"
             )
+
+
+COMPATIBLE_KEY = "OPENAI_COMPATIBLE_API_KEY"
+"""The key sent to an OpenAI-compatible server, when it needs one (LiteLLM, OpenRouter, a
+gateway). Never ``OPENAI_API_KEY``: an OpenAI key is not sent to another server."""
+
+
+def split_endpoint(spec: str) -> tuple[str, str]:
+    """``MODEL@URL`` as (model, URL); raises ValueError with what is wrong."""
+    model, sep, url = spec.partition("@")
+    model, url = model.strip(), url.strip().rstrip("/")
+    if not sep or not model or not url:
+        raise ValueError("give the model and the server: openai-compatible:MODEL@http://HOST:PORT/v1")
+    scheme, _, rest = url.partition("://")
+    if scheme not in ("http", "https") or not rest:
+        raise ValueError(f"{url!r} is not an http(s) URL")
+    if "@" in rest.split("/", 1)[0]:
+        raise ValueError("the URL holds credentials: give the key in OPENAI_COMPATIBLE_API_KEY instead")
+    if any(c.isspace() for c in model + url):
+        raise ValueError("white space in the model or the URL")
+    return model, url
+
+
+class OpenAICompatibleJudge(OpenAIJudge):
+    """A judge on any server speaking the Chat Completions API (vLLM, SGLang, TGI, Ollama, LM
+    Studio, a LiteLLM proxy, OpenRouter): ``model`` is ``MODEL@URL``; the key is
+    :data:`COMPATIBLE_KEY` when the server needs one. What the server supports (structured
+    output, JSON mode) is found by asking, as for OpenAI: never assumed."""
+
+    provider = "openai-compatible"
+
+    def __init__(self, model: str, *, client: openai.OpenAI | None = None) -> None:
+        import os
+
+        wire, url = split_endpoint(model)
+        key = (os.environ.get(COMPATIBLE_KEY) or "").strip() or "no-key"  # the SDK needs one
+        super().__init__(model, api_key=key, base_url=url, client=client)
+        self.wire_model = wire

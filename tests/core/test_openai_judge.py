@@ -198,3 +198,46 @@ def test_a_council_across_families_grades_every_job_with_each(tmp_path: Path) ->
     council = json.loads((tmp_path / "r" / "mixed" / "report.json").read_text())["council"]
     assert council["per_judge"]["claude-test"]["n"] == 30 and council["per_judge"]["gpt-test"]["n"] == 30
     assert council["krippendorff_alpha"] is not None
+
+
+# -- openai-compatible:MODEL@URL (vLLM, Ollama, LiteLLM, OpenRouter) ---------------------------
+
+
+def test_an_openai_compatible_server_needs_no_key_and_gets_the_shape_it_serves(tmp_path: Path) -> None:
+    with FakeChatAPI(api_key=None, models=("qwen",), structured=False, model_endpoint=False) as vllm:
+        url = vllm.base_url + "/v1"
+        proc = subprocess.run(
+            [sys.executable, "-m", "judgeq", "run", str(ROOT / "examples" / "responses.jsonl"),
+             "--rubric", "quality", "--judge", f"openai-compatible:qwen@{url}", "--run-id", "compat"],
+            capture_output=True, text=True, env=cli_env(tmp_path), timeout=180,
+        )  # fmt: skip
+        shapes = [r.get("response_format", {}).get("type", "text") for r in vllm.requests]
+        models = {r["model"] for r in vllm.requests}
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "r" / "compat" / "report.json").read_text())
+    assert report["judge"]["provider"] == "openai-compatible" and report["counts"]["graded"] == 30
+    assert models == {"qwen"}  # the model name the server knows, not MODEL@URL
+    # refused once, then JSON mode for every call (the shape kept; concurrent first calls
+    # may each have tried the refused shape once)
+    assert shapes.count("json_object") == 30 and set(shapes) <= {"json_schema", "json_object"}
+
+
+def test_an_openai_compatible_spec_is_checked_and_never_carries_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from judgeq.judges.openai import OpenAICompatibleJudge
+
+    for bad, why in (
+        ("openai-compatible:qwen", "give the model and the server"),
+        ("openai-compatible:qwen@ftp://x", r"is not an http\(s\) URL"),
+        ("openai-compatible:qwen@http://user:secret@host:8000/v1", "holds credentials"),
+    ):
+        with pytest.raises(Exception, match=why):
+            parse_judge_spec(bad)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-secret")
+    monkeypatch.delenv("OPENAI_COMPATIBLE_API_KEY", raising=False)
+    a = OpenAICompatibleJudge("qwen@http://127.0.0.1:1/v1")
+    assert a.has_credentials and a.wire_model == "qwen"
+    assert a._client is not None and a._client.api_key != "sk-openai-secret"  # OpenAI's key stays home
+    b = OpenAICompatibleJudge("qwen@http://127.0.0.1:2/v1")
+    assert a.cache_identity != b.cache_identity  # two servers of one model name share no reply
