@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     redis_url: str = "redis://localhost:6379/0"
     broker_url: str | None = None
     judge: str | None = None
+    judge_modules: str = ""
+    """Comma-separated modules ``python:`` judges may be loaded from (``JUDGEQ_JUDGE_MODULES``)."""
     judge_timeout: float = Field(30.0, gt=0)
     judge_deadline: float = Field(120.0, gt=0)
     max_rate_limited: int = Field(10, ge=1, le=1000)
@@ -117,6 +119,10 @@ class Settings(BaseSettings):
         """``ANTHROPIC_API_KEY=`` (empty) means no key, as for the SDK."""
         raw = value.get_secret_value() if isinstance(value, SecretStr) else value
         return None if isinstance(raw, str) and not raw.strip() else value
+
+    def judge_module_list(self) -> list[str]:
+        """:attr:`judge_modules` as a list."""
+        return [m.strip() for m in self.judge_modules.split(",") if m.strip()]
 
     def judge_limits(self) -> Limits:
         """The judge limits given (``JUDGEQ_JUDGE_RPM/ITPM/OTPM`` or the flags)."""

@@ -389,7 +389,11 @@ def preflight(plan: Plan, settings: Settings, *, sleep: Callable[[float], None] 
         if judge.provider == "lexical":
             continue
         client: Any = build_judge(
-            judge.provider, judge.model, api_key=key, base_url=settings.anthropic_base_url
+            judge.provider,
+            judge.model,
+            api_key=key,
+            base_url=settings.anthropic_base_url,
+            modules=settings.judge_module_list(),
         )
         if not client.has_credentials:  # the API (judgeq.grade) comes here without check_credentials
             raise ConfigError(missing_key(str(judge), judge.provider))
@@ -420,6 +424,10 @@ def check_credentials(plan: Plan, settings: Settings) -> None:
     for judge in plan.judges:
         if not has_credentials(settings, judge.provider):
             raise ConfigError(missing_key(str(judge), judge.provider))
+        if judge.provider in ("python", "plugin"):  # a custom judge: that it loads, and is one
+            from judgeq.judges import build_judge
+
+            build_judge(judge.provider, judge.model, modules=settings.judge_module_list())
 
 
 def missing_key(judge: str, provider: str = "anthropic") -> str:

@@ -7,7 +7,7 @@ deterministic offline judge.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,6 +50,14 @@ def parse_judge_spec(spec: str) -> JudgeSpec:
         if not model or any(c.isspace() for c in model):
             raise ConfigError(f"--judge: {spec!r}: give the OpenAI model, e.g. openai:gpt-4.1-mini")
         return JudgeSpec("openai", model)
+    if provider in ("python", "plugin"):
+        from judgeq.judges.plugins import check_target
+
+        try:
+            check_target(provider, model.strip())
+        except ValueError as exc:
+            raise ConfigError(f"--judge: {spec!r}: {exc}") from None
+        return JudgeSpec(provider, model.strip())
     if provider == "openai-compatible":
         from judgeq.judges.openai import split_endpoint
 
@@ -68,9 +76,15 @@ __all__ = ["DEFAULT_ANTHROPIC_MODEL", "JudgeSpec", "parse_judge_spec"]
 
 
 def build_judge(
-    provider: str, model: str, *, api_key: str | None = None, base_url: str | None = None
+    provider: str,
+    model: str,
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    modules: Sequence[str] = (),
 ) -> Judge:
-    """Build a judge for a provider/model pair (the SDK is imported only for anthropic)."""
+    """Build a judge for a provider/model pair (each SDK is imported only for its judge);
+    ``modules``: those a ``python:`` judge may be loaded from (``JUDGEQ_JUDGE_MODULES``)."""
     if provider == "lexical":
         from judgeq.judges.lexical import LexicalJudge
 
@@ -87,6 +101,10 @@ def build_judge(
         from judgeq.judges.openai import OpenAICompatibleJudge
 
         return OpenAICompatibleJudge(model)
+    if provider in ("python", "plugin"):
+        from judgeq.judges.plugins import load_custom_judge
+
+        return load_custom_judge(provider, model, modules)
     raise ConfigError(f"unknown judge provider {provider!r}")
 
 
@@ -94,8 +112,12 @@ def judge_factory(settings: Settings) -> Callable[[str, str], Judge]:
     """A ``(provider, model) -> judge`` factory with the key and base URL from ``settings``."""
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
 
+    modules = settings.judge_module_list()
+
     def factory(provider: str, model: str) -> Judge:
-        return build_judge(provider, model, api_key=key, base_url=settings.anthropic_base_url)
+        return build_judge(
+            provider, model, api_key=key, base_url=settings.anthropic_base_url, modules=modules
+        )
 
     return factory
 
@@ -175,7 +197,9 @@ def served_providers(settings: Settings) -> tuple[str, ...]:
     """The judge providers a worker with ``settings`` can call: the offline judge always, each
     LLM provider with a credential."""
     return tuple(
-        p for p in ("anthropic", "openai", "openai-compatible", "lexical") if has_credentials(settings, p)
+        p
+        for p in ("anthropic", "openai", "openai-compatible", "python", "plugin", "lexical")
+        if has_credentials(settings, p)
     )
 
 
