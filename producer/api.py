@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from judgeq.settings import Settings
 
 __all__ = ["Report", "grade", "load_report", "submit", "wait"]
+
+log = logging.getLogger("judgeq")
 
 Jobs = str | Path | Iterable[Mapping[str, Any]]
 
@@ -95,13 +98,17 @@ def _planned(
     from judgeq.producer.plan import make_plan, plan_kwargs
 
     with tempfile.TemporaryDirectory(prefix=f"judgeq-{name}-") as tmp:
-        yield make_plan(
+        plan = make_plan(
             jobs_path=_jobs_file(jobs, Path(tmp)),
             jobs_name=str(jobs) if isinstance(jobs, (str, Path)) else "<python>",
             rubric_ref=rubric,
             settings=settings,
             **plan_kwargs({**options, "judge": judge}),
         )
+        if plan.notice:  # the judge was chosen for the caller (the one default rule): say which
+            for line in plan.notice.splitlines():
+                log.info("%s", line.removeprefix("judgeq: "))
+        yield plan
 
 
 def grade(

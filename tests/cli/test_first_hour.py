@@ -318,3 +318,20 @@ def test_a_max_cost_pause_says_what_was_spent_in_all_and_promises_no_eta() -> No
     assert "ETA – (paused)" in progress_line(snap) and "ETA 30s" not in progress_line(snap)
     # nothing more was spent after the pause: the line stays as it was
     assert "in all" not in pause_line(dataclasses.replace(snap, cost_usd=0.1014))
+
+
+def test_the_api_says_which_judge_it_chose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    import judgeq
+
+    for name in [k for k in os.environ if k.startswith("ANTHROPIC_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    rows = [{"id": "a", "input": "q", "output": "o"}]
+    with caplog.at_level(logging.INFO, logger="judgeq"):
+        report = judgeq.grade(rows, rubric="quality", out=tmp_path / "out")
+    assert report["judge"]["provider"] == "lexical"
+    assert any("offline 'lexical' judge" in r.getMessage() for r in caplog.records)
