@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     judge: str | None = None
     judge_modules: str = ""
     """Comma-separated modules ``python:`` judges may be loaded from (``JUDGEQ_JUDGE_MODULES``)."""
+    judge_urls: str = ""
+    """Comma-separated servers ``openai-compatible:`` judges may call (``JUDGEQ_JUDGE_URLS``)."""
     judge_timeout: float = Field(30.0, gt=0)
     judge_deadline: float = Field(120.0, gt=0)
     max_rate_limited: int = Field(10, ge=1, le=1000)
@@ -123,6 +125,10 @@ class Settings(BaseSettings):
     def judge_module_list(self) -> list[str]:
         """:attr:`judge_modules` as a list."""
         return [m.strip() for m in self.judge_modules.split(",") if m.strip()]
+
+    def judge_url_list(self) -> list[str]:
+        """:attr:`judge_urls` as a list."""
+        return [u.strip() for u in self.judge_urls.split(",") if u.strip()]
 
     def judge_limits(self) -> Limits:
         """The judge limits given (``JUDGEQ_JUDGE_RPM/ITPM/OTPM`` or the flags)."""

@@ -229,10 +229,11 @@ def make_plan(
             "--batch-api sends judge calls through Anthropic's Message Batches API: it needs an "
             "LLM judge (--judge anthropic:MODEL with ANTHROPIC_API_KEY set), not the offline lexical one"
         )
-    if settings.batch_api and any(j.provider == "openai" for j in judges):
+    others = sorted({j.provider for j in judges if j.provider not in ("anthropic", "lexical")})
+    if settings.batch_api and others:
         raise ConfigError(
-            "--batch-api: judgeq has no batch lane for OpenAI judges yet (the OpenAI Batch API "
-            "is planned); grade without --batch-api"
+            f"--batch-api: judgeq has a batch lane for Anthropic judges only, not for "
+            f"{', '.join(others)} judges yet (the OpenAI Batch API is planned); grade without --batch-api"
         )
     spec = RunSpec(
         run_id=run_id or new_run_id(),
@@ -394,10 +395,14 @@ def preflight(plan: Plan, settings: Settings, *, sleep: Callable[[float], None] 
             api_key=key,
             base_url=settings.anthropic_base_url,
             modules=settings.judge_module_list(),
+            urls=settings.judge_url_list(),
         )
         if not client.has_credentials:  # the API (judgeq.grade) comes here without check_credentials
             raise ConfigError(missing_key(str(judge), judge.provider))
-        variable = "OPENAI_API_KEY" if judge.provider == "openai" else "ANTHROPIC_API_KEY"
+        variable = {
+            "openai": "OPENAI_API_KEY",
+            "openai-compatible": "OPENAI_COMPATIBLE_API_KEY",
+        }.get(judge.provider, "ANTHROPIC_API_KEY")
         try:
             for attempt in range(PREFLIGHT_TRIES):
                 try:
@@ -424,10 +429,15 @@ def check_credentials(plan: Plan, settings: Settings) -> None:
     for judge in plan.judges:
         if not has_credentials(settings, judge.provider):
             raise ConfigError(missing_key(str(judge), judge.provider))
-        if judge.provider in ("python", "plugin"):  # a custom judge: that it loads, and is one
+        if judge.provider in ("python", "plugin", "openai-compatible"):  # allowed here, and loads
             from judgeq.judges import build_judge
 
-            build_judge(judge.provider, judge.model, modules=settings.judge_module_list())
+            build_judge(
+                judge.provider,
+                judge.model,
+                modules=settings.judge_module_list(),
+                urls=settings.judge_url_list(),
+            )
 
 
 def missing_key(judge: str, provider: str = "anthropic") -> str:

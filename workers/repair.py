@@ -87,6 +87,8 @@ def repair_stalled_runs(
             continue
         if spec.lane == "batch" and store.lane_counts(run_id)[1]:
             continue  # jobs wait in the Message Batches lane (hours, at worst): not stalled
+        if not _served(store, settings.queue, spec.judges):
+            continue  # no live worker can call the run's judge: its messages bounce, none is lost
         if waiting is None:
             waiting = depth()
         if waiting:
@@ -108,6 +110,14 @@ def repair_stalled_runs(
         )
         repaired[run_id] = len(indices)
     return repaired
+
+
+def _served(store: RedisStore, queue: str, judges: list[tuple[str, str]]) -> bool:
+    """Whether a live worker of ``queue`` says it can call every judge provider of a run (a
+    worker that does not say, an older one, is taken as able)."""
+    workers = store.worker_judges(queue)
+    needs = {provider for provider, _ in judges}
+    return not workers or any(provs is None or needs <= set(provs) for provs in workers.values())
 
 
 def archive_ended_runs(store: RedisStore, settings: Settings, *, now: float | None = None) -> list[str]:

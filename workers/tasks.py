@@ -30,7 +30,7 @@ from celery.exceptions import Reject, Retry
 from kombu.exceptions import OperationalError
 
 from judgeq.errors import StoreError
-from judgeq.judges import budget_factory, judge_factory, served_providers
+from judgeq.judges import budget_factory, can_serve, judge_factory, served_providers
 from judgeq.pipeline.batch_lane import BatchLane, LaneConfig, lane_loop
 from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
 from judgeq.pipeline.stages import Contexts, Held, Outcome, process_jobs, reduce_unless_final, settle_held
@@ -76,9 +76,17 @@ def serves(app: Celery) -> tuple[str, ...]:
 
 
 def _unserved(app: Celery, judges: list[tuple[str, str]]) -> list[str]:
-    """The judges of a run this worker cannot call."""
-    mine = serves(app)
-    return [f"{p}:{m}" if p != "lexical" else p for p, m in judges if p not in mine]
+    """The judges of a run this worker cannot call (no credential, a server or a custom
+    judge's module it does not allow)."""
+    with _lock:
+        known: dict[tuple[str, str], bool] = _state.setdefault("can_serve", {})  # type: ignore[assignment]
+    out = []
+    for provider, model in judges:
+        if (provider, model) not in known:
+            known[(provider, model)] = can_serve(_settings(app), provider, model)
+        if not known[(provider, model)]:
+            out.append(f"{provider}:{model}" if provider != "lexical" else provider)
+    return out
 
 
 def runtime(app: Celery) -> tuple[RedisStore, Contexts]:
@@ -157,8 +165,9 @@ def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None
             # not this worker's job: nothing graded, nothing counted; the message goes back
             # for a worker with the key ('judgeq status' says when there is none)
             log.warning(
-                "run %s needs judge %s, which this worker cannot call (no ANTHROPIC_API_KEY): "
-                "its jobs go back to the queue",
+                "run %s needs judge %s, which this worker cannot call (no key for it, or a server "
+                "or module its JUDGEQ_JUDGE_URLS / JUDGEQ_JUDGE_MODULES do not allow): its jobs "
+                "go back to the queue",
                 run_id,
                 ", ".join(missing),
             )

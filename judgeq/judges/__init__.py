@@ -82,9 +82,11 @@ def build_judge(
     api_key: str | None = None,
     base_url: str | None = None,
     modules: Sequence[str] = (),
+    urls: Sequence[str] = (),
 ) -> Judge:
     """Build a judge for a provider/model pair (each SDK is imported only for its judge);
-    ``modules``: those a ``python:`` judge may be loaded from (``JUDGEQ_JUDGE_MODULES``)."""
+    ``modules``: those a ``python:`` judge may be loaded from (``JUDGEQ_JUDGE_MODULES``);
+    ``urls``: the servers an ``openai-compatible:`` judge may call (``JUDGEQ_JUDGE_URLS``)."""
     if provider == "lexical":
         from judgeq.judges.lexical import LexicalJudge
 
@@ -100,7 +102,7 @@ def build_judge(
     if provider == "openai-compatible":  # model is MODEL@URL; the key OPENAI_COMPATIBLE_API_KEY
         from judgeq.judges.openai import OpenAICompatibleJudge
 
-        return OpenAICompatibleJudge(model)
+        return OpenAICompatibleJudge(model, allowed=urls)
     if provider in ("python", "plugin"):
         from judgeq.judges.plugins import load_custom_judge
 
@@ -112,11 +114,16 @@ def judge_factory(settings: Settings) -> Callable[[str, str], Judge]:
     """A ``(provider, model) -> judge`` factory with the key and base URL from ``settings``."""
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
 
-    modules = settings.judge_module_list()
+    modules, urls = settings.judge_module_list(), settings.judge_url_list()
 
     def factory(provider: str, model: str) -> Judge:
         return build_judge(
-            provider, model, api_key=key, base_url=settings.anthropic_base_url, modules=modules
+            provider,
+            model,
+            api_key=key,
+            base_url=settings.anthropic_base_url,
+            modules=modules,
+            urls=urls,
         )
 
     return factory
@@ -193,6 +200,36 @@ def has_credentials(settings: Settings, provider: str) -> bool:
     return True
 
 
+def can_serve(settings: Settings, provider: str, model: str) -> bool:
+    """Whether this machine can call the judge ``provider:model``: a credential for an LLM
+    provider; an allowed server for an OpenAI-compatible one; an allowed, importable module
+    (or an installed entry point) for a custom one. Nothing is imported or called."""
+    if provider == "openai-compatible":
+        from judgeq.judges.openai import split_endpoint, url_allowed
+
+        try:
+            return url_allowed(split_endpoint(model)[1], settings.judge_url_list())
+        except ValueError:
+            return False
+    if provider == "python":
+        import importlib.util
+
+        module = model.partition(":")[0]
+        if module not in settings.judge_module_list():
+            return False
+        try:
+            return importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            return False
+    if provider == "plugin":
+        from importlib.metadata import entry_points
+
+        from judgeq.judges.plugins import GROUP
+
+        return any(ep.name == model for ep in entry_points(group=GROUP))
+    return has_credentials(settings, provider)
+
+
 def served_providers(settings: Settings) -> tuple[str, ...]:
     """The judge providers a worker with ``settings`` can call: the offline judge always, each
     LLM provider with a credential."""
@@ -207,6 +244,7 @@ __all__ += [
     "budget_factory",
     "budget_name",
     "build_judge",
+    "can_serve",
     "default_judge",
     "has_anthropic_credentials",
     "has_credentials",

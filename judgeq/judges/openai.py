@@ -12,11 +12,13 @@ reasoning models work.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import openai
 
 from judgeq.errors import (
+    ConfigError,
     JudgeAPIError,
     JudgeAuthError,
     JudgeBillingError,
@@ -38,6 +40,7 @@ __all__ = [
     "OpenAIJudge",
     "split_endpoint",
     "translate_error",
+    "url_allowed",
 ]
 
 NO_KEY = "no OpenAI API key: set OPENAI_API_KEY"
@@ -201,7 +204,16 @@ class OpenAIJudge:
                 raise translate_error(exc) from None
             except (openai.OpenAIError, OSError) as exc:
                 raise translate_error(exc) from None
-            return self._reply(raw.parse(), rate_limit_headers(raw.headers))
+            try:
+                completion = raw.parse()
+            except (openai.OpenAIError, ValueError) as exc:
+                raise JudgeAPIError(f"the judge's answer is not a chat completion: {exc}") from None
+            if not hasattr(completion, "choices"):  # an HTML page, a wrong URL's 200
+                raise JudgeInvalidRequest(
+                    f"{self.provider} judge: the server answered something that is not a chat "
+                    "completion (check the URL: it usually ends in /v1)"
+                )
+            return self._reply(completion, rate_limit_headers(raw.headers))
 
     def _reply(self, completion: Any, headers: dict[str, str]) -> JudgeReply:
         choice = completion.choices[0] if completion.choices else None
@@ -234,7 +246,12 @@ class OpenAIJudge:
         if self._client is None:
             raise JudgeAuthError(NO_KEY)
         try:
-            self._client.models.retrieve(self.wire_model, timeout=timeout)
+            record = self._client.models.retrieve(self.wire_model, timeout=timeout)
+            if not hasattr(record, "id"):  # an HTML page, a wrong URL's 200
+                raise JudgeInvalidRequest(
+                    f"{self.provider} judge: {self._client.base_url} does not serve the OpenAI API "
+                    "(check the URL: it usually ends in /v1)"
+                )
             return
         except openai.APIStatusError as exc:
             if exc.status_code not in (404, 405):
@@ -284,10 +301,30 @@ class OpenAICompatibleJudge(OpenAIJudge):
 
     provider = "openai-compatible"
 
-    def __init__(self, model: str, *, client: openai.OpenAI | None = None) -> None:
+    def __init__(
+        self, model: str, *, allowed: Sequence[str] = (), client: openai.OpenAI | None = None
+    ) -> None:
         import os
 
         wire, url = split_endpoint(model)
+        if client is None and not url_allowed(url, allowed):
+            # a run's spec (in Redis) names the server: a machine calls, and sends its key to,
+            # only the servers its operator allowed
+            raise ConfigError(
+                f"judge openai-compatible:{model}: set JUDGEQ_JUDGE_URLS={url} on every machine "
+                "that runs this judge (judges call only the servers named there)"
+            )
         key = (os.environ.get(COMPATIBLE_KEY) or "").strip() or "no-key"  # the SDK needs one
         super().__init__(model, api_key=key, base_url=url, client=client)
         self.wire_model = wire
+
+
+def url_allowed(url: str, allowed: Sequence[str]) -> bool:
+    """Whether ``url`` is one of the servers ``allowed`` names (``JUDGEQ_JUDGE_URLS``: each a
+    URL prefix on a path boundary, e.g. ``http://gpu-1:8000`` allows ``http://gpu-1:8000/v1``)."""
+    norm = url.rstrip("/").lower()
+    for prefix in allowed:
+        p = prefix.strip().rstrip("/").lower()
+        if p and (norm == p or norm.startswith(p + "/")):
+            return True
+    return False

@@ -96,3 +96,31 @@ def test_a_module_not_allowed_is_never_imported(tmp_path: Path, service: str) ->
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
     assert "set JUDGEQ_JUDGE_MODULES=custom_judge" in proc.stderr
     assert not marker.exists() and Service.calls == []
+
+
+def test_a_worker_serves_a_custom_judge_only_from_a_module_it_allows(monkeypatch: pytest.MonkeyPatch) -> None:
+    from judgeq.judges import can_serve
+    from judgeq.settings import load_settings
+
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    assert not can_serve(load_settings(), "python", "custom_judge:make_judge")  # not allowed here
+    monkeypatch.setenv("JUDGEQ_JUDGE_MODULES", "custom_judge")
+    assert can_serve(load_settings(), "python", "custom_judge:make_judge")
+    monkeypatch.setenv("JUDGEQ_JUDGE_MODULES", "custom_judge,no_such_module_here")
+    assert not can_serve(load_settings(), "python", "no_such_module_here:make")  # allowed, not installed
+    assert not can_serve(load_settings(), "plugin", "no-such-plugin")
+
+
+def test_the_repair_leaves_alone_a_run_no_live_worker_can_serve() -> None:
+    import fakeredis
+
+    from judgeq.store.redis import RedisStore
+    from workers.repair import _served
+
+    store = RedisStore(fakeredis.FakeRedis(decode_responses=True))
+    judges = [("openai", "gpt-x")]
+    assert _served(store, "judgeq", judges)  # no worker says anything: taken as able
+    store.worker_heartbeat("judgeq", "w1@h", 30, serves=("anthropic", "lexical"))
+    assert not _served(store, "judgeq", judges)  # its messages bounce; none is lost
+    store.worker_heartbeat("judgeq", "w2@h", 30, serves=("openai", "lexical"))
+    assert _served(store, "judgeq", judges)

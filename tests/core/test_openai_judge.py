@@ -174,7 +174,7 @@ def test_batch_api_with_an_openai_judge_is_refused_with_a_clear_line(tmp_path: P
         capture_output=True, text=True, env=cli_env(tmp_path, OPENAI_API_KEY="k"), timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
-    assert "no batch lane for OpenAI judges yet" in proc.stderr
+    assert "a batch lane for Anthropic judges only, not for openai judges yet" in proc.stderr
 
 
 def test_a_council_across_families_grades_every_job_with_each(tmp_path: Path) -> None:
@@ -209,7 +209,8 @@ def test_an_openai_compatible_server_needs_no_key_and_gets_the_shape_it_serves(t
         proc = subprocess.run(
             [sys.executable, "-m", "judgeq", "run", str(ROOT / "examples" / "responses.jsonl"),
              "--rubric", "quality", "--judge", f"openai-compatible:qwen@{url}", "--run-id", "compat"],
-            capture_output=True, text=True, env=cli_env(tmp_path), timeout=180,
+            capture_output=True, text=True, timeout=180,
+            env=cli_env(tmp_path, JUDGEQ_JUDGE_URLS=vllm.base_url),
         )  # fmt: skip
         shapes = [r.get("response_format", {}).get("type", "text") for r in vllm.requests]
         models = {r["model"] for r in vllm.requests}
@@ -236,8 +237,64 @@ def test_an_openai_compatible_spec_is_checked_and_never_carries_credentials(
             parse_judge_spec(bad)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-secret")
     monkeypatch.delenv("OPENAI_COMPATIBLE_API_KEY", raising=False)
-    a = OpenAICompatibleJudge("qwen@http://127.0.0.1:1/v1")
+    allowed = ("http://127.0.0.1:1", "http://127.0.0.1:2/v1")
+    a = OpenAICompatibleJudge("qwen@http://127.0.0.1:1/v1", allowed=allowed)
     assert a.has_credentials and a.wire_model == "qwen"
     assert a._client is not None and a._client.api_key != "sk-openai-secret"  # OpenAI's key stays home
-    b = OpenAICompatibleJudge("qwen@http://127.0.0.1:2/v1")
+    b = OpenAICompatibleJudge("qwen@http://127.0.0.1:2/v1", allowed=allowed)
     assert a.cache_identity != b.cache_identity  # two servers of one model name share no reply
+
+
+def test_a_server_not_allowed_is_never_called(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a run's spec lives in Redis and names the server: a machine calls (and sends its key to)
+    # only the servers its operator allowed
+    from judgeq.errors import ConfigError
+    from judgeq.judges import can_serve
+    from judgeq.judges.openai import OpenAICompatibleJudge
+    from judgeq.settings import load_settings
+
+    with FakeChatAPI(api_key=None, models=("qwen",)) as server:
+        url = server.base_url + "/v1"
+        with pytest.raises(ConfigError, match="JUDGEQ_JUDGE_URLS"):
+            OpenAICompatibleJudge(f"qwen@{url}", allowed=("http://127.0.0.1:1",))
+        proc = subprocess.run(
+            [sys.executable, "-m", "judgeq", "run", str(ROOT / "examples" / "responses.jsonl"),
+             "--rubric", "quality", "--judge", f"openai-compatible:qwen@{url}"],
+            capture_output=True, text=True, env=cli_env(tmp_path), timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 2 and "set JUDGEQ_JUDGE_URLS=" in proc.stderr, proc.stderr
+        assert server.request_count == 0
+        monkeypatch.setenv("JUDGEQ_JUDGE_URLS", server.base_url)
+        assert can_serve(load_settings(), "openai-compatible", f"qwen@{url}")
+        monkeypatch.setenv("JUDGEQ_JUDGE_URLS", server.base_url + "0")  # a prefix, not a boundary
+        assert not can_serve(load_settings(), "openai-compatible", f"qwen@{url}")
+
+
+def test_a_200_that_is_not_a_completion_is_a_clear_null_not_a_crash() -> None:
+    import http.server
+    import threading
+
+    class Html(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def _page(self) -> None:
+            body = b"<html><body>Open WebUI</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _page
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Html)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        judge = OpenAIJudge("m", api_key="k", base_url=f"http://127.0.0.1:{server.server_address[1]}")
+        with pytest.raises(JudgeInvalidRequest, match="usually ends in /v1"):
+            judge.complete(request(), timeout=5)  # type: ignore[arg-type]
+        with pytest.raises(JudgeInvalidRequest, match="does not serve the OpenAI API"):
+            judge.check(timeout=5)
+    finally:
+        server.shutdown()

@@ -8,8 +8,11 @@
 NOW = 0
 local DB, EXP = {}, {}
 
-local function str(x)
-  if type(x) == 'number' then return tostring(x) end
+local function str(x)  -- a number as Redis writes a script's number: integral, else 17 digits
+  if type(x) == 'number' then
+    if x == math.floor(x) and math.abs(x) < 2 ^ 53 then return string.format('%d', x) end
+    return string.format('%.17g', x)
+  end
   return x
 end
 
