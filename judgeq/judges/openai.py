@@ -254,15 +254,17 @@ class OpenAIJudge:
                 )
             return
         except openai.APIStatusError as exc:
-            if exc.status_code not in (404, 405):
+            # 404/405: no single model's record served (vLLM); 403: a key allowed to call the
+            # model but not to read model records (a restricted key): the list may tell
+            if exc.status_code not in (403, 404, 405):
                 raise translate_error(exc) from None
         except (openai.OpenAIError, OSError) as exc:
             raise translate_error(exc) from None
         try:
             listed = [m.id for m in self._client.models.list(timeout=timeout)]
         except openai.APIStatusError as exc:
-            if exc.status_code in (404, 405):
-                return  # no models endpoint at all: the first calls will tell
+            if exc.status_code in (403, 404, 405):
+                return  # no models endpoint at all (or not readable by this key): the first calls tell
             raise translate_error(exc) from None
         except (openai.OpenAIError, OSError) as exc:
             raise translate_error(exc) from None

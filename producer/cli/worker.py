@@ -35,7 +35,7 @@ def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
     """Start a grading worker (extra arguments are passed to 'celery worker')."""
     import logging
 
-    from judgeq.workers.celery_app import celery_slots, create_app
+    from judgeq.workers.celery_app import celery_slots, create_app, unique_nodename
 
     settings = settings_from(**flags)
     level = (flags["loglevel"] or settings.log_level).upper()
@@ -59,6 +59,6 @@ def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
         "--without-gossip",
         "--without-mingle",
     ]
-    if flags["hostname"]:
-        argv.append(f"--hostname={flags['hostname']}")
+    # a unique node name given to Celery itself, so that its %n in --pidfile/--statedb is it too
+    argv.append(f"--hostname={flags['hostname'] or unique_nodename()}")
     app.worker_main(argv=[*argv, *celery_args])
