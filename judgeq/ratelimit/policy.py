@@ -55,6 +55,7 @@ from typing import NamedTuple, Protocol
 __all__ = [
     "BURST_SECONDS",
     "CLEAN",
+    "COMBINED",
     "CUT",
     "DEFAULT_RETRY_AFTER",
     "DIMENSIONS",
@@ -85,7 +86,11 @@ __all__ = [
 ]
 
 DIMENSIONS = ("requests", "input-tokens", "output-tokens")
-"""The three limits, named as in the provider's headers."""
+"""The three limits a judge may be given, named as in Anthropic's headers."""
+COMBINED = "tokens"
+"""A fourth limit, learned only from a server's headers: input and output tokens together
+(OpenAI's ``x-ratelimit-limit-tokens``). A call reserves its input estimate plus ``max_tokens``
+in it, and the unused part is refunded."""
 
 BURST_SECONDS = 1.0
 """A bucket holds this many seconds of its limit (requests: at least 1); it starts at that."""
@@ -287,15 +292,14 @@ def estimate_input_tokens(text_chars: int) -> int:
 def server_limits(headers: Mapping[str, str], what: str = "limit") -> dict[str, int]:
     """``{"requests": N, "input-tokens": N, "output-tokens": N}`` from the headers present:
     the ``limit`` (default) or ``remaining`` values. Anthropic's ``anthropic-ratelimit-*``;
-    OpenAI's ``x-ratelimit-*-requests`` for requests (its ``-tokens`` limit counts input and
-    output together, which no one of these buckets is: not taken; 429s still teach the
-    budget)."""
+    OpenAI's ``x-ratelimit-*-requests`` for requests and ``x-ratelimit-*-tokens`` for
+    :data:`COMBINED` (input and output together)."""
     out: dict[str, int] = {}
     lowered = {k.lower(): v for k, v in headers.items()}
-    for dim in DIMENSIONS:
+    for dim in (*DIMENSIONS, COMBINED):
         value = lowered.get(f"anthropic-ratelimit-{dim}-{what}")
-        if value is None and dim == "requests":  # OpenAI's and compatible servers' name
-            value = lowered.get(f"x-ratelimit-{what}-requests")
+        if value is None and dim in ("requests", COMBINED):  # OpenAI's and compatible servers'
+            value = lowered.get(f"x-ratelimit-{what}-{dim}")
         if value is not None:
             try:
                 out[dim] = int(float(value))

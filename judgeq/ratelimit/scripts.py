@@ -23,7 +23,16 @@ from importlib import resources
 from typing import Any
 
 from judgeq.ratelimit import policy
-from judgeq.ratelimit.policy import DIMENSIONS, BudgetState, Grant, Limits, Share, Usage, server_limits
+from judgeq.ratelimit.policy import (
+    COMBINED,
+    DIMENSIONS,
+    BudgetState,
+    Grant,
+    Limits,
+    Share,
+    Usage,
+    server_limits,
+)
 
 __all__ = ["CONSTANTS", "OPERATIONS", "TTL", "ScriptBudget", "budget_keys", "script_text"]
 
@@ -172,7 +181,7 @@ class ScriptBudget:
             configured=Limits.of(_pairs(configured)),
             server=Limits.of(_pairs(server)),
             adaptive_rpm=float(_text(ada)) if _text(ada) else None,
-            levels={d: v for d, v in _pairs(levels).items() if d in DIMENSIONS},
+            levels={d: v for d, v in _pairs(levels).items() if d in (*DIMENSIONS, COMBINED)},
             paused_for=float(_text(paused)),
             requests_last_minute=int(granted),
             served_last_minute=int(served),

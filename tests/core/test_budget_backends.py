@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from judgeq.ratelimit import Limits, MemoryBudget, Share, Usage
+from judgeq.ratelimit import Limits, MemoryBudget, Share, Usage, server_limits
 from judgeq.ratelimit.redis import RedisBudget
 
 
@@ -66,6 +66,7 @@ def apply(budget: MemoryBudget | RedisBudget, clock: Clock, op: tuple[Any, ...])
                 {
                     "anthropic-ratelimit-requests-limit": str(limit),
                     "anthropic-ratelimit-requests-remaining": str(remaining),
+                    "x-ratelimit-limit-tokens": str(limit * 100),  # OpenAI's combined limit
                 }
             )
         return None
@@ -109,3 +110,27 @@ def test_a_command_the_stand_in_does_not_know_is_an_error_not_a_no_op() -> None:
     budget = MemoryBudget()
     with pytest.raises(Exception, match="not emulated"):
         budget._lua.execute("redis.call('FLUSHALL')")
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_a_combined_token_limit_from_openai_headers_holds_input_and_output_together(backend: str) -> None:
+    # OpenAI's x-ratelimit-limit-tokens counts a call's input and output together: a call
+    # reserves both in one bucket, and what it did not use comes back
+    from judgeq.ratelimit import policy
+
+    clock = Clock()
+    budget: MemoryBudget | RedisBudget = (
+        MemoryBudget("openai:m:abc", clock=clock)
+        if backend == "memory"
+        else RedisBudget(fakeredis.FakeRedis(decode_responses=True), "openai:m:abc", clock=clock)
+    )
+    budget.observe({"x-ratelimit-limit-requests": "100000", "x-ratelimit-limit-tokens": "6000"})
+    assert server_limits({"X-RateLimit-Limit-Tokens": "6000"}) == {"tokens": 6000}
+    rate = 6000 * policy.PACE / 60  # tokens a second
+    first = budget.acquire(3000, 2000)
+    assert first.wait == 0.0  # a full bucket lets a large call pass, in debt
+    wait = budget.acquire(10, 10).wait
+    assert wait == pytest.approx((5000 - rate + 20) / rate, rel=0.02)  # the debt of 5,000 together
+    budget.settle(Usage(3000, 2000), Usage(3000, 200), ok=True, epoch=first.epoch)  # 1,800 unused
+    assert budget.acquire(10, 10).wait == pytest.approx((3200 - rate + 20) / rate, rel=0.02)
+    assert "tokens" in budget.snapshot().levels

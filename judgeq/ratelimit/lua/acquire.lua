@@ -1,7 +1,8 @@
 -- acquire: A = {now, caller, input tokens, output tokens, share fraction (0: none)}
 -- returns {wait (string), epoch}
 local caller, fraction = A[2], tonumber(A[5])
-local need = {['requests'] = 1, ['input-tokens'] = tonumber(A[3]), ['output-tokens'] = tonumber(A[4])}
+local need = {['requests'] = 1, ['input-tokens'] = tonumber(A[3]), ['output-tokens'] = tonumber(A[4]),
+  ['tokens'] = tonumber(A[3]) + tonumber(A[4])}
 local st, cfg = hgetall(STATE), hgetall(CONFIG)
 local epoch = num(st['epoch'], 0)
 
@@ -33,7 +34,7 @@ if fraction > 0 and next(lim) ~= nil then
   refill(run, run_lim)
   wait = math.max(wait, bucket_wait(run, need, run_lim))
 end
-local fields = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens', 'probe', 'bound', 'began'}
+local fields = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens', 'lvl_tokens', 'probe', 'bound', 'began'}
 if wait > 0 then
   if num(st['ada'], 0) > 0 and adaptive_applies(st, cfg) and st['lvl_requests'] < 1 - 1e-6 then
     st['bound'] = now

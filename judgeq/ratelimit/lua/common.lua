@@ -15,7 +15,7 @@ for i, name in ipairs(NAMES) do C[name] = tonumber(ARGV[i]) end
 local A = {}
 for i = #NAMES + 1, #ARGV do A[#A + 1] = ARGV[i] end
 
-local DIMS = {'requests', 'input-tokens', 'output-tokens'}
+local DIMS = {'requests', 'input-tokens', 'output-tokens', 'tokens'}  -- tokens: input and output together (learned only)
 local STATE, CONFIG, STATS, RECENT, WAITING, RUN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
 local function f(x) return string.format('%.17g', x) end
@@ -113,7 +113,7 @@ local function bucket_add(b, amounts)
   end
 end
 
-local LEVELS = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens'}
+local LEVELS = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens', 'lvl_tokens'}
 
 -- per-second counts: 'a' granted, 'o' served, 'r' jobs refused (first refusal), 'q' 429s, 'x'
 -- refusals of jobs refused for themselves (again, with no congestion in between)

@@ -10,7 +10,7 @@ if not changed then
   redis.call('HSET', STATE, 'answered', 1)
   return 0
 end
-local fields = {'answered', 'srv_requests', 'srv_input-tokens', 'srv_output-tokens', 'ada'}
+local fields = {'answered', 'srv_requests', 'srv_input-tokens', 'srv_output-tokens', 'srv_tokens', 'ada'}
 for _, k in ipairs(LEVELS) do fields[#fields + 1] = k end
 if st['srv_requests'] ~= nil then
   redis.call('HDEL', STATE, 'ada')

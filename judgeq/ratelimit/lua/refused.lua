@@ -1,7 +1,8 @@
 -- refused: A = {now, input refund, output refund, retry-after ('' = none), epoch, nth (this job's
 -- refusals so far), the epoch of its first, share fraction}; returns the pause every caller
 -- takes ('0': none)
-refund({['input-tokens'] = tonumber(A[2]), ['output-tokens'] = tonumber(A[3])}, tonumber(A[8]))
+refund({['input-tokens'] = tonumber(A[2]), ['output-tokens'] = tonumber(A[3]), ['tokens'] = tonumber(A[2]) + tonumber(A[3])},
+  tonumber(A[8]))
 redis.call('HSET', STATE, 'answered', 1)
 redis.call('EXPIRE', STATE, C.ttl)
 count('q')

@@ -1,5 +1,6 @@
 -- settle: A = {now, input refund, output refund, ok (1/0), epoch, share fraction}
-refund({['input-tokens'] = tonumber(A[2]), ['output-tokens'] = tonumber(A[3])}, tonumber(A[6]))
+refund({['input-tokens'] = tonumber(A[2]), ['output-tokens'] = tonumber(A[3]), ['tokens'] = tonumber(A[2]) + tonumber(A[3])},
+  tonumber(A[6]))
 redis.call('HSET', STATE, 'answered', 1)
 redis.call('EXPIRE', STATE, C.ttl)
 if A[4] ~= '1' then return 0 end
