@@ -89,6 +89,28 @@ def _unserved(app: Celery, judges: list[tuple[str, str]]) -> list[str]:
     return out
 
 
+RECENT_RUNS = 256
+"""Runs whose judges a worker process remembers (a spec never changes)."""
+
+
+def _judges_of(store: RedisStore, run_id: str) -> list[tuple[str, str]]:
+    """The judges of ``run_id`` (empty when it is unknown), read from the store once per
+    process: a grade message costs no round trip for it."""
+    with _lock:
+        known: dict[str, list[tuple[str, str]]] = _state.setdefault("judges_of", {})  # type: ignore[assignment]
+        hit = known.get(run_id)
+    if hit is not None:
+        return hit
+    spec = store.spec(run_id)
+    if spec is None:
+        return []  # unknown or expired: process_jobs says so
+    with _lock:
+        if len(known) >= RECENT_RUNS:
+            known.clear()
+        known[run_id] = spec.judges
+    return spec.judges
+
+
 def runtime(app: Celery) -> tuple[RedisStore, Contexts]:
     """This process's store and grading contexts (created lazily, once per process)."""
     with _lock:
@@ -159,8 +181,7 @@ def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None
         store, contexts = runtime(app)
         if store.state(run_id).get("state") == "paused":
             return Outcome.PAUSED.value  # the jobs stay pending; 'judgeq resume' sends them again
-        spec = store.spec(run_id)
-        missing = _unserved(app, spec.judges) if spec is not None else []
+        missing = _unserved(app, _judges_of(store, run_id))
         if missing:
             # not this worker's job: nothing graded, nothing counted; the message goes back
             # for a worker with the key ('judgeq status' says when there is none)

@@ -24,7 +24,7 @@ from judgeq.errors import (
     JudgeTimeout,
 )
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import JudgeReply
+from judgeq.judges.base import JudgeReply, retry_after_seconds
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 
 __all__ = [
@@ -46,20 +46,6 @@ def _has_credentials(client: anthropic.Anthropic) -> bool:
         if isinstance(secret, str) and secret.strip():
             return True
     return getattr(client, "credentials", None) is not None
-
-
-def _retry_after(exc: anthropic.APIStatusError) -> float | None:
-    headers = exc.response.headers
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value:
-            try:
-                seconds = float(value) * scale
-            except ValueError:
-                continue
-            if 0 <= seconds <= 600:
-                return seconds
-    return None
 
 
 def rate_limit_headers(headers: Any) -> dict[str, str]:
@@ -96,9 +82,9 @@ def _status_error(exc: anthropic.APIStatusError) -> JudgeError:
     status = exc.status_code
     msg = _message(exc)
     if status == 429:
-        return JudgeRateLimited(msg, retry_after=_retry_after(exc))
+        return JudgeRateLimited(msg, retry_after=retry_after_seconds(exc.response.headers))
     if status == 529:
-        return JudgeOverloaded(msg, retry_after=_retry_after(exc))
+        return JudgeOverloaded(msg, retry_after=retry_after_seconds(exc.response.headers))
     if status in (401, 403):
         return JudgeAuthError(msg)
     if status == 402 or (status == 400 and "credit balance" in msg.lower()):
@@ -108,7 +94,7 @@ def _status_error(exc: anthropic.APIStatusError) -> JudgeError:
     if status == 408:
         return JudgeTimeout(msg)
     if status >= 500 or status == 409:
-        return JudgeAPIError(msg, retry_after=_retry_after(exc))
+        return JudgeAPIError(msg, retry_after=retry_after_seconds(exc.response.headers))
     return JudgeInvalidRequest(msg)
 
 

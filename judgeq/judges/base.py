@@ -19,7 +19,30 @@ from judgeq.grading.request import JudgeRequest
 from judgeq.ratelimit import Budget, Share, Usage, estimate_input_tokens, wait_for_budget
 from judgeq.settings import default
 
-__all__ = ["CallOutcome", "Gate", "Judge", "JudgeReply", "RetryPolicy", "call_with_retries"]
+__all__ = [
+    "CallOutcome",
+    "Gate",
+    "Judge",
+    "JudgeReply",
+    "RetryPolicy",
+    "call_with_retries",
+    "retry_after_seconds",
+]
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """A server's ``retry-after-ms`` / ``retry-after`` (seconds) from an HTTP answer's headers;
+    None when absent, unreadable or outside 0-600 s. Every provider's adapter reads it here."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value:
+            try:
+                seconds = float(value) * scale
+            except ValueError:
+                continue
+            if 0 <= seconds <= 600:
+                return seconds
+    return None
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ from judgeq.errors import (
     JudgeTimeout,
 )
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import JudgeReply
+from judgeq.judges.base import JudgeReply, retry_after_seconds
 
 __all__ = [
     "COMPATIBLE_KEY",
@@ -47,19 +47,6 @@ NO_KEY = "no OpenAI API key: set OPENAI_API_KEY"
 FORMATS = ("json_schema", "json_object", "text")
 """The response formats tried, in order (see the module docstring)."""
 RATE_HEADERS = ("x-ratelimit-", "retry-after")
-
-
-def _retry_after(headers: Any) -> float | None:
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value:
-            try:
-                seconds = float(value) * scale
-            except ValueError:
-                continue
-            if 0 <= seconds <= 600:
-                return seconds
-    return None
 
 
 def _message(exc: openai.APIStatusError) -> str:
@@ -92,7 +79,7 @@ def translate_error(exc: Exception) -> JudgeError:
         if status == 429 and code == "insufficient_quota":
             error = JudgeBillingError(msg)  # out of credit: no retry helps
         elif status == 429:
-            error = JudgeRateLimited(msg, retry_after=_retry_after(exc.response.headers))
+            error = JudgeRateLimited(msg, retry_after=retry_after_seconds(exc.response.headers))
         elif status in (401, 403):
             error = JudgeAuthError(msg)
         elif status == 402:
@@ -102,9 +89,9 @@ def translate_error(exc: Exception) -> JudgeError:
         elif status == 408:
             error = JudgeTimeout(msg)
         elif status in (503, 529):
-            error = JudgeOverloaded(msg, retry_after=_retry_after(exc.response.headers))
+            error = JudgeOverloaded(msg, retry_after=retry_after_seconds(exc.response.headers))
         elif status >= 500 or status == 409:
-            error = JudgeAPIError(msg, retry_after=_retry_after(exc.response.headers))
+            error = JudgeAPIError(msg, retry_after=retry_after_seconds(exc.response.headers))
         else:
             error = JudgeInvalidRequest(msg)
         error.headers = rate_limit_headers(exc.response.headers)
