@@ -186,6 +186,9 @@ class AnthropicJudge:
         return reply_from_message(raw.parse(), rate_limit_headers(raw.headers))
 
     # -- the Message Batches lane (judgeq.judges.batches.BatchJudge) ------------------------------
+    def batch_params(self, request: JudgeRequest) -> dict[str, Any]:
+        return request.to_messages_kwargs(self.model)
+
     def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
         items = [{"custom_id": cid, "params": params} for cid, params in requests]
         return _batch_info(self._call("batches.create", requests=items, timeout=BATCH_TIMEOUT))

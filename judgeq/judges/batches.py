@@ -1,7 +1,7 @@
-"""The provider's Message Batches as a judge offers them: the protocol a batch-capable judge
-implements (:class:`BatchJudge`, the Anthropic adapter and test doubles) and the values it
-returns. The batch lane (:mod:`judgeq.pipeline.batch_lane`) drives them; an adapter needs only
-this module."""
+"""A provider's batch API as a judge offers it: the protocol a batch-capable judge implements
+(:class:`BatchJudge`: the Anthropic adapter over Message Batches, the OpenAI adapter over the
+Batch API, test doubles) and the values it returns. The batch lane
+(:mod:`judgeq.pipeline.batch_lane`) drives them; an adapter needs only this module."""
 
 from __future__ import annotations
 
@@ -10,20 +10,25 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from judgeq.errors import JudgeAPIError, JudgeCanceled, JudgeError, JudgeTimeout
+from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeReply
 
-__all__ = ["BatchInfo", "BatchItem", "BatchJudge", "batch_item_error"]
+__all__ = ["BatchInfo", "BatchItem", "BatchJudge", "batch_item_error", "batch_label"]
 
 
 @dataclass(frozen=True, slots=True)
 class BatchInfo:
-    """A Message Batch as the API describes it."""
+    """A batch as the API describes it, in the lane's words."""
 
     id: str
     status: str
-    """``in_progress``, ``canceling`` or ``ended``."""
+    """``in_progress``, ``canceling`` or ``ended`` (an adapter maps its API's states onto these)."""
     counts: dict[str, int] = field(default_factory=dict)
-    """``processing``, ``succeeded``, ``errored``, ``canceled``, ``expired``."""
+    """The API's request counts (Anthropic: ``processing``, ``succeeded``, ``errored``,
+    ``canceled``, ``expired``; OpenAI: ``total``, ``completed``, ``failed``)."""
+    error: str | None = None
+    """Why the whole batch failed, when it did (OpenAI: its input file was refused): the reason
+    given to each of its jobs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +42,18 @@ class BatchItem:
 
 @runtime_checkable
 class BatchJudge(Protocol):
-    """A judge that can also take Message Batches (the Anthropic adapter, test doubles)."""
+    """A judge that can also take batches (the Anthropic and OpenAI adapters, test doubles).
+
+    An adapter may also set ``batch_label`` (what its batches are called in logs and reasons,
+    default "Message Batch"), ``batch_max_requests`` and ``batch_max_bytes`` (its API's limits on
+    one batch; the lane's settings are capped by them)."""
 
     provider: str
     model: str
+
+    def batch_params(self, request: JudgeRequest) -> dict[str, Any]:
+        """The body of one request of a batch (its size bounds the request's cost)."""
+        ...
 
     def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
         """Send ``(custom_id, params)`` requests as one batch; raises JudgeError."""
@@ -51,13 +64,16 @@ class BatchJudge(Protocol):
     def batch_cancel(self, batch_id: str) -> BatchInfo: ...
 
 
-def batch_item_error(kind: str, message: str = "") -> JudgeError:
+def batch_item_error(kind: str, message: str = "", label: str = "Message Batch") -> JudgeError:
     """The error a non-succeeded batch result stands for: ``errored`` -> api_error,
     ``expired`` -> timeout, ``canceled`` -> canceled."""
     if kind == "expired":
-        return JudgeTimeout("the Message Batch expired (24 h) before this request was processed")
+        return JudgeTimeout(f"the {label} expired (24 h) before this request was processed")
     if kind == "canceled":
-        return JudgeCanceled("the Message Batch was canceled before this request was processed")
-    return JudgeAPIError(
-        f"errored in the Message Batch: {message}"[:500] if message else "errored in the Message Batch"
-    )
+        return JudgeCanceled(f"the {label} was canceled before this request was processed")
+    return JudgeAPIError(f"errored in the {label}: {message}"[:500] if message else f"errored in the {label}")
+
+
+def batch_label(judge: object) -> str:
+    """What a judge's batches are called (``Message Batch`` unless it says otherwise)."""
+    return str(getattr(judge, "batch_label", "Message Batch"))

@@ -11,8 +11,10 @@ reasoning models work.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import openai
@@ -31,6 +33,7 @@ from judgeq.errors import (
 )
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeReply, retry_after_seconds
+from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 
 __all__ = [
     "COMPATIBLE_KEY",
@@ -47,6 +50,21 @@ NO_KEY = "no OpenAI API key: set OPENAI_API_KEY"
 FORMATS = ("json_schema", "json_object", "text")
 """The response formats tried, in order (see the module docstring)."""
 RATE_HEADERS = ("x-ratelimit-", "retry-after")
+BATCH_TIMEOUT = 600.0
+"""Seconds for one Batch API call (uploading a batch's input file: up to 200 MB)."""
+BATCH_ENDPOINT = "/v1/chat/completions"
+BATCH_STATES = {
+    "validating": "in_progress",
+    "in_progress": "in_progress",
+    "finalizing": "in_progress",
+    "cancelling": "canceling",
+    "completed": "ended",
+    "expired": "ended",
+    "cancelled": "ended",
+    "failed": "ended",
+}
+"""The Batch API's states in the batch lane's words (``in_progress``, ``canceling``, ``ended``)."""
+BATCH_ITEM_ERRORS = {"batch_expired": "expired", "batch_cancelled": "canceled"}
 
 
 def _message(exc: openai.APIStatusError) -> str:
@@ -74,33 +92,37 @@ def translate_error(exc: Exception) -> JudgeError:
     if isinstance(exc, openai.APIConnectionError):
         return JudgeAPIError(f"connection to the judge failed: {type(exc).__name__}")
     if isinstance(exc, openai.APIStatusError):
-        status, msg, code = exc.status_code, _message(exc), _code(exc)
-        error: JudgeError
-        if status == 429 and code == "insufficient_quota":
-            error = JudgeBillingError(msg)  # out of credit: no retry helps
-        elif status == 429:
-            error = JudgeRateLimited(msg, retry_after=retry_after_seconds(exc.response.headers))
-        elif status in (401, 403):
-            error = JudgeAuthError(msg)
-        elif status == 402:
-            error = JudgeBillingError(msg)
-        elif status == 404:
-            error = JudgeModelNotFound(msg)
-        elif status == 408:
-            error = JudgeTimeout(msg)
-        elif status in (503, 529):
-            error = JudgeOverloaded(msg, retry_after=retry_after_seconds(exc.response.headers))
-        elif status >= 500 or status == 409:
-            error = JudgeAPIError(msg, retry_after=retry_after_seconds(exc.response.headers))
-        else:
-            error = JudgeInvalidRequest(msg)
-        error.headers = rate_limit_headers(exc.response.headers)
+        headers = exc.response.headers
+        error = error_for(exc.status_code, _message(exc), _code(exc), retry_after_seconds(headers))
+        error.headers = rate_limit_headers(headers)
         return error
     if isinstance(exc, openai.OpenAIError):
         return (
             JudgeAuthError(NO_KEY) if "api_key" in str(exc) else JudgeAPIError(f"{type(exc).__name__}: {exc}")
         )
     return JudgeAPIError(f"unexpected judge failure: {type(exc).__name__}")
+
+
+def error_for(status: int, msg: str, code: str = "", retry_after: float | None = None) -> JudgeError:
+    """The judgeq error (the null reason) an HTTP status and the API's error code stand for; used
+    for live answers and for the lines of a Batch API result file alike."""
+    if status == 429 and code == "insufficient_quota":
+        return JudgeBillingError(msg)  # out of credit: no retry helps
+    if status == 429:
+        return JudgeRateLimited(msg, retry_after=retry_after)
+    if status in (401, 403):
+        return JudgeAuthError(msg)
+    if status == 402:
+        return JudgeBillingError(msg)
+    if status == 404:
+        return JudgeModelNotFound(msg)
+    if status == 408:
+        return JudgeTimeout(msg)
+    if status in (503, 529):
+        return JudgeOverloaded(msg, retry_after=retry_after)
+    if status >= 500 or status == 409:
+        return JudgeAPIError(msg, retry_after=retry_after)
+    return JudgeInvalidRequest(msg)
 
 
 def _is_format_refusal(exc: openai.APIStatusError) -> bool:
@@ -226,6 +248,126 @@ class OpenAIJudge:
             headers=headers,
         )
 
+    # -- the batch lane over the Batch API (judgeq.judges.batches.BatchJudge) ---------------
+    batch_label = "OpenAI batch"
+    batch_max_requests = 50_000
+    """The Batch API's limit of requests per input file."""
+    batch_max_bytes = 190_000_000
+    """The Batch API takes input files of up to 200 MB; the lane counts a little less for each
+    line's envelope than this adapter writes, so it is given less."""
+
+    def _sdk(self, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call the SDK, translating its errors into judgeq's tree."""
+        if self._client is None:
+            raise JudgeAuthError(NO_KEY)
+        try:
+            return call(*args, timeout=BATCH_TIMEOUT, **kwargs)
+        except (openai.OpenAIError, OSError) as exc:
+            raise translate_error(exc) from None
+
+    def batch_params(self, request: JudgeRequest) -> dict[str, Any]:
+        """A Chat Completions body in the response format this judge uses (the Batch API takes
+        no fallback: a server that refuses the format errs each request, as a null)."""
+        return self._kwargs(request, self.response_format)
+
+    def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
+        """Upload the requests as one JSONL input file (``purpose=batch``) and create a batch of
+        it on ``/v1/chat/completions`` with the 24 h window; the file is deleted again when the
+        batch cannot be created."""
+        lines = (
+            json.dumps(
+                {"custom_id": cid, "method": "POST", "url": BATCH_ENDPOINT, "body": body},
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+            for cid, body in requests
+        )
+        data = ("\n".join(lines) + "\n").encode()
+        upload = self._sdk(
+            self._files().create, file=("judgeq-batch.jsonl", data, "application/jsonl"), purpose="batch"
+        )
+        try:
+            batch = self._sdk(
+                self._batches().create,
+                input_file_id=upload.id,
+                endpoint=BATCH_ENDPOINT,
+                completion_window="24h",
+                metadata={"created_by": "judgeq"},
+            )
+        except JudgeError:
+            with contextlib.suppress(JudgeError):
+                self._sdk(self._files().delete, upload.id)
+            raise
+        return _batch_info(batch)
+
+    def batch_retrieve(self, batch_id: str) -> BatchInfo:
+        return _batch_info(self._sdk(self._batches().retrieve, batch_id))
+
+    def batch_cancel(self, batch_id: str) -> BatchInfo:
+        return _batch_info(self._sdk(self._batches().cancel, batch_id))
+
+    def batch_results(self, batch_id: str) -> Iterator[BatchItem]:
+        """The results of an ended batch: its output file (answers, with their HTTP status) and
+        its error file (requests that expired, were canceled or failed), streamed line by line.
+        Once both are read, the batch's input file (the jobs' texts) is deleted from the account."""
+        batch = self._sdk(self._batches().retrieve, batch_id)
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if file_id:
+                yield from self._result_lines(file_id)
+        with contextlib.suppress(JudgeError):
+            self._sdk(self._files().delete, batch.input_file_id)
+
+    def _result_lines(self, file_id: str) -> Iterator[BatchItem]:
+        try:
+            with self._files().with_streaming_response.content(file_id, timeout=BATCH_TIMEOUT) as answer:
+                for line in answer.iter_lines():
+                    if line.strip():
+                        item = self._result_item(line)
+                        if item is not None:
+                            yield item
+        except (openai.OpenAIError, OSError) as exc:
+            raise translate_error(exc) from None
+
+    def _result_item(self, line: str) -> BatchItem | None:
+        """One line of a result file as a :class:`BatchItem` (None: not a result line)."""
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return None
+        cid = record.get("custom_id") if isinstance(record, dict) else None
+        if not isinstance(cid, str):
+            return None
+        error = record.get("error")
+        if isinstance(error, dict) and error:
+            code = str(error.get("code") or "")
+            kind = BATCH_ITEM_ERRORS.get(code, "errored")
+            detail = f"{code}: {error.get('message') or ''}".strip(": ")
+            return BatchItem(cid, error=batch_item_error(kind, detail, self.batch_label))
+        response = record.get("response") if isinstance(record.get("response"), dict) else {}
+        status = int(response.get("status_code") or 0)
+        body = response.get("body")
+        if status == 200 and isinstance(body, dict):
+            try:
+                completion = openai.types.chat.ChatCompletion.model_validate(body)
+            except ValueError as exc:
+                why = f"the answer in the {self.batch_label} is not a chat completion: {exc}"[:300]
+                return BatchItem(cid, error=JudgeAPIError(why))
+            return BatchItem(cid, reply=self._reply(completion, {}))
+        failure = body.get("error", body) if isinstance(body, dict) else {}
+        failure = failure if isinstance(failure, dict) else {}
+        msg = f"HTTP {status} in the {self.batch_label}: {failure.get('message') or 'no message'}"[:500]
+        return BatchItem(cid, error=error_for(status or 500, msg, str(failure.get("code") or "")))
+
+    def _files(self) -> Any:
+        if self._client is None:
+            raise JudgeAuthError(NO_KEY)
+        return self._client.files
+
+    def _batches(self) -> Any:
+        if self._client is None:
+            raise JudgeAuthError(NO_KEY)
+        return self._client.batches
+
     def check(self, *, timeout: float = 30.0) -> None:
         """Prove the key and the model; raises JudgeError. The model's own record first; a
         server that does not serve it (404/405: vLLM lists its models but serves no single
@@ -259,6 +401,24 @@ class OpenAIJudge:
             raise JudgeModelNotFound(
                 f"the server does not serve model {self.wire_model!r} (it serves: {', '.join(listed[:10])})"
             )
+
+
+def _batch_info(batch: Any) -> BatchInfo:
+    counts = batch.request_counts
+    names = ("total", "completed", "failed")
+    error = None
+    if batch.status == "failed":
+        found = (batch.errors.data or []) if batch.errors is not None else []
+        parts = [
+            f"{e.code or 'error'}: {e.message or ''}" + (f" (line {e.line})" if e.line else "") for e in found
+        ]
+        error = "; ".join(parts)[:500] or "the Batch API refused the batch's input file"
+    return BatchInfo(
+        batch.id,
+        BATCH_STATES.get(batch.status, "in_progress"),
+        {n: int(getattr(counts, n, 0) or 0) for n in names} if counts is not None else {},
+        error=error,
+    )
 
 
 COMPATIBLE_KEY = "OPENAI_COMPATIBLE_API_KEY"

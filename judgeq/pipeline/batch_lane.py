@@ -67,7 +67,7 @@ from typing import Any
 from judgeq.errors import JudgeAPIError, JudgeError, JudgeModelNotFound
 from judgeq.grading.result import Result
 from judgeq.judges.base import CallOutcome
-from judgeq.judges.batches import BatchItem, BatchJudge
+from judgeq.judges.batches import BatchItem, BatchJudge, batch_label
 from judgeq.judges.prices import Prices, unpriced_text
 from judgeq.pipeline.job import CallResult, GradingContext, combine, job_calls, null_result, parse_job
 from judgeq.pipeline.stages import Contexts, Outcome, store_results_once
@@ -223,13 +223,13 @@ class BatchLane:
         spec, ctx = loaded
         judge = ctx.judge
         if not isinstance(judge, BatchJudge):
-            log.error("run %s: judge %s cannot take Message Batches", run_id, judge.model)
+            log.error("run %s: judge %s cannot take batches", run_id, judge.model)
             return
         if store.state(run_id).get("state") == "canceled":
             self._cancel(run_id, judge)
             return
         self._recover(run_id)
-        self._maybe_flush(spec, judge, max(1, self.config.max_requests // calls_per_job(ctx)))
+        self._maybe_flush(spec, judge, max(1, self._limits(judge)[0] // calls_per_job(ctx)))
         now = self.clock()
         for record in store.lane_batches(run_id):
             due = now - float(record.get("polled") or 0) >= self.config.poll_interval
@@ -256,7 +256,7 @@ class BatchLane:
             if won and record.get("id"):
                 with contextlib.suppress(JudgeError):
                     judge.batch_cancel(record["id"])
-                    log.info("run %s canceled: canceled its Message Batch %s", run_id, record["id"])
+                    log.info("run %s canceled: canceled its %s %s", run_id, batch_label(judge), record["id"])
         self.store.lane_track(run_id, False)
 
     # -- flush -------------------------------------------------------------------------
@@ -308,7 +308,9 @@ class BatchLane:
             return False
         ctx = loaded[1]
         prices = spec.price_book()
-        per_batch = per_batch or max(1, self.config.max_requests // calls_per_job(ctx))
+        max_requests, max_bytes = self._limits(judge)
+        per_batch = min(per_batch or max_requests, max_requests // calls_per_job(ctx)) or 1
+        label = batch_label(judge)
         spend = self._cost_limit(run_id)
         room: float | None = None
         if spend is not None:
@@ -318,9 +320,9 @@ class BatchLane:
             room = limit - spent - reserved - MARGIN_USD
             least = self._least_job_cost(ctx, prices)
             if least is None:
-                return self._unpriced(spec, ctx, prices)
+                return self._unpriced(spec, ctx, prices, label)
             if room < least:
-                return self._hold(spec, spend, least)
+                return self._hold(spec, spend, least, label)
             if least > 0:
                 per_batch = max(1, min(per_batch, int(room // least)))
         token = secrets.token_hex(6)
@@ -348,21 +350,23 @@ class BatchLane:
                 rest.append(index)  # stored meanwhile (or just now): leaves the lane
                 continue
             calls = job_calls(ctx, job)
+            members = [ctx.judges[call.judge][0] for call in calls]
             items = [
-                (
-                    custom_id(index, call.tag if len(calls) > 1 else None),
-                    call.request.to_messages_kwargs(ctx.judges[call.judge][0].model),
-                )
-                for call in calls
+                (custom_id(index, call.tag if len(calls) > 1 else None), member.batch_params(call.request))
+                for call, member in zip(calls, members, strict=True)
+                if isinstance(member, BatchJudge)
             ]
+            if len(items) < len(calls):  # the plan refuses such a run: a judge without batches
+                rest.append(index)
+                continue
             sizes = [len(json.dumps(p, ensure_ascii=False).encode()) for _, p in items]
             body = sum(sizes) + ENVELOPE_BYTES * len(items)
-            if requests and size + body > self.config.max_bytes:
+            if requests and size + body > max_bytes:
                 rest.append(index)
                 continue
             bounds = [
-                request_bound(prices, p["model"], n, p["max_tokens"])
-                for (_, p), n in zip(items, sizes, strict=True)
+                request_bound(prices, member.model, n, call.request.max_tokens)
+                for call, member, n in zip(calls, members, sizes, strict=True)
             ]
             cost = sum(b or 0.0 for b in bounds)
             if room is not None and (None in bounds or reserve + cost > room):
@@ -392,7 +396,7 @@ class BatchLane:
                 record["error"] = "not sent: it would pass the run's cost limit"
             store.lane_set_batch(run_id, record, ("creating",))
             if misfit is not None and spend is not None:
-                return self._hold(spec, spend, misfit)
+                return self._hold(spec, spend, misfit, label)
             return bool(rest)
         if not store.lane_reserve(run_id, token, reserve):
             # the spend or the reservations moved since they were read (results were stored), or
@@ -407,22 +411,21 @@ class BatchLane:
         try:
             info = judge.batch_create(requests)
         except JudgeError as exc:
-            return self._refused(spec, record, sent, exc)
+            return self._refused(spec, record, sent, exc, label)
         record.update(
             id=info.id, state="in_progress", status=info.status, counts=info.counts, sent=self.clock()
         )
         if not store.lane_set_batch(run_id, record, ("creating",)):
             # given up by another worker while it was being sent (it took longer than the creating
             # timeout): its jobs went back to the buffer; cancel this copy so it is not paid twice
-            log.warning(
-                "run %s: Message Batch %s was given up while being sent: canceling it", run_id, info.id
-            )
+            log.warning("run %s: %s %s was given up while being sent: canceling it", run_id, label, info.id)
             with contextlib.suppress(JudgeError):
                 judge.batch_cancel(info.id)
             return True
         log.info(
-            "run %s: sent Message Batch %s (%d jobs, %d requests, %d bytes, $%.4f reserved)",
+            "run %s: sent %s %s (%d jobs, %d requests, %d bytes, $%.4f reserved)",
             run_id,
+            label,
             info.id,
             len(sent),
             len(requests),
@@ -453,7 +456,7 @@ class BatchLane:
             total += per_judge * bound
         return total
 
-    def _hold(self, spec: RunSpec, spend: tuple[float, float, float], need: float) -> bool:
+    def _hold(self, spec: RunSpec, spend: tuple[float, float, float], need: float, label: str) -> bool:
         """The next job (its cost bound: ``need``) does not fit under the run's cost limit. While
         batches in flight hold reservations, wait: what they do not spend comes back when they
         are ingested. When none does, pause the run, as the live lane does when a stored result
@@ -462,9 +465,10 @@ class BatchLane:
         if reserved > 0:
             if self._held.get(spec.run_id) != spend:
                 log.info(
-                    "run %s: the next Message Batch waits: a job may cost up to $%.4f and $%.4f of the "
+                    "run %s: the next %s waits: a job may cost up to $%.4f and $%.4f of the "
                     "$%.4f limit is left once the batches in flight have their $%.4f reserved",
                     spec.run_id,
+                    label,
                     need,
                     max(0.0, limit - spent - reserved),
                     limit,
@@ -474,41 +478,43 @@ class BatchLane:
             return False
         self._held.pop(spec.run_id, None)
         reason = (
-            f"max_cost: ${spent:.4f} spent of the ${limit:.4f} allowed, and the next Message Batch "
+            f"max_cost: ${spent:.4f} spent of the ${limit:.4f} allowed, and the next {label} "
             f"could cost up to ${need:.4f} (raise it with: judgeq resume RUN --max-cost USD)"
         )
         if self.store.pause(spec.run_id, reason):
             log.warning("run %s paused: %s", spec.run_id, reason)
         return False
 
-    def _unpriced(self, spec: RunSpec, ctx: GradingContext, prices: Prices) -> bool:
+    def _unpriced(self, spec: RunSpec, ctx: GradingContext, prices: Prices, label: str) -> bool:
         """A run with a cost limit whose judge has no price (registered before the limit was
         refused for it): no batch can be bounded, none is sent; the run pauses."""
         missing = [j.model for j, _ in ctx.judges if prices.lookup(j.model) is None]
         reason = (
-            f"max_cost: the cost of a Message Batch cannot be bounded ({unpriced_text(missing)}); "
+            f"max_cost: the cost of a {label} cannot be bounded ({unpriced_text(missing)}); "
             "nothing more is sent (judgeq resume RUN --max-cost USD after submitting with a price)"
         )
         if self.store.pause(spec.run_id, reason):
             log.error("run %s paused: %s", spec.run_id, reason)
         return False
 
-    def _refused(self, spec: RunSpec, record: dict[str, Any], indices: list[int], exc: JudgeError) -> bool:
+    def _refused(
+        self, spec: RunSpec, record: dict[str, Any], indices: list[int], exc: JudgeError, label: str
+    ) -> bool:
         store, run_id, token = self.store, spec.run_id, record["token"]
         if exc.retryable or exc.systemic:
             record.update(state="refused", error=f"{exc.reason}: {exc}"[:300])
             if store.lane_set_batch(run_id, record, ("creating",)):
                 store.lane_return(run_id, indices, self.clock(), token)
             if exc.systemic:
-                store.pause(run_id, f"{exc.reason}: {exc} (creating a Message Batch)")
-                log.error("run %s paused: the Message Batches API refused the key or model: %s", run_id, exc)
+                store.pause(run_id, f"{exc.reason}: {exc} (creating a {label})")
+                log.error("run %s paused: the batch API refused the key or model: %s", run_id, exc)
             else:
-                log.warning("run %s: Message Batch not created (%s); will try again", run_id, exc)
+                log.warning("run %s: %s not created (%s); will try again", run_id, label, exc)
             return False
-        log.error("run %s: Message Batch refused (%s): its %d jobs become nulls", run_id, exc, len(indices))
+        log.error("run %s: %s refused (%s): its %d jobs become nulls", run_id, label, exc, len(indices))
         last = False
         for index in indices:  # nulls first: a worker dying here leaves the batch 'creating'
-            why = f"the Message Batch was refused: {exc}"
+            why = f"the {label} was refused: {exc}"
             raw = store.job(run_id, index)
             null = null_result(spec=spec, index=index, reason=exc.reason, why=why, raw=raw)
             last |= self._store(spec, null) is Outcome.LAST
@@ -559,13 +565,15 @@ class BatchLane:
             info = judge.batch_retrieve(record["id"])
         except JudgeModelNotFound:  # 404: the API no longer knows the batch (deleted)
             self._give_up(
-                spec.run_id, record, ("in_progress",), f"Message Batch {record['id']} is gone (404)"
+                spec.run_id, record, ("in_progress",), f"{batch_label(judge)} {record['id']} is gone (404)"
             )
             return
         except JudgeError as exc:
-            log.warning("run %s: cannot poll Message Batch %s: %s", spec.run_id, record["id"], exc)
+            log.warning("run %s: cannot poll %s %s: %s", spec.run_id, batch_label(judge), record["id"], exc)
             return
         record.update(status=info.status, counts=info.counts, polled=self.clock())
+        if info.error:
+            record["error"] = info.error[:500]
         if not self.store.lane_set_batch(spec.run_id, record, ("in_progress",)):
             return
         if info.status == "ended":
@@ -592,6 +600,7 @@ class BatchLane:
         ctx = loaded[1]
         indices = store.lane_batch_indices(run_id, token)
         expected = set(indices)
+        label, failed = batch_label(judge), record.get("error")
         elapsed = max(0.0, self.clock() - float(record.get("sent") or record["created"]))
         partial: dict[int, dict[str, BatchItem]] = {}
         stored = 0
@@ -606,9 +615,12 @@ class BatchLane:
             for call in job_calls(ctx, job):
                 item = items.get(call.tag)
                 if item is None:
-                    error: JudgeError = JudgeAPIError(
-                        "the request is missing from the Message Batch's results"
+                    why = (
+                        f"the {label} failed: {failed}"
+                        if failed
+                        else f"the request is missing from the {label}'s results"
                     )
+                    error: JudgeError = JudgeAPIError(why)
                     outcome = CallOutcome(None, error, 1, elapsed)
                 else:
                     outcome = CallOutcome(item.reply, item.error, 1, elapsed)
@@ -636,10 +648,16 @@ class BatchLane:
         store.lane_done(run_id, indices)
         record = {**record, "state": "ingested"}
         store.lane_set_batch(run_id, record, ("in_progress",))
-        log.info("run %s: Message Batch %s ingested (%d results stored)", run_id, record["id"], stored)
+        log.info("run %s: %s %s ingested (%d results stored)", run_id, label, record["id"], stored)
         if last:
             self.on_last(run_id)
         return stored
+
+    def _limits(self, judge: BatchJudge) -> tuple[int, int]:
+        """Requests and bytes one batch may hold: the lane's settings, capped by the API's."""
+        requests = int(getattr(judge, "batch_max_requests", MAX_REQUESTS))
+        size = int(getattr(judge, "batch_max_bytes", MAX_BYTES))
+        return min(self.config.max_requests, requests), min(self.config.max_bytes, size)
 
     def _store(self, spec: RunSpec, result: Result) -> Outcome | None:
         (outcome,) = store_results_once(self.store, spec, [result])

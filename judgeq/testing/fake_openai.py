@@ -23,10 +23,26 @@ What it serves, as the OpenAI API documents it (and as compatible servers differ
   ``[[fake:garbage]]``, ``[[fake:truncated]]``, ``[[fake:refusal]]`` (the ``refusal`` field),
   ``[[fake:slow]]``, ``[[fake:score=3]]``, ``[[fake:verdict=B]]``; and ``[[fake:quota]]``, a
   429 ``insufficient_quota`` (an account out of credit), ``[[fake:404]]``.
+* The Batch API: ``POST /v1/files`` (multipart, ``purpose=batch``), ``GET /v1/files/{id}/content``,
+  ``DELETE /v1/files/{id}``; ``POST /v1/batches`` (``input_file_id``, ``endpoint``
+  ``/v1/chat/completions``, ``completion_window`` ``24h``), ``GET /v1/batches/{id}``,
+  ``POST /v1/batches/{id}/cancel``. The input file is validated as the API documents it (each
+  line JSON with a unique ``custom_id``, ``method`` POST, ``url`` the batch's endpoint, one model
+  for the whole file, at most 50,000 lines): a file that fails is a batch ``failed`` with its
+  ``errors``. A batch is processed ``batch_latency`` seconds after its creation (or when the test
+  calls :meth:`FakeChatAPI.finish_batches`), each line answered as ``/v1/chat/completions`` would
+  (no rate limit, no latency); ``[[fake:batch=expire]]`` makes a line expire (``batch_expired``
+  in the error file, the batch ``expired``), a canceled batch puts its lines there as
+  ``batch_cancelled``. Answers go to the output file with their ``status_code``, errors
+  (any status but 200) too, as the API does; ``batch_request_count`` counts the lines of the
+  batches created.
 """
 
 from __future__ import annotations
 
+import contextlib
+import email.parser
+import email.policy
 import hashlib
 import json
 import math
@@ -80,6 +96,7 @@ class FakeChatAPI:
         limit_headers: bool = True,
         timeout_sleep: float = 5.0,
         seed: str = "",
+        batch_latency: float = 0.5,
     ) -> None:
         self.api_key, self.models, self.structured, self.json_mode = api_key, models, structured, json_mode
         self.model_endpoint, self.latency, self.rpm, self.limit_headers = (
@@ -97,6 +114,12 @@ class FakeChatAPI:
         self.by_status: dict[int, int] = {}
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self.batch_latency = batch_latency
+        self._files: dict[str, tuple[str, bytes]] = {}
+        """file id -> (purpose, content)."""
+        self._batches: dict[str, dict[str, Any]] = {}
+        """batch id -> the Batch object, and its private ``_lines`` and ``_wake``."""
+        self.batch_request_count = 0
 
     # -- life --------------------------------------------------------------------------
     def start(self, port: int = 0, host: str = "127.0.0.1") -> FakeChatAPI:
@@ -173,7 +196,207 @@ class FakeChatAPI:
             with self._lock:
                 self.by_status[status] = self.by_status.get(status, 0) + 1
             return status, payload, extra
+        if path.startswith(("/v1/files", "/v1/batches")):
+            return self._batch_api(method, path, headers, raw)
         return (*_error(404, f"Not found: {method} {path}", "invalid_request_error"), {})
+
+    # -- the Batch API -------------------------------------------------------------------
+    def batches(self) -> dict[str, str]:
+        """``{batch id: status}`` of the batches created, oldest first."""
+        with self._lock:
+            return {b["id"]: b["status"] for b in self._batches.values()}
+
+    def finish_batches(self) -> int:
+        """Process every batch not yet processed now, whatever its latency; how many."""
+        with self._lock:
+            pending = [b for b in self._batches.values() if b["status"] in ("validating", "in_progress")]
+            for batch in pending:
+                batch["_wake"].set()
+        return len(pending)
+
+    def _batch_api(self, method: str, path: str, headers: Any, raw: bytes) -> tuple[int, Any, dict[str, str]]:
+        parts = path.split("/")[2:]  # files | batches, then id, then action
+        if parts == ["files"] and method == "POST":
+            return self._upload(headers.get("Content-Type") or "", raw)
+        if parts[0] == "files" and len(parts) >= 2:
+            with self._lock:
+                found = self._files.get(parts[1])
+            if found is None:
+                return (*_error(404, f"No such File object: {parts[1]}", "invalid_request_error"), {})
+            if method == "GET" and parts[2:] == ["content"]:
+                return 200, found[1], {"Content-Type": "application/octet-stream"}
+            if method == "DELETE" and len(parts) == 2:
+                with self._lock:
+                    self._files.pop(parts[1], None)
+                return 200, {"id": parts[1], "object": "file", "deleted": True}, {}
+        if parts == ["batches"] and method == "POST":
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                return (*_error(400, "invalid JSON body", "invalid_request_error"), {})
+            return self._create_batch(body)
+        if parts[0] == "batches" and len(parts) >= 2:
+            with self._lock:
+                batch = self._batches.get(parts[1])
+                if batch is None:
+                    return (
+                        *_error(404, f"No batch found with id '{parts[1]}'.", "invalid_request_error"),
+                        {},
+                    )
+                if method == "GET" and len(parts) == 2:
+                    return 200, _public(batch), {}
+                if method == "POST" and parts[2:] == ["cancel"]:
+                    if batch["status"] not in ("validating", "in_progress", "finalizing"):
+                        return (
+                            *_error(
+                                409,
+                                f"Cannot cancel a batch with status '{batch['status']}'.",
+                                "invalid_request_error",
+                            ),
+                            {},
+                        )
+                    batch["status"], batch["cancelling_at"] = "cancelling", int(time.time())
+                    batch["_wake"].set()
+                    return 200, _public(batch), {}
+        return (*_error(404, f"Not found: {method} {path}", "invalid_request_error"), {})
+
+    def _upload(self, content_type: str, raw: bytes) -> tuple[int, Any, dict[str, str]]:
+        head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
+        fields: dict[str, tuple[str | None, bytes]] = {}
+        if message.is_multipart():
+            for part in message.iter_parts():
+                name = part.get_param("name", header="content-disposition")
+                payload = part.get_payload(decode=True)
+                if isinstance(name, str) and isinstance(payload, bytes):
+                    fields[name] = (part.get_filename(), payload)
+        if "file" not in fields or "purpose" not in fields:
+            return (*_error(400, "'file' and 'purpose' are required", "invalid_request_error"), {})
+        purpose = fields["purpose"][1].decode()
+        file_id = f"file-{uuid.uuid4().hex[:24]}"
+        with self._lock:
+            self._files[file_id] = (purpose, fields["file"][1])
+        return 200, _file_object(file_id, fields["file"][0] or "upload", purpose, len(fields["file"][1])), {}
+
+    def _create_batch(self, body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
+        endpoint, window, file_id = (
+            body.get("endpoint"),
+            body.get("completion_window"),
+            body.get("input_file_id"),
+        )
+        if endpoint not in ("/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/completions"):
+            return (*_error(400, f"Invalid endpoint: {endpoint!r}", "invalid_request_error"), {})
+        if window != "24h":
+            return (*_error(400, "completion_window must be '24h'", "invalid_request_error"), {})
+        with self._lock:
+            found = self._files.get(str(file_id))
+        if found is None:
+            return (*_error(404, f"No such File object: {file_id}", "invalid_request_error"), {})
+        if found[0] != "batch":
+            return (*_error(400, "The input file must have purpose 'batch'.", "invalid_request_error"), {})
+        lines, errors = _validate_batch_file(found[1], str(endpoint))
+        now = int(time.time())
+        batch: dict[str, Any] = {
+            "id": f"batch_{uuid.uuid4().hex[:24]}",
+            "object": "batch",
+            "endpoint": endpoint,
+            "errors": {"object": "list", "data": errors} if errors else None,
+            "input_file_id": file_id,
+            "completion_window": "24h",
+            "status": "failed" if errors else "validating",
+            "output_file_id": None,
+            "error_file_id": None,
+            "created_at": now,
+            "in_progress_at": None,
+            "expires_at": now + 86_400,
+            "failed_at": now if errors else None,
+            "completed_at": None,
+            "cancelling_at": None,
+            "cancelled_at": None,
+            "expired_at": None,
+            "request_counts": {"total": 0 if errors else len(lines), "completed": 0, "failed": 0},
+            "metadata": body.get("metadata"),
+            "_lines": lines,
+            "_wake": threading.Event(),
+        }
+        with self._lock:
+            self._batches[batch["id"]] = batch
+            if not errors:
+                self.batch_request_count += len(lines)
+                batch["status"] = "in_progress"
+                batch["in_progress_at"] = now
+        if not errors:
+            threading.Thread(target=self._process_batch, args=(batch,), daemon=True).start()
+        return 200, _public(batch), {}
+
+    def _process_batch(self, batch: dict[str, Any]) -> None:
+        batch["_wake"].wait(self.batch_latency)
+        with self._lock:
+            canceled = batch["status"] == "cancelling"
+        out: list[str] = []
+        err: list[str] = []
+        expired = completed = 0
+        for line in batch["_lines"]:
+            cid, body = line["custom_id"], line["body"]
+            rid = f"batch_req_{uuid.uuid4().hex[:24]}"
+            code = "batch_cancelled" if canceled else None
+            if code is None:
+                with contextlib.suppress(DirectiveError):
+                    user = "\n".join(
+                        str(m.get("content")) for m in body.get("messages") or [] if isinstance(m, dict)
+                    )
+                    if (
+                        parse_directives(user.replace(_QUOTA_RE, "").replace(_NOT_FOUND_RE, "")).batch
+                        == "expire"
+                    ):
+                        code = "batch_expired"
+            if code is not None:
+                expired += code == "batch_expired"
+                message = {
+                    "batch_expired": "This request could not be executed before the window expired.",
+                    "batch_cancelled": "This request was not executed because the batch was cancelled.",
+                }[code]
+                err.append(
+                    json.dumps(
+                        {
+                            "id": rid,
+                            "custom_id": cid,
+                            "response": None,
+                            "error": {"code": code, "message": message},
+                        }
+                    )
+                )
+                continue
+            try:
+                status, payload, _ = self._complete(body, live=False)
+            except Exception as exc:  # a bug in the stand-in: an error line, as a 500
+                status, payload = _error(500, f"fake server error: {exc!r}", "server_error")
+            record = {
+                "id": rid,
+                "custom_id": cid,
+                "response": {"status_code": status, "request_id": rid, "body": payload},
+                "error": None,
+            }
+            (out if status == 200 else err).append(json.dumps(record))
+            completed += status == 200
+        with self._lock:
+            for name, rows in (("output_file_id", out), ("error_file_id", err)):
+                if rows:
+                    file_id = f"file-{uuid.uuid4().hex[:24]}"
+                    self._files[file_id] = ("batch_output", ("\n".join(rows) + "\n").encode())
+                    batch[name] = file_id
+            now = int(time.time())
+            batch["request_counts"] = {
+                "total": len(batch["_lines"]),
+                "completed": completed,
+                "failed": len(err),
+            }
+            if canceled:
+                batch["status"], batch["cancelled_at"] = "cancelled", now
+            elif expired:
+                batch["status"], batch["expired_at"] = "expired", now
+            else:
+                batch["status"], batch["completed_at"] = "completed", now
 
     def _limit(self) -> tuple[float, dict[str, str]]:
         """Seconds to wait for a request (0: admitted, taken) and the rate-limit headers."""
@@ -202,7 +425,11 @@ class FakeChatAPI:
             n = self._attempts[digest] = self._attempts.get(digest, 0) + 1
         return n <= directives.count
 
-    def _complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    def _complete(
+        self, body: dict[str, Any], *, live: bool = True
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """The answer to one Chat Completions request (``live``: under the rate limit and the
+        latency; a batch's lines are neither)."""
         model = body.get("model")
         messages = body.get("messages")
         if not isinstance(model, str) or not isinstance(messages, list) or not messages:
@@ -261,7 +488,7 @@ class FakeChatAPI:
                 *_error(429, "Rate limit reached (fake).", "requests", "rate_limit_exceeded"),
                 {"retry-after": directives.retry_after},
             )
-        wait, headers = self._limit()
+        wait, headers = self._limit() if live else (0.0, {})
         if wait > 0:
             limited = _error(
                 429, "Rate limit reached for requests (fake).", "requests", "rate_limit_exceeded"
@@ -276,9 +503,9 @@ class FakeChatAPI:
                 503: "server_error",
             }
             return (*_error(status, f"fake {fault}", kinds[status]), headers)
-        if self.latency:
+        if self.latency and live:
             time.sleep(self.latency)
-        if fault == "slow":
+        if fault == "slow" and live:
             time.sleep(self.timeout_sleep)
         limit = body.get("max_completion_tokens") or body.get("max_tokens") or 4096
         finish, refusal = "stop", None
@@ -322,6 +549,78 @@ class FakeChatAPI:
         return 200, payload, headers
 
 
+def _public(batch: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in batch.items() if not k.startswith("_")}
+
+
+def _file_object(file_id: str, name: str, purpose: str, size: int) -> dict[str, Any]:
+    return {
+        "id": file_id,
+        "object": "file",
+        "bytes": size,
+        "created_at": int(time.time()),
+        "filename": name,
+        "purpose": purpose,
+        "status": "processed",
+    }
+
+
+MAX_BATCH_LINES = 50_000
+
+
+def _validate_batch_file(content: bytes, endpoint: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The lines of a batch input file, and the errors that fail the batch (as the API lists them)."""
+    lines: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    models: set[str] = set()
+
+    def fail(n: int, code: str, message: str, param: str | None = None) -> None:
+        errors.append({"code": code, "message": message, "param": param, "line": n})
+
+    for n, text in enumerate(content.decode(errors="replace").splitlines(), 1):
+        if not text.strip():
+            continue
+        try:
+            line = json.loads(text)
+        except ValueError:
+            fail(n, "invalid_json_line", "This line is not parseable as valid JSON.")
+            continue
+        if not isinstance(line, dict) or not isinstance(line.get("custom_id"), str):
+            fail(n, "missing_required_parameter", "custom_id is required", "custom_id")
+            continue
+        if line["custom_id"] in seen:
+            fail(
+                n,
+                "duplicate_custom_id",
+                "The custom_id for this request is a duplicate of another request.",
+                "custom_id",
+            )
+        seen.add(line["custom_id"])
+        if line.get("method") != "POST":
+            fail(n, "invalid_method", "The method must be POST.", "method")
+        if line.get("url") != endpoint:
+            fail(
+                n,
+                "mismatched_endpoint",
+                f"The URL provided for this request does not match the batch endpoint {endpoint}.",
+                "url",
+            )
+        body = line.get("body")
+        if not isinstance(body, dict):
+            fail(n, "missing_required_parameter", "body is required", "body")
+            continue
+        models.add(str(body.get("model")))
+        lines.append(line)
+    if len(models) > 1:
+        fail(0, "mismatched_model", "All requests in a batch must use the same model.", "body.model")
+    if len(lines) > MAX_BATCH_LINES:
+        fail(0, "too_many_requests", f"A batch may hold at most {MAX_BATCH_LINES:,} requests.")
+    if not lines and not errors:
+        fail(0, "empty_file", "The input file is empty.")
+    return lines, errors[:100]
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -349,6 +648,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._reply("POST")
 
+    def do_DELETE(self) -> None:
+        self._reply("DELETE")
+
     def _reply(self, method: str) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         try:
@@ -356,10 +658,11 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a bug in the stand-in must not hang its client
             status, payload = _error(500, f"fake server error: {exc!r}", "server_error")
             headers = {}
-        body = json.dumps(payload).encode()
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        kind = headers.pop("Content-Type", "application/json")
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("x-request-id", f"req_{uuid.uuid4().hex[:16]}")
             for name, value in headers.items():

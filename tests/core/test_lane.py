@@ -48,6 +48,9 @@ class BatchStub:
     def complete(self, request: JudgeRequest, *, timeout: float) -> judgeq.JudgeReply:
         raise AssertionError("the batch lane makes no live judge call")
 
+    def batch_params(self, request: JudgeRequest) -> dict[str, Any]:
+        return request.to_messages_kwargs(self.model)
+
     def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
         if self.refuse:
             raise self.refuse.pop(0)
