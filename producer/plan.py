@@ -13,7 +13,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,37 @@ LEXICAL_NOTICE = (
     "judgeq: to grade with Claude: export ANTHROPIC_API_KEY=... and pass --judge anthropic:MODEL "
     "(or leave --judge out for the default model)."
 )
+
+
+BATCH_PROVIDERS = {"anthropic": "Anthropic's Message Batches API", "openai": "OpenAI's Batch API"}
+"""The providers with a batch lane (``--batch-api``), and the API each uses."""
+
+
+def check_batch_lane(judges: Sequence[JudgeSpec]) -> None:
+    """Refuse ``--batch-api`` for judges it cannot serve, in one line: a provider without a batch
+    API (the offline judge, an OpenAI-compatible server, a custom judge), judges of two providers
+    (each provider's batches are its own), or an OpenAI council of several models (the Batch API
+    takes one model per input file)."""
+    providers = sorted({j.provider for j in judges})
+    others = [p for p in providers if p not in BATCH_PROVIDERS]
+    if others:
+        what = {"lexical": "the offline lexical judge", "openai-compatible": "OpenAI-compatible servers"}
+        named = ", ".join(what.get(p, f"{p} judges") for p in others)
+        raise ConfigError(
+            f"--batch-api sends judge calls through a provider's batch API (Anthropic's Message "
+            f"Batches, OpenAI's Batch API); {named} have none: grade without --batch-api"
+        )
+    if len(providers) > 1:
+        raise ConfigError(
+            "--batch-api: a council across providers cannot be graded in batches (each provider's "
+            "batches are its own); grade it without --batch-api, or one provider at a time"
+        )
+    models = {j.model for j in judges}
+    if providers == ["openai"] and len(models) > 1:
+        raise ConfigError(
+            "--batch-api: OpenAI's Batch API takes one model per batch, and this council has "
+            f"{len(models)} ({', '.join(sorted(models))}); grade it without --batch-api"
+        )
 
 
 @dataclass(slots=True)
@@ -224,17 +255,8 @@ def make_plan(
     if scan.valid == 0:
         raise ConfigError(f"{jobs_name}: no valid job lines to grade ({scan.invalid} invalid)")
     check_rubric_fits(rubric, scan)
-    if settings.batch_api and any(j.provider == "lexical" for j in judges):
-        raise ConfigError(
-            "--batch-api sends judge calls through Anthropic's Message Batches API: it needs an "
-            "LLM judge (--judge anthropic:MODEL with ANTHROPIC_API_KEY set), not the offline lexical one"
-        )
-    others = sorted({j.provider for j in judges if j.provider not in ("anthropic", "lexical")})
-    if settings.batch_api and others:
-        raise ConfigError(
-            f"--batch-api: judgeq has a batch lane for Anthropic judges only, not for "
-            f"{', '.join(others)} judges yet (the OpenAI Batch API is planned); grade without --batch-api"
-        )
+    if settings.batch_api:
+        check_batch_lane(judges)
     spec = RunSpec(
         run_id=run_id or new_run_id(),
         rubric_text=rubric_text,

@@ -18,7 +18,7 @@ from judgeq.errors import ConfigError, JudgeqError
 from judgeq.judges.prices import unpriced_text
 from judgeq.pipeline.batch_lane import lane_summary, lane_text
 from judgeq.report.files import jobs_file_texts, write_report_files
-from judgeq.report.formatting import fmt, fmt_count
+from judgeq.report.formatting import fmt, fmt_count, lane_name
 from judgeq.store.base import Store
 
 __all__ = [
@@ -474,7 +474,7 @@ def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -
         if lane.get("jobs"):
             off = lane.get("discount_usd")
             lines.append(
-                f"Message Batches lane: {lane['jobs']:,} jobs"
+                f"{lane_name(report['judge'].get('provider'))}: {lane['jobs']:,} jobs"
                 + (f", batch discount ${-off:.4f} (included)" if off is not None else "")
             )
         hits = use.get("reply_cache", {}).get("hits", 0)

@@ -313,16 +313,29 @@ def register(app: Celery) -> None:
 
 HEALTH_INTERVAL = 10.0
 
+SERVED = {
+    "anthropic": "any Anthropic model",
+    "openai": "any OpenAI model",
+    "openai-compatible": "the OpenAI-compatible servers of JUDGEQ_JUDGE_URLS",
+    "python": "the custom judges of JUDGEQ_JUDGE_MODULES",
+    "plugin": "plugin judges",
+    "lexical": "the offline lexical judge",
+}
+
+
+def served_text(providers: tuple[str, ...]) -> str:
+    """``any Anthropic model and the offline lexical judge`` (the worker's ready line)."""
+    names = [SERVED.get(p, p) for p in providers]
+    if names == [SERVED["lexical"]]:
+        return "the offline lexical judge only (no ANTHROPIC_API_KEY or OPENAI_API_KEY)"
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else ", ".join(names)
+
 
 def _on_ready(app: Celery, consumer: Any) -> None:
     """Log readiness; keep ``JUDGEQ_HEALTH_FILE`` fresh; start the stalled-run repair loop."""
     s = _settings(app)
     providers = serves(app)
-    judges = (
-        "any Anthropic model and the offline lexical judge"
-        if "anthropic" in providers
-        else "the offline lexical judge only (no ANTHROPIC_API_KEY)"
-    )
+    judges = served_text(providers)
     log.warning(
         "judgeq worker ready (redis %s, queue %s); judges it serves: %s",
         s.redis_url.split("@")[-1],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from judgeq.judges.prices import unpriced_text
-from judgeq.report.formatting import fmt, fmt_ci, fmt_p
+from judgeq.report.formatting import fmt, fmt_ci, fmt_p, lane_name
 
 __all__ = ["render_markdown", "validity_markdown"]
 
@@ -257,7 +257,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     if lane.get("jobs"):
         off = lane.get("discount_usd")
         lines.append(
-            f"- Message Batches lane: {lane['jobs']:,} job(s) judged in batches"
+            f"- {lane_name(judge.get('provider'))}: {lane['jobs']:,} job(s) judged in batches"
             + (
                 f", discount ${-off:.4f} included above"
                 if off is not None

@@ -98,6 +98,16 @@ WORKERS_QUIET_AFTER = 120.0
 says that no worker is taking jobs."""
 
 
+WORKER_NEEDS = {
+    "anthropic": "ANTHROPIC_API_KEY set",
+    "openai": "OPENAI_API_KEY set",
+    "openai-compatible": "JUDGEQ_JUDGE_URLS naming the run's server",
+    "python": "JUDGEQ_JUDGE_MODULES naming the judge's module",
+    "plugin": "the judge's plugin installed",
+}
+"""What a worker needs to serve a provider's judges (said when no live worker does)."""
+
+
 def worker_lines(store: Any, queue: str, snap: Any, judges: list[tuple[str, str]] | None = None) -> list[str]:
     """What status says of the workers of ``queue``: how many consume it, or a warning when
     none does, when none can call the run's ``judges`` (provider, model), or when jobs wait
@@ -116,9 +126,17 @@ def worker_lines(store: Any, queue: str, snap: Any, judges: list[tuple[str, str]
         able = [w for w, provs in serving.items() if provs is None or all(p in provs for p in needs)]
         if serving and not able:
             named = ", ".join(f"{p}:{m}" if p != "lexical" else p for p, m in judges)
+            offered = sorted({p for provs in serving.values() for p in provs or ()} - {"lexical"})
+            what = (
+                f"serve {', '.join(offered)} and the offline lexical judge"
+                if offered
+                else ("serve the offline lexical judge only")
+            )
+            missing = [p for p in needs if not any(p in (provs or ()) for provs in serving.values())]
+            fix = " and ".join(dict.fromkeys(WORKER_NEEDS.get(p, f"the {p} judge set up") for p in missing))
             lines.append(
                 f"WARNING: the run needs judge {named} and no worker serves it ({len(serving)} "
-                f"serve the offline lexical judge only): start a worker with ANTHROPIC_API_KEY set"
+                f"{what}): start a worker with {fix or 'every judge of the run set up'}"
             )
             return lines
     if snap.last_done_s is not None and snap.last_done_s > WORKERS_QUIET_AFTER and not snap.lane:

@@ -167,14 +167,15 @@ def test_an_openai_judge_without_a_key_is_one_line_and_exit_2(tmp_path: Path) ->
     assert "needs an OpenAI API key, and OPENAI_API_KEY is not set" in proc.stderr
 
 
-def test_batch_api_with_an_openai_judge_is_refused_with_a_clear_line(tmp_path: Path) -> None:
+def test_batch_api_with_an_openai_compatible_judge_is_refused_with_a_clear_line(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "judgeq", "run", str(ROOT / "examples" / "responses.jsonl"),
-         "--rubric", "quality", "--judge", "openai:gpt-test", "--batch-api"],
-        capture_output=True, text=True, env=cli_env(tmp_path, OPENAI_API_KEY="k"), timeout=120,
+         "--rubric", "quality", "--judge", "openai-compatible:m@http://127.0.0.1:9/v1", "--batch-api"],
+        capture_output=True, text=True, timeout=120,
+        env=cli_env(tmp_path, JUDGEQ_JUDGE_URLS="http://127.0.0.1:9"),
     )  # fmt: skip
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
-    assert "a batch lane for Anthropic judges only, not for openai judges yet" in proc.stderr
+    assert "OpenAI-compatible servers have none: grade without --batch-api" in proc.stderr
 
 
 def test_a_council_across_families_grades_every_job_with_each(tmp_path: Path) -> None:

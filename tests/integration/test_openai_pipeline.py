@@ -12,7 +12,7 @@ import pytest
 
 from judgeq.testing.fake_openai import FakeChatAPI
 
-from .harness import RedisServer, Worker, judgeq_cli, response_rows, write_batch
+from .harness import RedisServer, Worker, judgeq_cli, response_rows, wait_for, write_batch
 
 pytestmark = pytest.mark.integration
 
@@ -40,3 +40,48 @@ def test_submit_and_workers_grade_with_an_openai_judge(
     assert sorted(v["job_id"] for v in verdicts) == sorted(r["id"] for r in rows)  # each once
     assert next(v for v in verdicts if v["job_id"] == rows[9]["id"])["overall"] == pytest.approx(9.0)
     assert sent >= 24 and "sk-oa" not in json.dumps(report)
+
+
+LANE_ENV = {"JUDGEQ_BATCH_POLL_INTERVAL": "0.2", "JUDGEQ_BATCH_FLUSH_INTERVAL": "1"}
+
+
+def test_an_openai_batch_in_flight_survives_its_worker_being_killed(
+    tmp_path: Path, env: dict[str, str], redis_server: RedisServer, start_worker: Callable[..., Worker]
+) -> None:
+    """Issue 21.5: --batch-api with an OpenAI judge goes through the Batch API (file upload,
+    /v1/batches, results by custom_id); a worker killed while its batch is in flight leaves the
+    batch to the next worker, which polls it and reads its results: nothing is sent twice and
+    every job is counted once."""
+    with FakeChatAPI(api_key="sk-oa", models=("gpt-test",), batch_latency=600) as fake:
+        openai_env = {"OPENAI_API_KEY": "sk-oa", "OPENAI_BASE_URL": fake.base_url + "/v1", **LANE_ENV}
+        n = 20
+        rows = response_rows(n, directive={4: "batch=expire", 6: "500"})
+        w1 = start_worker("w1", env=openai_env)
+        proc = judgeq_cli(
+            "submit", str(write_batch(tmp_path / "b.jsonl", rows)), "--rubric", "quality",
+            "--judge", "openai:gpt-test", "--batch-api", "--run-id", "obk", env={**env, **openai_env},
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        r = redis_server.client()
+
+        def sent() -> bool:
+            records = [json.loads(x) for x in r.hvals("judgeq:run:{obk}:batches")]
+            return any(b["state"] == "in_progress" and b["id"] for b in records)
+
+        wait_for(sent, 120, "the OpenAI batch to be sent and recorded")
+        w1.kill()
+        w2 = start_worker("w2", env=openai_env)
+        wait_for(lambda: "judgeq worker ready" in w2.output(), 60, "w2 ready")
+        assert fake.finish_batches() == 1
+        wait_for(lambda: r.exists("judgeq:run:{obk}:report") == 1, 120, "the report")
+        out = tmp_path / "out"
+        got = judgeq_cli("report", "obk", "--out", str(out), env=env)
+        batches, batched, live = fake.batches(), fake.batch_request_count, fake.request_count
+    assert got.returncode == 0, got.stderr
+    report = json.loads((out / "obk" / "report.json").read_text())
+    assert report["counts"]["total"] == n and report["counts"]["graded"] == n - 2
+    assert report["counts"]["null_by_reason"] == {"timeout": 1, "api_error": 1}
+    assert len(batches) == 1 and batched == n and live == 0, "the batch was polled, not sent again"
+    verdicts = [json.loads(x) for x in (out / "obk" / "verdicts.jsonl").read_text().splitlines()]
+    assert sorted(v["job_id"] for v in verdicts) == sorted(x["id"] for x in rows)
+    assert all(v["batch"] for v in verdicts) and "sk-oa" not in json.dumps(report)
