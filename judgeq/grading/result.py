@@ -60,6 +60,10 @@ class Result(BaseModel):
     """A council's overall score per judge model (pairs: output A's score per judge)."""
     judge_usage: dict[str, list[int]] | None = None
     """A council's tokens per judge model: input, output, cache read, cache write."""
+    served: list[str] | None = None
+    """Provenance of the job's judge calls that answered (not those from the reply cache), one
+    ``provider endpoint model response_format`` each: the endpoint's host, the model as the
+    server named it in its answer, how the verdict was asked for (``-``: not known)."""
     # pair jobs
     model_b: str | None = None
     winner: Literal["a", "b", "tie"] | None = None
@@ -94,7 +98,7 @@ class Result(BaseModel):
         if self.kind != "pair":
             for key in _PAIR_FIELDS:
                 data.pop(key, None)
-        for key in ("label", "judge_scores", "judge_usage", "holistic"):
+        for key in ("label", "judge_scores", "judge_usage", "holistic", "served"):
             if data.get(key) is None:
                 data.pop(key, None)
         return data

@@ -24,7 +24,7 @@ from judgeq.errors import (
     JudgeTimeout,
 )
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import JudgeReply, retry_after_seconds
+from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 
 __all__ = [
@@ -122,6 +122,7 @@ def reply_from_message(message: Any, headers: dict[str, str]) -> JudgeReply:
         cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
         model=message.model,
         headers=headers,
+        response_format="json_schema",
     )
 
 
@@ -157,6 +158,11 @@ class AnthropicJudge:
             # the SDK (2.x) builds a client with no credential, or with a blank one read from
             # ANTHROPIC_API_KEY: its every request would fail with a TypeError or a bad header
             self._client = None
+
+    @property
+    def endpoint(self) -> str | None:
+        """The API's host (and port), never a credential: provenance in the report."""
+        return endpoint_of(self._client.base_url) if self._client is not None else None
 
     @property
     def has_credentials(self) -> bool:

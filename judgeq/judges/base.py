@@ -61,6 +61,18 @@ class JudgeReply:
     """The answer's rate-limit headers (``anthropic-ratelimit-*``)."""
     paid_by: str | None = None
     """For a reply from the reply cache: the ``run:job index`` whose judge call paid for it."""
+    response_format: str | None = None
+    """How the verdict was asked for (``json_schema``, ``json_object``, ``text``): provenance,
+    not kept in the reply cache."""
+
+
+def endpoint_of(url: Any) -> str | None:
+    """``host[:port]`` of a judge's base URL (an ``httpx.URL`` or a string), with no
+    credential, path or query: where a judge's calls went, as the report names it."""
+    text = str(url or "")
+    rest = text.split("://", 1)[-1]
+    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+    return host or None
 
 
 @runtime_checkable

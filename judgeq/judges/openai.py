@@ -32,7 +32,7 @@ from judgeq.errors import (
     JudgeTimeout,
 )
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import JudgeReply, retry_after_seconds
+from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 
 __all__ = [
@@ -173,6 +173,11 @@ class OpenAIJudge:
         return f"{self.provider}:{self.wire_model}@{server}"
 
     @property
+    def endpoint(self) -> str | None:
+        """The server's host (and port), never a credential: provenance in the report."""
+        return endpoint_of(self._client.base_url) if self._client is not None else None
+
+    @property
     def response_format(self) -> str:
         """The response format in use (``json_schema``, ``json_object`` or ``text``)."""
         return FORMATS[self._format]
@@ -222,9 +227,9 @@ class OpenAIJudge:
                     f"{self.provider} judge: the server answered something that is not a chat "
                     "completion (check the URL: it usually ends in /v1)"
                 )
-            return self._reply(completion, rate_limit_headers(raw.headers))
+            return self._reply(completion, rate_limit_headers(raw.headers), FORMATS[shape])
 
-    def _reply(self, completion: Any, headers: dict[str, str]) -> JudgeReply:
+    def _reply(self, completion: Any, headers: dict[str, str], response_format: str) -> JudgeReply:
         choice = completion.choices[0] if completion.choices else None
         message = choice.message if choice is not None else None
         refusal = getattr(message, "refusal", None)
@@ -246,6 +251,7 @@ class OpenAIJudge:
             cache_read_input_tokens=cached,
             model=completion.model,
             headers=headers,
+            response_format=response_format,
         )
 
     # -- the batch lane over the Batch API (judgeq.judges.batches.BatchJudge) ---------------
@@ -352,7 +358,7 @@ class OpenAIJudge:
             except ValueError as exc:
                 why = f"the answer in the {self.batch_label} is not a chat completion: {exc}"[:300]
                 return BatchItem(cid, error=JudgeAPIError(why))
-            return BatchItem(cid, reply=self._reply(completion, {}))
+            return BatchItem(cid, reply=self._reply(completion, {}, self.response_format))
         failure = body.get("error", body) if isinstance(body, dict) else {}
         failure = failure if isinstance(failure, dict) else {}
         msg = f"HTTP {status} in the {self.batch_label}: {failure.get('message') or 'no message'}"[:500]

@@ -34,7 +34,7 @@ from judgeq.grading.retrieval import first_relevant_rank, hits_at, llm_grade, to
 from judgeq.grading.score import Score, score_verdict
 from judgeq.grading.verdict import ParsedVerdict, parse_verdict
 from judgeq.jobs.models import JOB_MODELS, Job, PairJob, QuestionJob, infer_kind
-from judgeq.judges.base import CallOutcome, Gate, Judge, RetryPolicy, call_with_retries
+from judgeq.judges.base import CallOutcome, Gate, Judge, JudgeReply, RetryPolicy, call_with_retries
 from judgeq.ratelimit import Budget, Share
 from judgeq.rubric.model import RetrievalConfig, Rubric
 from judgeq.runspec import RunSpec
@@ -290,6 +290,13 @@ def combine(
         cache_read_input_tokens=sum(x.cache_read_input_tokens for x in replies),
         cache_creation_input_tokens=sum(x.cache_creation_input_tokens for x in replies),
     )
+    served = [
+        provenance(judges[r.call.judge][0], r.outcome.reply)
+        for r in results
+        if r.outcome.reply is not None and not r.cached
+    ]
+    if served:
+        base["served"] = served
     if len(judges) > 1:
         usage: dict[str, list[int]] = {}
         for r in spent:
@@ -335,6 +342,14 @@ def combine(
             if r.key is not None and not r.cached and r.outcome.reply is not None:
                 ctx.cache.put(r.key, replace(r.outcome.reply, paid_by=paid_by))
     return result
+
+
+def provenance(judge: Judge, reply: JudgeReply) -> str:
+    """``provider endpoint model response_format`` of one answered call (see
+    :attr:`Result.served`)."""
+    endpoint = getattr(judge, "endpoint", None)
+    parts = (getattr(judge, "provider", None), endpoint, reply.model or judge.model, reply.response_format)
+    return " ".join(str(p or "-").replace(" ", "_") for p in parts)
 
 
 def call_count(ctx: GradingContext, job: Job) -> int:

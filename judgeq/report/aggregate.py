@@ -398,6 +398,8 @@ class Aggregator:
         self.spent = {"live": [0, 0, 0, 0], "batch": [0, 0, 0, 0]}
         """Tokens spent per lane: input, output, cache read, cache write."""
         self.batch_jobs = 0
+        self.served: Counter[str] = Counter()
+        """Answered judge calls by provenance (:attr:`Result.served`)."""
         self.attempts = 0
         self.cache_hits = 0
         self.saved: list[int] = [0, 0, 0, 0]  # tokens a cached reply spared: in, out, cache read, write
@@ -445,6 +447,8 @@ class Aggregator:
         if r.attempts:
             self.latency[round(r.grading_latency_ms)] += 1
         self.attempts += r.attempts
+        if r.served:
+            self.served.update(r.served)
         tokens = (r.input_tokens, r.output_tokens, r.cache_read_input_tokens, r.cache_creation_input_tokens)
         if r.cached:  # spent by an earlier run: counted as saved, not as spent
             self.cache_hits += 1
@@ -527,6 +531,7 @@ class Aggregator:
                 },
             },
         }
+        out["served"] = served_list(self.served)
         if self.by_model:
             out["by_model"] = {}
             for model in sorted(self.by_model):
@@ -556,3 +561,23 @@ class Aggregator:
                     for model, row in sorted(self.judge_spent.items())
                 }
         return out
+
+
+def served_list(served: Counter[str]) -> list[dict[str, Any]]:
+    """Answered calls by provenance, most first: ``provider``, ``endpoint`` (host, no
+    credential), ``model`` (as the server named it), ``response_format``, ``calls`` (None: not
+    known)."""
+    out = []
+    for text, calls in sorted(served.items(), key=lambda kv: (-kv[1], kv[0])):
+        parts = (text.split(" ") + ["-"] * 4)[:4]
+        provider, endpoint, model, fmt = (None if p == "-" else p for p in parts)
+        out.append(
+            {
+                "provider": provider,
+                "endpoint": endpoint,
+                "model": model,
+                "response_format": fmt,
+                "calls": calls,
+            }
+        )
+    return out

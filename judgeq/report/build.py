@@ -91,6 +91,7 @@ def build_report(
             note["note"] = "; ".join(n["note"] for n in notes.values() if n["note"]) or None
     body["usage"]["unpriced_models"] = spec.unpriced_models()
     counts = body.pop("counts")
+    served = body.pop("served", [])
     counts["rejected"] = spec.rejected_count
     if missing:
         counts["missing"] = missing
@@ -128,6 +129,7 @@ def build_report(
                 else {}
             ),
             **({"swap": spec.swap} if rubric is not None and rubric.is_pairwise else {}),
+            "served": served,
         },
         "intervals": METHODS,
         "counts": counts,

@@ -132,6 +132,19 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def served_lines(served: list[dict[str, Any]]) -> list[str]:
+    """``- Answered by: gpt-4.1-mini-2025-04-14 at api.openai.com (json_schema), 30 calls``: the
+    provenance of the run's judge calls (the offline judge's are left out: nothing to tell)."""
+    parts = []
+    for s in served:
+        if s.get("provider") == "lexical":
+            continue
+        where = f" at {s['endpoint']}" if s.get("endpoint") else ""
+        how = f" ({s['response_format']})" if s.get("response_format") else ""
+        parts.append(f"{s.get('model') or 'an unnamed model'}{where}{how}, {s['calls']:,} call(s)")
+    return [f"- Answered by: {'; '.join(parts)}"] if parts else []
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     """A readable summary of a report, with tables."""
     c = report["counts"]
@@ -155,6 +168,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- Judge: {judges[0]}"
         if len(judges) == 1
         else f"- Judges (a council, {judge.get('council_mode', 'mean')}): {', '.join(judges)}",
+        *served_lines(judge.get("served") or []),
         f"- Jobs file: `{report.get('batch', '')}`",
         f"- Started {report['started_at']}, finished {report['finished_at']} ({report['wall_s']} s)",
         "",

@@ -75,11 +75,19 @@ Frozen: entries written with it are read for the cache's whole TTL by every work
 never change (a new one needs a new format version, :mod:`judgeq.store.packing`)."""
 
 
+UNKEPT = ("headers", "response_format")
+"""Reply fields a cache entry leaves out: the moment's rate-limit headers, and provenance (a
+cached reply's call belongs to the run that paid for it); left out, too, so a judgeq that does
+not know them reads the entry."""
+KEPT = frozenset(f.name for f in dataclasses.fields(JudgeReply)) - set(UNKEPT)
+"""Fields read from an entry: any other (written by a newer judgeq) is ignored."""
+
+
 def encode_reply(reply: JudgeReply) -> bytes:
     """A reply as stored in a cache: compact JSON (fields at their defaults and the rate-limit
     headers left out: state of the moment, not part of the answer), deflated with a dictionary
     (a third to a half of the JSON's size; every field of the answer kept)."""
-    data = {k: v for k, v in dataclasses.asdict(reply).items() if k != "headers" and v not in (None, 0, "")}
+    data = {k: v for k, v in dataclasses.asdict(reply).items() if k not in UNKEPT and v not in (None, 0, "")}
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
     return deflate(text, _DICTIONARY)
 
@@ -94,7 +102,7 @@ def decode_reply(raw: str | bytes | None, entry: str = "a reply cache entry") ->
         if isinstance(raw, bytes):
             raw = inflate(raw, _DICTIONARY, entry)
         data = json.loads(raw)
-        return JudgeReply(**{k: v for k, v in data.items() if k != "headers"})
+        return JudgeReply(**{k: v for k, v in data.items() if k in KEPT})
     except UnknownFormat as e:
         log.warning("%s: asking the judge again", e)
         return None

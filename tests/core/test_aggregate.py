@@ -293,10 +293,16 @@ def test_prices_match_an_id_exactly_or_by_the_alias_table() -> None:
     assert price_for("claude-3-5-haiku-latest") == price_for("claude-3-5-haiku")
     assert price_for("claude-haiku-4-5") is not None
     assert price_for("claude-haiku-4-5").model_dump() == PRICES["claude-haiku-4-5"]  # type: ignore[union-attr]
-    assert price_for("gpt-4o") is None
+    # OpenAI's models (issue 21): dated snapshots by alias, a snapshot of its own price kept apart
+    assert price_for("gpt-4o-2024-08-06") is prices.entries["gpt-4o"]
+    assert price_for("gpt-4o-2024-05-13") is not None and price_for("gpt-4o-2024-05-13").input == 5.0  # type: ignore[union-attr]
+    assert price_for("gpt-4.1-mini-2025-04-14") is prices.entries["gpt-4.1-mini"]
+    assert price_for("gpt-4.1-mini-2099-01-01") is None  # never by prefix
+    assert price_for("gpt-3.5-turbo") is None
     assert price_for("scripted") is None
     assert price_for("") is None
-    assert estimate_cost("gpt-4o", 1000, 1000) is None
+    assert estimate_cost("gpt-3.5-turbo", 1000, 1000) is None
+    assert estimate_cost("gpt-4.1", 1_000_000, 1_000_000) == pytest.approx(10.0)
     assert estimate_cost("claude-sonnet-4-5-20250929", 1_000_000, 1_000_000) == pytest.approx(18.0)
     assert estimate_cost("claude-opus-4-5-20251101", 1_000_000, 0) == pytest.approx(5.0)
     assert estimate_cost("lexical-overlap-v1", 10**6, 10**6) == 0.0
@@ -319,7 +325,7 @@ def test_reply_cache_savings_are_priced_at_the_runs_lane_and_each_judges_model()
 
 
 def test_unknown_model_has_no_cost() -> None:
-    rep = aggregate([res(0, 8.0, attempts=1, input_tokens=10, output_tokens=10)], judge_model="gpt-4o")
+    rep = aggregate([res(0, 8.0, attempts=1, input_tokens=10, output_tokens=10)], judge_model="gpt-3.5-turbo")
     assert rep["usage"]["estimated_cost_usd"] is None
     assert rep["usage"]["input_tokens"] == 10
 

@@ -144,7 +144,8 @@ def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def test_judgeq_run_grades_with_an_openai_judge(tmp_path: Path) -> None:
-    with FakeChatAPI(api_key="k", models=("gpt-test",)) as fake:
+    with FakeChatAPI(api_key="k", models=("gpt-test",), structured=False) as fake:
+        host = fake.base_url.split("://")[1]
         env = cli_env(tmp_path, OPENAI_API_KEY="k", OPENAI_BASE_URL=fake.base_url + "/v1")
         proc = subprocess.run(
             [sys.executable, "-m", "judgeq", "run", str(ROOT / "examples" / "responses.jsonl"),
@@ -155,6 +156,19 @@ def test_judgeq_run_grades_with_an_openai_judge(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "r" / "oa" / "report.json").read_text())
     assert report["judge"]["provider"] == "openai" and report["counts"]["graded"] == 30
     assert report["usage"]["input_tokens"] > 0
+    # provenance: where the calls went (no credential), the model as answered, the format used
+    # (this server has no structured output: JSON mode, found by asking)
+    assert report["judge"]["served"] == [
+        {
+            "provider": "openai",
+            "endpoint": host,
+            "model": "gpt-test",
+            "response_format": "json_object",
+            "calls": 30,
+        }
+    ]
+    md = (tmp_path / "r" / "oa" / "report.md").read_text()
+    assert f"- Answered by: gpt-test at {host} (json_object), 30 call(s)" in md
 
 
 def test_an_openai_judge_without_a_key_is_one_line_and_exit_2(tmp_path: Path) -> None:
