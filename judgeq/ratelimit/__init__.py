@@ -4,6 +4,7 @@ every worker (:mod:`.redis`, imported by the edges only)."""
 
 from judgeq.ratelimit.memory import MemoryBudget
 from judgeq.ratelimit.policy import (
+    COMBINED,
     DIMENSIONS,
     NO_LIMITS,
     Budget,
@@ -19,6 +20,7 @@ from judgeq.ratelimit.policy import (
 )
 
 __all__ = [
+    "COMBINED",
     "DIMENSIONS",
     "NO_LIMITS",
     "Budget",

@@ -211,6 +211,9 @@ class BudgetState:
     refused_last_minute: int = 0
     waiting: int = 0
     """Callers waiting for this budget now."""
+    tokens_limit: int | None = None
+    """The combined tokens (input and output) a minute the server stated (OpenAI's
+    ``x-ratelimit-limit-tokens``), None when it stated none."""
 
     def effective(self) -> dict[str, float]:
         """The limit that applies per dimension (per minute)."""

@@ -187,4 +187,5 @@ class ScriptBudget:
             served_last_minute=int(served),
             refused_last_minute=int(refused),
             waiting=int(waiting),
+            tokens_limit=int(_pairs(server).get(COMBINED) or 0) or None,
         )

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from judgeq.errors import ConfigError
-from judgeq.ratelimit import BudgetState, Limits
+from judgeq.ratelimit import COMBINED, BudgetState, Limits
 from judgeq.settings import Settings
 
 from .options import redis_option, settings_from
@@ -39,10 +39,17 @@ def _client(settings: Settings) -> Any:
     return connect(settings.redis_url)
 
 
+KEY_VARIABLE = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "openai-compatible": "OPENAI_COMPATIBLE_API_KEY",
+}
+
+
 def resolve(settings: Settings, judge: str, known: list[str]) -> str:
     """The budget name of ``judge``: a name as listed, or ``provider:model`` with this
     machine's API key (as workers name it); without a key here, the one budget of that model."""
-    from judgeq.judges import budget_name, parse_judge_spec
+    from judgeq.judges import budget_name, has_credentials, parse_judge_spec
 
     if judge in known:
         return judge
@@ -52,13 +59,14 @@ def resolve(settings: Settings, judge: str, known: list[str]) -> str:
         raise ConfigError(f"JUDGE {judge!r}: {str(exc).removeprefix('--judge: ')}") from None
     if spec.provider == "lexical":
         raise ConfigError("the lexical judge has no rate limit (it calls no API)")
-    if settings.anthropic_api_key is not None:
+    if has_credentials(settings, spec.provider):
         return budget_name(settings, spec.provider, spec.model)
     same = [n for n in known if n.rpartition(":")[0] == f"{spec.provider}:{spec.model}"]
     if len(same) == 1:
         return same[0]
     raise ConfigError(
-        f"ANTHROPIC_API_KEY is not set here, so the budget of {judge} (named by a hash of the key "
+        f"{KEY_VARIABLE.get(spec.provider, 'the key')} is not set here, so the budget of {judge} "
+        "(named by a hash of the key "
         + (
             "the workers use) cannot be told apart: give its name as 'judgeq budget' lists it"
             if same
@@ -101,6 +109,10 @@ def describe(state: BudgetState) -> list[str]:
                 f"; {level:,.1f} ready now" if level >= 0 else "; none ready now (a large request paid back)"
             )
         lines.append(f"  {label:<14} {', '.join(parts)}{now}")
+    if state.tokens_limit:
+        level = state.levels.get(COMBINED)
+        now = "" if level is None else f"; {level:,.1f} ready now" if level >= 0 else "; none ready now"
+        lines.append(f"  {'tokens (in+out)':<14} {state.tokens_limit:,}/min stated by the server{now}")
     if state.paused_for > 0:
         paused = f"{state.paused_for:.1f} s more"
         lines.append(f"  paused         {paused} (the server refused the calls of many jobs)")

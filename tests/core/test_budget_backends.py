@@ -133,4 +133,9 @@ def test_a_combined_token_limit_from_openai_headers_holds_input_and_output_toget
     assert wait == pytest.approx((5000 - rate + 20) / rate, rel=0.02)  # the debt of 5,000 together
     budget.settle(Usage(3000, 2000), Usage(3000, 200), ok=True, epoch=first.epoch)  # 1,800 unused
     assert budget.acquire(10, 10).wait == pytest.approx((3200 - rate + 20) / rate, rel=0.02)
-    assert "tokens" in budget.snapshot().levels
+    state = budget.snapshot()
+    assert "tokens" in state.levels and state.tokens_limit == 6000
+    from producer.cli.budget import describe
+
+    shown = "\n".join(describe(state))
+    assert "tokens (in+out) 6,000/min stated by the server; none ready now" in shown, shown

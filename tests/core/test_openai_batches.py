@@ -179,4 +179,8 @@ def test_judgeq_run_with_the_batch_api_and_an_openai_judge(tmp_path: Path) -> No
     assert report["usage"]["cost_usd"]["total"] == pytest.approx(-lane["discount_usd"], rel=1e-6)
     assert "sk-oa-SECRET" not in json.dumps(report) + proc.stdout + proc.stderr
     (served,) = report["judge"]["served"]
-    assert (served["provider"], served["response_format"], served["calls"]) == ("openai", "json_schema", len(rows) - 2)
+    assert (served["provider"], served["response_format"], served["calls"]) == (
+        "openai",
+        "json_schema",
+        len(rows) - 2,
+    )

@@ -85,3 +85,32 @@ def test_an_openai_batch_in_flight_survives_its_worker_being_killed(
     verdicts = [json.loads(x) for x in (out / "obk" / "verdicts.jsonl").read_text().splitlines()]
     assert sorted(v["job_id"] for v in verdicts) == sorted(x["id"] for x in rows)
     assert all(v["batch"] for v in verdicts) and "sk-oa" not in json.dumps(report)
+
+
+def test_submit_and_workers_grade_with_an_openai_compatible_server_without_headers(
+    tmp_path: Path, env: dict[str, str], redis_server: RedisServer, start_worker: Callable[..., Worker]
+) -> None:
+    """The distributed pipeline once more for openai-compatible:MODEL@URL: a server that needs no
+    key, serves JSON mode but no structured output and sends no rate-limit headers (as many
+    self-hosted servers): every job counted once, the format found by asking and recorded, the
+    worker allowed to call the server by JUDGEQ_JUDGE_URLS."""
+    with FakeChatAPI(api_key=None, models=("qwen",), structured=False, limit_headers=False) as fake:
+        url, host = fake.base_url + "/v1", fake.base_url.split("://")[1]
+        allow = {"JUDGEQ_JUDGE_URLS": fake.base_url}
+        start_worker("w1", env=allow)
+        rows = response_rows(16, directive={2: "garbage", 5: "500"})
+        out = tmp_path / "out"
+        proc = judgeq_cli(
+            "submit", str(write_batch(tmp_path / "b.jsonl", rows)), "--rubric", "quality",
+            "--judge", f"openai-compatible:qwen@{url}", "--run-id", "oc", "--wait", "--out", str(out),
+            env={**env, **allow},
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "oc" / "report.json").read_text())
+    assert report["counts"]["total"] == 16 and report["counts"]["graded"] == 14
+    assert report["counts"]["null_by_reason"] == {"api_error": 1, "parse_error": 1}
+    verdicts = [json.loads(x) for x in (out / "oc" / "verdicts.jsonl").read_text().splitlines()]
+    assert sorted(v["job_id"] for v in verdicts) == sorted(r["id"] for r in rows)
+    formats = {s["response_format"] for s in report["judge"]["served"]}
+    assert formats == {"json_object"}, report["judge"]["served"]
+    assert {s["endpoint"] for s in report["judge"]["served"]} == {host}
