@@ -12,7 +12,7 @@ import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -97,6 +97,13 @@ class Settings(BaseSettings):
     flower_password: SecretStr | None = None
     flower_no_auth: bool = False
     log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    """``json``: one JSON object per log line, with an event line per judge call, stored job
+    and run state change (:mod:`judgeq.telemetry.jsonlog`)."""
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    """A worker serves Prometheus metrics on this port (``/metrics``); unset: none."""
+    exporter_port: int = Field(9808, ge=0, le=65535)
+    """``judgeq exporter``'s port: the Redis-side figures, once for the cluster."""
     health_file: Path | None = None
     task_events: bool = True
     repair_stalled: bool = True

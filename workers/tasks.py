@@ -40,9 +40,11 @@ from judgeq.report import stats as _stats
 from judgeq.settings import Settings, unknown_variables
 from judgeq.store.redis import RedisStore
 from judgeq.store.redis_cache import RedisCache
+from judgeq.telemetry.jsonlog import use_json_logs
 
 from .broker import queue_depth
 from .health import JudgeHealth
+from .metrics import metrics, serve_metrics
 from .repair import repair_loop
 
 __all__ = [
@@ -197,7 +199,14 @@ def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None
                 GRADE_TASK, args=[run_id, list(indices), job_ids or []], queue=s.queue, countdown=later
             )
             return "unserved"
-        outcomes = process_jobs(store, contexts, run_id, list(indices), _run_all)
+        gauge = metrics().in_flight if s.metrics_port is not None else None
+        if gauge is not None:
+            gauge.inc(len(indices))
+        try:
+            outcomes = process_jobs(store, contexts, run_id, list(indices), _run_all)
+        finally:
+            if gauge is not None:
+                gauge.dec(len(indices))
         held = [(i, o) for i, o in zip(indices, outcomes, strict=True) if isinstance(o, Held)]
         final = self.request.retries >= s.task_retries
         settled = settle_held(store, run_id, held, systemic_limit=s.systemic_failures, final=final)
@@ -306,6 +315,12 @@ def register(app: Celery) -> None:
         if _sent_by(sender, app):
             _on_ready(app, sender)
 
+    def json_logs(logger: Any = None, **_: object) -> None:
+        if _settings(app).log_format == "json" and logger is not None:
+            use_json_logs(list(logger.handlers) or None)
+
+    signals.after_setup_logger.connect(json_logs, weak=False, dispatch_uid=f"judgeq-json-{id(app)}")
+    signals.after_setup_task_logger.connect(json_logs, weak=False, dispatch_uid=f"judgeq-jsont-{id(app)}")
     signals.worker_init.connect(on_init, weak=False, dispatch_uid=f"judgeq-init-{id(app)}")
     signals.worker_ready.connect(on_ready, weak=False, dispatch_uid=f"judgeq-ready-{id(app)}")
     signals.worker_process_init.connect(_reset_after_fork, weak=False, dispatch_uid="judgeq-fork")
@@ -349,6 +364,11 @@ def _on_ready(app: Celery, consumer: Any) -> None:
         name="judgeq-health",
         daemon=True,
     ).start()
+    if s.metrics_port is not None:
+        try:
+            serve_metrics(s.metrics_port)
+        except OSError as exc:  # the port is taken: grading goes on, without metrics
+            log.error("cannot serve metrics on port %d: %s", s.metrics_port, exc)
     store, contexts = runtime(app)
     lane = BatchLane(
         store,
@@ -384,6 +404,8 @@ def _health_loop(s: Settings, store: Callable[[], RedisStore], name: str, provid
             except OSError as exc:  # pragma: no cover - a read-only or vanished directory
                 log.warning("cannot touch health file %s: %s", path, exc)
         if not HEALTH.broken:
+            if s.metrics_port is not None:
+                metrics().beat()
             try:
                 store().worker_heartbeat(s.queue, name, 3 * HEALTH_INTERVAL, serves=providers)
             except Exception as exc:  # Redis restarting: the next beat will do

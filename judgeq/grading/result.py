@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 __all__ = ["Result"]
 
@@ -60,10 +60,12 @@ class Result(BaseModel):
     """A council's overall score per judge model (pairs: output A's score per judge)."""
     judge_usage: dict[str, list[int]] | None = None
     """A council's tokens per judge model: input, output, cache read, cache write."""
-    served: list[str] | None = None
+    _served: list[str] = PrivateAttr(default_factory=list)
     """Provenance of the job's judge calls that answered (not those from the reply cache), one
     ``provider endpoint model response_format`` each: the endpoint's host, the model as the
-    server named it in its answer, how the verdict was asked for (``-``: not known)."""
+    server named it in its answer, how the verdict was asked for (``-``: not known). Not stored
+    with the result (older readers refuse unknown fields, and it would repeat on every result):
+    storing the result counts it in the run's live counters (``served:...``), once."""
     # pair jobs
     model_b: str | None = None
     winner: Literal["a", "b", "tie"] | None = None
@@ -98,7 +100,7 @@ class Result(BaseModel):
         if self.kind != "pair":
             for key in _PAIR_FIELDS:
                 data.pop(key, None)
-        for key in ("label", "judge_scores", "judge_usage", "holistic", "served"):
+        for key in ("label", "judge_scores", "judge_usage", "holistic"):
             if data.get(key) is None:
                 data.pop(key, None)
         return data

@@ -13,11 +13,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from judgeq.errors import JudgeError, JudgeRateLimited, JudgeTimeout
 from judgeq.grading.request import JudgeRequest
 from judgeq.ratelimit import Budget, Share, Usage, estimate_input_tokens, wait_for_budget
 from judgeq.settings import default
+from judgeq.telemetry import BudgetWaited, JudgeCall, current_job, emit, observed
 
 __all__ = [
     "CallOutcome",
@@ -69,10 +71,16 @@ class JudgeReply:
 def endpoint_of(url: Any) -> str | None:
     """``host[:port]`` of a judge's base URL (an ``httpx.URL`` or a string), with no
     credential, path or query: where a judge's calls went, as the report names it."""
-    text = str(url or "")
-    rest = text.split("://", 1)[-1]
-    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
-    return host or None
+    text = str(url or "").strip()
+    try:
+        parts = urlsplit(text if "://" in text else "//" + text)
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number: name no endpoint rather than guess
+        return None
+    if not host:
+        return None
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{port}" if port else host
 
 
 @runtime_checkable
@@ -119,6 +127,27 @@ class CallOutcome:
     attempts: int
     elapsed: float
     errors: list[str] = field(default_factory=list)
+
+
+def _provider(judge: Judge) -> str:
+    return str(getattr(judge, "provider", "") or "custom")
+
+
+def _emit_call(judge: Judge, outcome: str, seconds: float, reply: JudgeReply | None = None) -> None:
+    job = current_job()
+    emit(
+        JudgeCall(
+            _provider(judge),
+            judge.model,
+            outcome,
+            seconds,
+            reply.input_tokens + reply.cache_creation_input_tokens if reply else 0,
+            reply.output_tokens if reply else 0,
+            reply.cache_read_input_tokens if reply else 0,
+            run_id=job[0] if job else None,
+            index=job[1] if job else None,
+        )
+    )
 
 
 def _backoff(policy: RetryPolicy, attempt: int, rng: random.Random) -> float:
@@ -173,6 +202,8 @@ def call_with_retries(
             if budget is not None:
                 waited, epoch = wait_for_budget(budget, reserve, share, sleep=sleep)
                 end += waited
+                if waited > 0 and observed():
+                    emit(BudgetWaited(_provider(judge), judge.model, waited))
             remaining = end - clock()
             if remaining < policy.min_attempt_time:
                 if budget is not None:  # granted but never sent: give it back
@@ -180,10 +211,13 @@ def call_with_retries(
                 break
             attempts += 1
             cut_short = remaining < policy.timeout
+            sent = clock()
             try:
                 reply = judge.complete(request, timeout=min(policy.timeout, remaining))
             except JudgeError as failed:
                 exc = failed
+                if observed():
+                    _emit_call(judge, exc.reason, clock() - sent)
                 if budget is not None:
                     budget.observe(exc.headers)
                     if not isinstance(exc, JudgeRateLimited):  # the input may have been read
@@ -191,6 +225,8 @@ def call_with_retries(
                             reserve, Usage(reserve.input_tokens, 0), ok=False, epoch=epoch, share=share
                         )
             else:
+                if observed():
+                    _emit_call(judge, "ok", clock() - sent, reply)
                 if budget is not None:
                     budget.observe(reply.headers)
                     used = Usage(reply.input_tokens + reply.cache_creation_input_tokens, reply.output_tokens)

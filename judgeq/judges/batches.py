@@ -29,6 +29,9 @@ class BatchInfo:
     error: str | None = None
     """Why the whole batch failed, when it did (OpenAI: its input file was refused): the reason
     given to each of its jobs."""
+    retryable: bool = False
+    """The failure is the moment's, not the batch's (OpenAI's ``token_limit_exceeded``: too many
+    tokens enqueued for the model): its jobs go back to be sent again later, not nulls."""
 
 
 @dataclass(frozen=True, slots=True)

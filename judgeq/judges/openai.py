@@ -65,6 +65,9 @@ BATCH_STATES = {
 }
 """The Batch API's states in the batch lane's words (``in_progress``, ``canceling``, ``ended``)."""
 BATCH_ITEM_ERRORS = {"batch_expired": "expired", "batch_cancelled": "canceled"}
+BATCH_RETRYABLE = frozenset({"token_limit_exceeded", "request_limit_exceeded", "rate_limit_exceeded"})
+"""Codes of a failed batch that say "not now" (the organisation's enqueued-token limit for the
+model, a limit on batches): its jobs are sent again later."""
 
 
 def _message(exc: openai.APIStatusError) -> str:
@@ -317,9 +320,18 @@ class OpenAIJudge:
         its error file (requests that expired, were canceled or failed), streamed line by line.
         Once both are read, the batch's input file (the jobs' texts) is deleted from the account."""
         batch = self._sdk(self._batches().retrieve, batch_id)
+        completed = int(getattr(batch.request_counts, "completed", 0) or 0) if batch.request_counts else 0
+        if completed and not batch.output_file_id:
+            # answers were paid for: never nulls for a file not yet there; the next poll reads again
+            raise JudgeAPIError(f"{self.batch_label} {batch_id}: {completed} answers but no output file yet")
+        answers = 0
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
-                yield from self._result_lines(file_id)
+                for item in self._result_lines(file_id):
+                    answers += item.reply is not None
+                    yield item
+        if answers < completed:  # a cut stream: what was read is stored (once); read again
+            raise JudgeAPIError(f"{self.batch_label} {batch_id}: {answers} of {completed} answers read")
         with contextlib.suppress(JudgeError):
             self._sdk(self._files().delete, batch.input_file_id)
 
@@ -331,8 +343,12 @@ class OpenAIJudge:
                         item = self._result_item(line)
                         if item is not None:
                             yield item
+        except JudgeError:
+            raise
         except (openai.OpenAIError, OSError) as exc:
             raise translate_error(exc) from None
+        except Exception as exc:  # the HTTP client's own errors mid-stream (httpx2)
+            raise JudgeAPIError(f"reading {self.batch_label} results: {type(exc).__name__}") from None
 
     def _result_item(self, line: str) -> BatchItem | None:
         """One line of a result file as a :class:`BatchItem` (None: not a result line)."""
@@ -348,6 +364,10 @@ class OpenAIJudge:
             code = str(error.get("code") or "")
             kind = BATCH_ITEM_ERRORS.get(code, "errored")
             detail = f"{code}: {error.get('message') or ''}".strip(": ")
+            if code == "request_timeout":
+                return BatchItem(
+                    cid, error=JudgeTimeout(f"timed out in the {self.batch_label}: {detail}"[:500])
+                )
             return BatchItem(cid, error=batch_item_error(kind, detail, self.batch_label))
         response = record.get("response") if isinstance(record.get("response"), dict) else {}
         status = int(response.get("status_code") or 0)
@@ -419,11 +439,15 @@ def _batch_info(batch: Any) -> BatchInfo:
             f"{e.code or 'error'}: {e.message or ''}" + (f" (line {e.line})" if e.line else "") for e in found
         ]
         error = "; ".join(parts)[:500] or "the Batch API refused the batch's input file"
+        retryable = any(e.code in BATCH_RETRYABLE for e in found)
+    else:
+        retryable = False
     return BatchInfo(
         batch.id,
         BATCH_STATES.get(batch.status, "in_progress"),
         {n: int(getattr(counts, n, 0) or 0) for n in names} if counts is not None else {},
         error=error,
+        retryable=retryable,
     )
 
 

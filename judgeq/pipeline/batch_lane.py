@@ -128,6 +128,9 @@ class LaneConfig:
     poll_interval: float = 30.0
     max_requests: int = MAX_REQUESTS
     max_bytes: int = 250_000_000
+    failed_backoff: float = 300.0
+    """Seconds no batch of a run is sent after the API failed one for the moment (OpenAI's
+    enqueued-token limit: room comes back as earlier batches finish)."""
     creating_timeout: float = 1800.0
     """Seconds a batch may stay ``creating`` (its upload: up to 256 MB) before it is given up."""
     ingest_lock: float = 900.0
@@ -278,6 +281,9 @@ class BatchLane:
         run_id = spec.run_id
         if self.store.state(run_id).get("state") != "running" or not self._due(spec, per_batch):
             return  # a paused run sends no new batch (a cost limit, a broken judge set-up)
+        now = self.clock()
+        if any(float(r.get("retry_at") or 0) > now for r in self.store.lane_batches(run_id)):
+            return  # a batch failed for the moment (see _poll): wait before sending more
         held = self.store.claim(run_id, "lane-flush", 600)
         if not held:
             return
@@ -357,7 +363,11 @@ class BatchLane:
                 if isinstance(member, BatchJudge)
             ]
             if len(items) < len(calls):  # the plan refuses such a run: a judge without batches
-                rest.append(index)
+                why = "a judge of this run cannot take batches (grade it without --batch-api)"
+                null = null_result(spec=spec, index=index, reason="invalid_request", why=why, raw=raw)
+                if self._store(spec, null) is Outcome.LAST:
+                    self.on_last(run_id)
+                rest.append(index)  # stored: leaves the lane
                 continue
             sizes = [len(json.dumps(p, ensure_ascii=False).encode()) for _, p in items]
             body = sum(sizes) + ENVELOPE_BYTES * len(items)
@@ -572,6 +582,13 @@ class BatchLane:
             log.warning("run %s: cannot poll %s %s: %s", spec.run_id, batch_label(judge), record["id"], exc)
             return
         record.update(status=info.status, counts=info.counts, polled=self.clock())
+        if info.status == "ended" and info.retryable:
+            # the API failed the batch for the moment (too many tokens enqueued): its jobs go
+            # back to the buffer, and no batch of the run is sent for a while
+            why = f"{batch_label(judge)} {record['id']} failed for now ({info.error}); sent again later"
+            held = {**record, "retry_at": self.clock() + self.config.failed_backoff}
+            self._give_up(spec.run_id, held, ("in_progress",), why[:500])
+            return
         if info.error:
             record["error"] = info.error[:500]
         if not self.store.lane_set_batch(spec.run_id, record, ("in_progress",)):

@@ -39,6 +39,7 @@ from judgeq.ratelimit import Budget, Share
 from judgeq.rubric.model import RetrievalConfig, Rubric
 from judgeq.runspec import RunSpec
 from judgeq.store.reply_cache import ReplyCache, cache_key
+from judgeq.telemetry import CacheHit, VerdictParsed, emit, job_context, observed
 
 __all__ = [
     "NOTES_LIMIT",
@@ -232,16 +233,19 @@ def grade_job(
         hit = ctx.cache.get(key) if ctx.cache is not None and key is not None else None
         if hit is not None:
             outcome = CallOutcome(hit, None, 0, 0.0)
+            if observed():
+                emit(CacheHit(str(getattr(judge, "provider", "") or "custom"), judge.model))
         else:
-            outcome = call_with_retries(
-                judge,
-                call.request,
-                ctx.policy,
-                sleep=sleep,
-                budget=budget,
-                share=ctx.share,
-                gate=ctx.gate,
-            )
+            with job_context(ctx.run_id or "", index):
+                outcome = call_with_retries(
+                    judge,
+                    call.request,
+                    ctx.policy,
+                    sleep=sleep,
+                    budget=budget,
+                    share=ctx.share,
+                    gate=ctx.gate,
+                )
         # a reply this very job paid for (a redelivery) is its own spend, not a saving
         own = hit is not None and hit.paid_by is not None and hit.paid_by == ctx.paid_by(index)
         results.append(CallResult(call, outcome, key, hit is not None and not own))
@@ -265,7 +269,25 @@ def combine(
 ) -> Result:
     """One result from the outcomes of a job's calls (in :func:`job_calls` order): parse,
     score, combine (pairs, councils), and keep each graded reply in the cache. ``batch``:
-    the replies came from the Message Batches lane (their cost is discounted)."""
+    the replies came from the batch lane (their cost is discounted). The provenance of its
+    answered calls rides along (:attr:`Result._served`), to be counted when it is stored."""
+    result = _combine(ctx, job, index, results, batch=batch)
+    result._served = [
+        provenance(ctx.judges[r.call.judge][0], r.outcome.reply)
+        for r in results
+        if r.outcome.reply is not None and not r.cached
+    ]
+    return result
+
+
+def _combine(
+    ctx: GradingContext,
+    job: Job,
+    index: int,
+    results: Sequence[CallResult],
+    *,
+    batch: bool = False,
+) -> Result:
     rubric = ctx.rubric
     judges = ctx.judges
     all_cached = all(r.cached for r in results)
@@ -290,13 +312,6 @@ def combine(
         cache_read_input_tokens=sum(x.cache_read_input_tokens for x in replies),
         cache_creation_input_tokens=sum(x.cache_creation_input_tokens for x in replies),
     )
-    served = [
-        provenance(judges[r.call.judge][0], r.outcome.reply)
-        for r in results
-        if r.outcome.reply is not None and not r.cached
-    ]
-    if served:
-        base["served"] = served
     if len(judges) > 1:
         usage: dict[str, list[int]] = {}
         for r in spent:
@@ -326,6 +341,10 @@ def combine(
         pv = parse_verdict(
             rubric, text=reply.text, tool_input=reply.tool_input, stop_reason=reply.stop_reason
         )
+        if observed() and not r.cached:
+            member = judges[r.call.judge][0]
+            provider = str(getattr(member, "provider", "") or "custom")
+            emit(VerdictParsed(provider, member.model, pv.null_reason or "ok"))
         if pv.null_reason is not None:
             notes = pv.notes[:NOTES_LIMIT] if pv.notes else None
             raw = (_who(ctx, r) + (pv.raw or ""))[: RAW_NULL_LIMIT * 4]
@@ -346,7 +365,7 @@ def combine(
 
 def provenance(judge: Judge, reply: JudgeReply) -> str:
     """``provider endpoint model response_format`` of one answered call (see
-    :attr:`Result.served`)."""
+    :attr:`Result._served`)."""
     endpoint = getattr(judge, "endpoint", None)
     parts = (getattr(judge, "provider", None), endpoint, reply.model or judge.model, reply.response_format)
     return " ".join(str(p or "-").replace(" ", "_") for p in parts)

@@ -45,10 +45,12 @@ from judgeq.pipeline.job import (
     plan_calls,
 )
 from judgeq.ratelimit import Budget
+from judgeq.report.aggregate import served_list
 from judgeq.report.build import build_report, new_aggregator
 from judgeq.runspec import RunSpec, iso_time
-from judgeq.store.base import Store
+from judgeq.store.base import Store, result_costs
 from judgeq.store.reply_cache import Prefetched, ReplyCache, get_many
+from judgeq.telemetry import JobStored, RunChanged, emit, observed
 
 __all__ = [
     "FINAL_STATES",
@@ -311,6 +313,24 @@ def store_results_once(store: Store, spec: RunSpec, results: list[Result]) -> li
             outcomes.append(Outcome.LAST)
         else:
             outcomes.append(Outcome.STORED)
+    if observed():
+        prices = spec.price_book()
+        judge = f"{spec.judge_provider}:{spec.judge_model}"
+        for result, outcome in zip(results, outcomes, strict=True):
+            if outcome is not Outcome.DUPLICATE:
+                emit(
+                    JobStored(
+                        spec.run_id,
+                        result.index,
+                        result.status,
+                        result.null_reason,
+                        judge,
+                        result.grading_latency_ms / 1000,
+                        result_costs(result, prices),
+                        batch=result.batch,
+                        cached=result.cached,
+                    )
+                )
     return outcomes
 
 
@@ -388,13 +408,23 @@ def reduce_run(store: Store, run_id: str, *, partial: bool = False) -> dict[str,
     finished = iso_time(now)
     epoch = float(state.get("started_epoch") or 0)
     wall_s = now - epoch if epoch else 0.0
-    report = build_report(spec, agg, started_at=started, finished_at=finished, wall_s=wall_s, missing=missing)
+    served = served_list(store.counters(run_id))
+    report = build_report(
+        spec, agg, started_at=started, finished_at=finished, wall_s=wall_s, missing=missing, served=served
+    )
     if partial:
         report["partial"] = True
         report["counts"].pop("missing", None)
     store.save_report(run_id, report)
     final = "canceled" if partial else "finished" if not missing else "incomplete"
     store.set_state(run_id, state=final, finished_at=finished)
+    counts = report["counts"]
+    assert isinstance(counts, dict)
+    emit(
+        RunChanged(
+            run_id, "finalized", f"{final}: {counts.get('graded', 0)} graded, {counts.get('null', 0)} null"
+        )
+    )
     return report
 
 
@@ -472,6 +502,7 @@ def cancel_run(
     if spec is None:
         raise LookupError(f"run {run_id} is unknown or expired")
     store.set_state(run_id, state="canceled")
+    emit(RunChanged(run_id, "canceled"))
     canceled = 0
     for index, result in enumerate(store.results(run_id, spec.total)):
         if result is not None:

@@ -398,8 +398,6 @@ class Aggregator:
         self.spent = {"live": [0, 0, 0, 0], "batch": [0, 0, 0, 0]}
         """Tokens spent per lane: input, output, cache read, cache write."""
         self.batch_jobs = 0
-        self.served: Counter[str] = Counter()
-        """Answered judge calls by provenance (:attr:`Result.served`)."""
         self.attempts = 0
         self.cache_hits = 0
         self.saved: list[int] = [0, 0, 0, 0]  # tokens a cached reply spared: in, out, cache read, write
@@ -447,8 +445,6 @@ class Aggregator:
         if r.attempts:
             self.latency[round(r.grading_latency_ms)] += 1
         self.attempts += r.attempts
-        if r.served:
-            self.served.update(r.served)
         tokens = (r.input_tokens, r.output_tokens, r.cache_read_input_tokens, r.cache_creation_input_tokens)
         if r.cached:  # spent by an earlier run: counted as saved, not as spent
             self.cache_hits += 1
@@ -531,7 +527,6 @@ class Aggregator:
                 },
             },
         }
-        out["served"] = served_list(self.served)
         if self.by_model:
             out["by_model"] = {}
             for model in sorted(self.by_model):
@@ -563,10 +558,11 @@ class Aggregator:
         return out
 
 
-def served_list(served: Counter[str]) -> list[dict[str, Any]]:
-    """Answered calls by provenance, most first: ``provider``, ``endpoint`` (host, no
-    credential), ``model`` (as the server named it), ``response_format``, ``calls`` (None: not
-    known)."""
+def served_list(counters: Mapping[str, float]) -> list[dict[str, Any]]:
+    """Answered calls by provenance, most first, from a run's live counters (``served:...``):
+    ``provider``, ``endpoint`` (host, no credential), ``model`` (as the server named it),
+    ``response_format``, ``calls`` (None: not known)."""
+    served = {k.removeprefix("served:"): int(v) for k, v in counters.items() if k.startswith("served:")}
     out = []
     for text, calls in sorted(served.items(), key=lambda kv: (-kv[1], kv[0])):
         parts = (text.split(" ") + ["-"] * 4)[:4]

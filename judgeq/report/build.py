@@ -77,8 +77,10 @@ def build_report(
     finished_at: str,
     wall_s: float,
     missing: int = 0,
+    served: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The whole ``report.json`` document."""
+    """The whole ``report.json`` document; ``served``: the provenance of its judge calls
+    (:func:`~judgeq.report.aggregate.served_list` of the run's counters)."""
     rubric, error = _rubric(spec)
     body = agg.report(judge_model=spec.judge_model)
     if rubric is not None and spec.judge_provider != "lexical":
@@ -91,7 +93,6 @@ def build_report(
             note["note"] = "; ".join(n["note"] for n in notes.values() if n["note"]) or None
     body["usage"]["unpriced_models"] = spec.unpriced_models()
     counts = body.pop("counts")
-    served = body.pop("served", [])
     counts["rejected"] = spec.rejected_count
     if missing:
         counts["missing"] = missing
@@ -129,7 +130,7 @@ def build_report(
                 else {}
             ),
             **({"swap": spec.swap} if rubric is not None and rubric.is_pairwise else {}),
-            "served": served,
+            "served": served or [],
         },
         "intervals": METHODS,
         "counts": counts,

@@ -21,23 +21,39 @@ from judgeq.grading.result import Result
 from judgeq.judges.prices import Prices
 from judgeq.report.aggregate import cost_breakdown
 from judgeq.runspec import RunSpec
+from judgeq.telemetry import RunChanged, emit
 
-__all__ = ["IN_FLIGHT", "MemoryStore", "Store", "cost_pause_reason", "live_increments", "result_cost"]
+__all__ = [
+    "IN_FLIGHT",
+    "MemoryStore",
+    "Store",
+    "cost_pause_reason",
+    "live_increments",
+    "result_cost",
+    "result_costs",
+]
 
 
 def result_cost(result: Result, prices: Prices | None = None) -> float:
     """USD a stored result spent on the judge, at ``prices`` (the run's:
-    :meth:`RunSpec.price_book`; default: the shipped ones), the Message Batches lane's discount
-    taken off; 0 for a cached reply, and for a model without a price (whose cost is unknown:
+    :meth:`RunSpec.price_book`; default: the shipped ones), the batch lane's discount taken
+    off; 0 for a cached reply, and for a model without a price (whose cost is unknown:
     reports and ``status`` say so, and a run with a cost limit needs every judge priced)."""
+    return sum(result_costs(result, prices).values())
+
+
+def result_costs(result: Result, prices: Prices | None = None) -> dict[str, float]:
+    """:func:`result_cost` per judge model (a council's judges each at its own price); a model
+    without a price is left out."""
     if result.cached or not (result.input_tokens or result.output_tokens):
-        return 0.0
+        return {}
     if result.judge_usage:  # a council: each judge's tokens at its own price
-        total = 0.0
+        costs = {}
         for model, used in result.judge_usage.items():
             part = cost_breakdown(model, *used[:4], batch=result.batch, prices=prices)
-            total += part["total"] if part else 0.0
-        return total
+            if part:
+                costs[model] = part["total"]
+        return costs
     parts = cost_breakdown(
         result.judge_model,
         result.input_tokens,
@@ -47,7 +63,7 @@ def result_cost(result: Result, prices: Prices | None = None) -> float:
         batch=result.batch,
         prices=prices,
     )
-    return parts["total"] if parts else 0.0
+    return {result.judge_model: parts["total"]} if parts else {}
 
 
 IN_FLIGHT = ("creating", "in_progress")
@@ -76,6 +92,8 @@ def live_increments(result: Result, prices: Prices | None = None) -> dict[str, f
             inc["passed"] = 1
     else:
         inc[f"null:{result.null_reason}"] = 1
+    for served in result._served:  # provenance of its answered calls (counted once, with it)
+        inc[f"served:{served}"] = inc.get(f"served:{served}", 0) + 1
     if result.kind == "question":
         inc["questions"] = 1
         if result.rank is not None:
@@ -338,7 +356,8 @@ class MemoryStore:
             if state.get("state") != "running":
                 return False
             state.update(state="paused", pause_reason=reason)
-            return True
+        emit(RunChanged(run_id, "paused", reason))
+        return True
 
     def resume(self, run_id: str) -> bool:
         with self._lock:
@@ -346,7 +365,8 @@ class MemoryStore:
             if state.get("state") != "paused":
                 return False
             state.update(state="running", pause_reason="", systemic_streak="0")
-            return True
+        emit(RunChanged(run_id, "resumed"))
+        return True
 
     def claim_reducer(self, run_id: str) -> bool:
         with self._lock:

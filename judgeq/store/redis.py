@@ -59,6 +59,7 @@ from judgeq.runspec import RunSpec
 from judgeq.settings import RETENTION_S, Settings
 from judgeq.store.base import live_increments
 from judgeq.store.packing import UnknownFormat, pack_result, packing_dictionary, unpack_result
+from judgeq.telemetry import RunChanged, emit
 
 __all__ = [
     "BUCKET",
@@ -252,10 +253,16 @@ class RedisStore:
         return int(self.r.hincrby(_k(run_id, "state"), "systemic_streak", 1))
 
     def pause(self, run_id: str, reason: str) -> bool:
-        return bool(self._transition(keys=[_k(run_id, "state")], args=["running", "paused", reason]))
+        won = bool(self._transition(keys=[_k(run_id, "state")], args=["running", "paused", reason]))
+        if won:
+            emit(RunChanged(run_id, "paused", reason))
+        return won
 
     def resume(self, run_id: str) -> bool:
-        return bool(self._transition(keys=[_k(run_id, "state")], args=["paused", "running", ""]))
+        won = bool(self._transition(keys=[_k(run_id, "state")], args=["paused", "running", ""]))
+        if won:
+            emit(RunChanged(run_id, "resumed"))
+        return won
 
     def claim(self, run_id: str, what: str, seconds: float) -> str | None:
         """A lock shared by every worker, held for ``seconds``: its token, or None."""

@@ -34,8 +34,9 @@ What it serves, as the OpenAI API documents it (and as compatible servers differ
   (no rate limit, no latency); ``[[fake:batch=expire]]`` makes a line expire (``batch_expired``
   in the error file, the batch ``expired``), a canceled batch puts its lines there as
   ``batch_cancelled``. Answers go to the output file with their ``status_code``, errors
-  (any status but 200) too, as the API does; ``batch_request_count`` counts the lines of the
-  batches created.
+  (any status but 200) to the error file, as the API does; ``batch_request_count`` counts the
+  lines of the batches created. With ``enqueued_token_limit``, a batch whose prompt tokens and
+  those of the batches in progress pass it fails with ``token_limit_exceeded`` (no line).
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ class FakeChatAPI:
         timeout_sleep: float = 5.0,
         seed: str = "",
         batch_latency: float = 0.5,
+        enqueued_token_limit: int | None = None,
     ) -> None:
         self.api_key, self.models, self.structured, self.json_mode = api_key, models, structured, json_mode
         self.model_endpoint, self.latency, self.rpm, self.limit_headers = (
@@ -115,6 +117,9 @@ class FakeChatAPI:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.batch_latency = batch_latency
+        self.enqueued_token_limit = enqueued_token_limit
+        """Prompt tokens the batches in progress may hold together (OpenAI's per-model enqueued
+        token limit): a batch past it fails with ``token_limit_exceeded``."""
         self._files: dict[str, tuple[str, bytes]] = {}
         """file id -> (purpose, content)."""
         self._batches: dict[str, dict[str, Any]] = {}
@@ -295,6 +300,27 @@ class FakeChatAPI:
         if found[0] != "batch":
             return (*_error(400, "The input file must have purpose 'batch'.", "invalid_request_error"), {})
         lines, errors = _validate_batch_file(found[1], str(endpoint))
+        if not errors and self.enqueued_token_limit is not None:
+            tokens = sum(_tokens(json.dumps(line["body"].get("messages"))) for line in lines)
+            with self._lock:
+                held = sum(
+                    _tokens(json.dumps(x["body"].get("messages")))
+                    for b in self._batches.values()
+                    if b["status"] in ("validating", "in_progress", "finalizing")
+                    for x in b["_lines"]
+                )
+            if held + tokens > self.enqueued_token_limit:
+                model = lines[0]["body"].get("model")
+                errors = [
+                    {
+                        "code": "token_limit_exceeded",
+                        "message": f"Enqueued token limit reached for {model} in organization org-fake. "
+                        f"Limit: {self.enqueued_token_limit:,} enqueued tokens. Please try again once "
+                        "some in_progress batches have been completed.",
+                        "param": None,
+                        "line": None,
+                    }
+                ]
         now = int(time.time())
         batch: dict[str, Any] = {
             "id": f"batch_{uuid.uuid4().hex[:24]}",

@@ -98,6 +98,7 @@ def _register() -> None:
         compare,
         dev,
         export,
+        exporter,
         flower,
         rescore,
         resume,
@@ -123,6 +124,7 @@ def _register() -> None:
         main.add_command(command)
     main.add_command(worker.worker)
     main.add_command(flower.flower)
+    main.add_command(exporter.exporter)
     main.add_command(budget.budget)
     main.add_command(dev.dev)
 

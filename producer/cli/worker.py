@@ -34,17 +34,31 @@ __all__ = ["worker"]
 def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
     """Start a grading worker (extra arguments are passed to 'celery worker')."""
     import logging
-
-    from judgeq.workers.celery_app import celery_slots, create_app, unique_nodename
+    import os
+    import tempfile
 
     settings = settings_from(**flags)
+    pool = flags["pool"] or settings.pool
+    if (
+        settings.metrics_port is not None
+        and pool == "prefork"
+        and not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    ):
+        # prefork children count in files the parent sums (prometheus_client's multiprocess
+        # mode); the variable must be set before prometheus_client is first imported
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="judgeq-metrics-")
+
+    from judgeq.telemetry.jsonlog import use_json_logs
+    from judgeq.workers.celery_app import celery_slots, create_app, unique_nodename
+
     level = (flags["loglevel"] or settings.log_level).upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if settings.log_format == "json":
+        use_json_logs()
     # HTTP client and SDK chatter (a line per request) stays out of worker logs, whatever
     # the level: judgeq logs what matters per job itself.
     for noisy in ("httpx2", "httpx", "httpcore", "httpcore2", "anthropic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    pool = flags["pool"] or settings.pool
     # the pool in the app's configuration too: Celery takes an explicit '--pool prefork' for
     # its default and would use the configured pool instead
     settings = settings.model_copy(update={"pool": pool})

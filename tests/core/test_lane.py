@@ -661,3 +661,50 @@ def test_a_refused_batch_gives_its_reservation_back(store: Store) -> None:
     judge.end_all()
     step(lane)
     assert store.lane_reserved(RUN) == 0 and store.counters(RUN)["done"] == 2
+
+
+class FailsForNow(BatchStub):
+    """A batch judge whose first batch the API fails for the moment (OpenAI's
+    ``token_limit_exceeded``), as its first poll says."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed_once = False
+
+    def batch_retrieve(self, batch_id: str) -> BatchInfo:
+        self.polls += 1
+        if not self.failed_once:
+            self.failed_once = True
+            self.status[batch_id] = "ended"
+            why = "token_limit_exceeded: Enqueued token limit reached for gpt-test"
+            return BatchInfo(batch_id, "ended", {}, error=why, retryable=True)
+        return BatchInfo(batch_id, self.status[batch_id], {})
+
+    def batch_results(self, batch_id: str) -> Iterator[BatchItem]:
+        if batch_id == "msgbatch_0":
+            raise AssertionError("a batch failed for now has no results to read")
+        return super().batch_results(batch_id)
+
+
+def test_a_batch_failed_for_the_moment_sends_its_jobs_again_later_not_as_nulls(store: Store) -> None:
+    """Review of issue 21: OpenAI fails a whole batch when the organisation's enqueued-token limit
+    for the model is reached; its jobs are not the problem. They go back to the buffer, no batch
+    is sent for the backoff, then they are sent again and graded; no null."""
+    judge = FailsForNow()
+    contexts, lane, clock, reduced = setup(store, 4, judge, failed_backoff=300.0)
+    buffer_all(store, contexts, 4)
+    step(lane)  # sent
+    assert len(judge.batches) == 1
+    step(lane)  # polled: failed for now, jobs back in the buffer
+    assert store.lane_counts(RUN)[0] == 4 and store.counters(RUN).get("done", 0) == 0
+    for _ in range(3):
+        step(lane)
+    assert len(judge.batches) == 1, "nothing is sent during the backoff"
+    clock.now += 300
+    step(lane)
+    assert len(judge.batches) == 2 and judge.requests == 8
+    judge.end_all()
+    step(lane)
+    results = [r for r in store.results(RUN, 4) if r is not None]
+    assert len(results) == 4 and all(r.status == "graded" for r in results)
+    assert reduced == [RUN]

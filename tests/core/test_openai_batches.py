@@ -184,3 +184,40 @@ def test_judgeq_run_with_the_batch_api_and_an_openai_judge(tmp_path: Path) -> No
         "json_schema",
         len(rows) - 2,
     )
+
+
+def test_a_batch_past_the_enqueued_token_limit_fails_for_now(fake: FakeChatAPI) -> None:
+    judge = judge_for(fake)
+    body = judge.batch_params(request("a0"))
+    one = -(-len(json.dumps(body["messages"])) // 4)  # the stand-in's tokens of one request
+    fake.enqueued_token_limit = 3 * one  # room for the first batch, not for the second as well
+    first = judge.batch_create([(f"j{i}", judge.batch_params(request(f"a{i}"))) for i in range(2)])
+    second = ended(
+        judge, judge.batch_create([(f"j{i}", judge.batch_params(request(f"b{i}"))) for i in range(9)]).id
+    )
+    assert second.retryable and second.error is not None and "token_limit_exceeded" in second.error
+    assert judge.batch_retrieve(first.id).status == "in_progress"  # the first one is unharmed
+
+
+def test_answers_without_their_output_file_are_read_again_never_nulls(fake: FakeChatAPI) -> None:
+    judge = judge_for(fake)
+    info = judge.batch_create([(f"j{i}", judge.batch_params(request(f"a{i}"))) for i in range(3)])
+    fake.finish_batches()
+    ended(judge, info.id)
+    output = fake._batches[info.id]["output_file_id"]
+    fake._batches[info.id]["output_file_id"] = None  # the API's glitch: completed, no file yet
+    with pytest.raises(JudgeAPIError, match="3 answers but no output file yet"):
+        list(judge.batch_results(info.id))
+    fake._batches[info.id]["output_file_id"] = output
+    assert all(item.reply is not None for item in judge.batch_results(info.id))
+
+
+def test_the_endpoint_in_provenance_never_holds_a_credential() -> None:
+    from judgeq.judges.base import endpoint_of
+
+    assert endpoint_of("https://gw.example.com?api-key=SECRET") == "gw.example.com"
+    assert endpoint_of("http://user:pass@127.0.0.1:8080/v1") == "127.0.0.1:8080"
+    assert endpoint_of("https://host?key=a@b") == "host"
+    assert endpoint_of("https://api.openai.com/v1/") == "api.openai.com"
+    assert endpoint_of("http://[::1]:9/v1") == "[::1]:9"
+    assert endpoint_of("") is None and endpoint_of("http://h:port/v1") is None
