@@ -92,13 +92,30 @@ class Metrics:
             "judgeq_jobs_in_flight", "Jobs this worker is grading now.", registry=reg,
             multiprocess_mode="livesum",
         )  # fmt: skip
+        self._seen: set[tuple[str, str]] = set()
         self.heartbeat = Gauge(
             "judgeq_worker_heartbeat_timestamp_seconds", "When this worker last beat (Unix time).",
             registry=reg, multiprocess_mode="max",
         )  # fmt: skip
 
+    def _first_sight(self, provider: str, model: str) -> None:
+        """A judge's series at 0 from its first event on (a rate over them is 0, not absent:
+        dashboards and alerts see the judge before its first 429, wait or cache hit)."""
+        if (provider, model) in self._seen:
+            return
+        self._seen.add((provider, model))
+        for outcome in ("ok", "rate_limited"):
+            self.calls.labels(provider, model, outcome)
+        for kind in ("input", "output", "cache_read"):
+            self.tokens.labels(provider, model, kind)
+        self.budget_wait.labels(provider, model)
+        self.cache_hits.labels(provider, model)
+        self.verdicts.labels(provider, model, "ok")
+
     def observe(self, event: Event) -> None:
         """The observer (:func:`judgeq.telemetry.add_observer`)."""
+        if isinstance(event, JudgeCall | BudgetWaited | CacheHit | VerdictParsed):
+            self._first_sight(event.provider, event.model)
         if isinstance(event, JudgeCall):
             self.calls.labels(event.provider, event.model, event.outcome).inc()
             self.latency.labels(event.provider, event.model).observe(event.seconds)

@@ -1,0 +1,280 @@
+"""Issue 22: the pipeline's events (judgeq.telemetry), the worker's Prometheus metrics made of
+them, the JSON log lines, and the exporter's figures read from Redis (fakeredis here; the real
+Prometheus server is tests/integration/test_monitoring.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from typing import Any
+
+import fakeredis
+import pytest
+from prometheus_client import CollectorRegistry
+
+import judgeq
+from judgeq.grading.request import JudgeRequest
+from judgeq.pipeline.stages import Contexts, Outcome, process_job, reduce_run
+from judgeq.rubric.model import read_rubric_text
+from judgeq.runspec import RunSpec
+from judgeq.store.base import MemoryStore
+from judgeq.store.redis import RedisStore
+from judgeq.telemetry import Event, JobStored, JudgeCall, RunChanged, observing
+from judgeq.telemetry.jsonlog import EVENTS_LOGGER, JsonFormatter, log_event, redact
+from judgeq.testing.mock_messages import verdict_for_schema
+from judgeq.workers.metrics import Metrics
+
+QUALITY_TEXT, _ = read_rubric_text("quality")
+SECRET = "sk-ant-api03-SECRET0123456789abcdef"
+
+
+class FaultyJudge:
+    """A verdict for most jobs; for job outputs naming a fault: a 429 once, a 500 every time, or
+    garbage."""
+
+    provider = "anthropic"
+    model = "claude-test"
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> judgeq.JudgeReply:
+        output = str(request.fields.get("output", ""))
+        if output == "429" and output not in self.seen:
+            self.seen.add(output)
+            raise judgeq.JudgeRateLimited("429 too many requests", retry_after=0.0)
+        if output == "500":
+            raise judgeq.JudgeAPIError(f"500 internal error (key {SECRET})")
+        text = (
+            "no verdict here"
+            if output == "garbage"
+            else json.dumps(verdict_for_schema(request.output_schema, 7))
+        )
+        return judgeq.JudgeReply(text=text, input_tokens=1000, output_tokens=100, model="claude-test-2026")
+
+
+def run(outputs: list[str], store: Any | None = None, run_id: str = "tel") -> tuple[Any, RunSpec]:
+    store = store or MemoryStore()
+    spec = RunSpec(
+        run_id=run_id,
+        rubric_text=QUALITY_TEXT,
+        rubric_source="builtin:quality",
+        judge_provider="anthropic",
+        judge_model="claude-test",
+        total=len(outputs),
+        judge_deadline=1.0,
+        prices={"claude-test": {"input": 10.0, "output": 50.0}},
+    )
+    store.register(spec)
+    store.put_jobs(
+        run_id, [(i, json.dumps({"id": f"j{i}", "input": "q", "output": o})) for i, o in enumerate(outputs)]
+    )
+    store.set_state(run_id, state="running")
+    judge = FaultyJudge()
+    contexts = Contexts(lambda provider, model: judge)
+    for i in range(len(outputs)):
+        assert process_job(store, contexts, run_id, i) in (Outcome.STORED, Outcome.LAST)
+    return store, spec
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    value = registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def test_the_metrics_count_what_the_report_counts() -> None:
+    outputs = ["fine"] * 6 + ["429", "500", "garbage"]
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    with observing(metrics.observe):
+        store, spec = run(outputs)
+        report = reduce_run(store, spec.run_id)
+    judge = {"provider": "anthropic", "model": "claude-test"}
+    calls = {
+        o: sample(registry, "judgeq_judge_calls_total", **judge, outcome=o)
+        for o in ("ok", "rate_limited", "api_error")
+    }
+    assert calls["rate_limited"] == 1 and calls["ok"] == 8  # the 429 job answered on its second attempt
+    assert sum(calls.values()) == report["usage"]["judge_calls"]  # every attempt, as the report counts them
+    stored = {
+        reason: sample(
+            registry, "judgeq_jobs_stored_total", judge="anthropic:claude-test", status="null", reason=reason
+        )
+        for reason in report["counts"]["null_by_reason"]
+    }
+    assert stored == report["counts"]["null_by_reason"] == {"api_error": 1, "parse_error": 1}
+    graded = sample(
+        registry, "judgeq_jobs_stored_total", judge="anthropic:claude-test", status="graded", reason=""
+    )
+    assert graded == report["counts"]["graded"] == 7
+    assert (
+        sample(registry, "judgeq_judge_tokens_total", **judge, kind="input")
+        == report["usage"]["input_tokens"]
+    )
+    assert (
+        sample(registry, "judgeq_judge_tokens_total", **judge, kind="output")
+        == report["usage"]["output_tokens"]
+    )
+    assert sample(registry, "judgeq_judge_cost_usd_total", model="claude-test") == pytest.approx(
+        report["usage"]["estimated_cost_usd"]
+    )
+    assert sample(registry, "judgeq_verdicts_total", **judge, outcome="parse_error") == 1
+    assert sample(registry, "judgeq_judge_call_seconds_count", **judge) == report["usage"]["judge_calls"]
+    assert sample(registry, "judgeq_run_state_changes_total", state="finalized") == 1
+    # series a dashboard rates over exist from the judge's first call, at 0
+    assert registry.get_sample_value("judgeq_reply_cache_hits_total", judge) == 0.0
+    assert registry.get_sample_value("judgeq_budget_wait_seconds_total", judge) == 0.0
+    exposition = "".join(
+        f"{s.name}{s.labels}{s.value}" for family in registry.collect() for s in family.samples
+    )
+    assert SECRET not in exposition and "run" not in {
+        k for f in registry.collect() for s in f.samples for k in s.labels
+    }
+
+
+def test_provenance_is_counted_once_per_answered_call() -> None:
+    store, spec = run(["fine", "fine", "500"])
+    report = reduce_run(store, spec.run_id)
+    assert report["judge"]["served"] == [
+        {
+            "provider": "anthropic",
+            "endpoint": None,
+            "model": "claude-test-2026",
+            "response_format": None,
+            "calls": 2,
+        }
+    ]
+
+
+def test_json_logs_have_one_object_a_line_with_run_job_judge_outcome_timing_and_no_secret() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger(EVENTS_LOGGER)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        with observing(log_event):
+            store, spec = run(["fine", "429", "500"])
+            store.pause(spec.run_id, f"auth_error: invalid x-api-key {SECRET}")
+            store.resume(spec.run_id)
+            reduce_run(store, spec.run_id)
+    finally:
+        logger.removeHandler(handler)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    calls = [x for x in lines if x["event"] == "judge_call"]
+    assert {(c["index"], c["outcome"]) for c in calls} >= {
+        (0, "ok"),
+        (1, "rate_limited"),
+        (1, "ok"),
+        (2, "api_error"),
+    }
+    assert all(
+        c["run_id"] == "tel" and c["judge"] == "anthropic:claude-test" and c["seconds"] >= 0 for c in calls
+    )
+    stored = [x for x in lines if x["event"] == "job_stored"]
+    assert sorted((x["index"], x["outcome"]) for x in stored) == [
+        (0, "graded"),
+        (1, "graded"),
+        (2, "api_error"),
+    ]
+    states = [(x["state"], x["level"]) for x in lines if x["event"] == "run_state"]
+    assert states == [("paused", "WARNING"), ("resumed", "WARNING"), ("finalized", "WARNING")]
+    text = stream.getvalue()
+    assert SECRET not in text and "q" not in {x.get("input") for x in lines}  # no secret, no job text
+    assert all({"ts", "level", "logger", "message"} <= set(x) for x in lines)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("Incorrect API key provided: sk-proj-abc123***xyz9.", "Incorrect API key provided: sk-***."),
+        ("Authorization: Bearer abcdefgh12345678", "Authorization: Bearer ***"),
+        ("x-api-key: sk-ant-test-SECRET-0123", "x-api-key: ***"),
+        ("api_key=hunter2secret", "api_key=***"),
+        ("disk-123456789 and task-42 stay", "disk-123456789 and task-42 stay"),
+    ],
+)
+def test_redact_masks_keys_and_leaves_the_rest(text: str, shown: str) -> None:
+    assert redact(text) == shown
+
+
+def test_an_observer_that_fails_never_fails_the_grade(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(event: Event) -> None:
+        raise RuntimeError("metrics backend down")
+
+    with observing(broken):
+        store, spec = run(["fine", "fine"])
+    assert store.counters(spec.run_id)["done"] == 2
+    assert "telemetry observer" in caplog.text
+
+
+def test_the_exporter_exports_active_runs_and_budgets_never_keys() -> None:
+    from prometheus_client import generate_latest
+
+    from judgeq.producer.exporter import ClusterCollector, serve_exporter  # noqa: F401
+    from judgeq.ratelimit.redis import RedisBudget
+
+    client = fakeredis.FakeRedis(decode_responses=True)
+    store = RedisStore(client)  # type: ignore[arg-type]
+    run(["fine", "500", "garbage", "fine"], store=store, run_id="active")
+    store.set_state("active", max_cost_usd="0.05")
+    budget = RedisBudget(client, "anthropic:claude-test:" + "ab" * 32)  # type: ignore[arg-type]
+    budget.observe(
+        {"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "49"}
+    )
+    budget.acquire(100, 10)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ClusterCollector(store, "judgeq", lambda: 7, grace=300))
+    text = generate_latest(registry).decode()
+    value = lambda name, **labels: registry.get_sample_value(name, labels)  # noqa: E731
+    assert value("judgeq_exporter_up") == 1.0
+    assert value("judgeq_queue_messages", queue="judgeq") == 7.0
+    assert (
+        value("judgeq_run_jobs", run="active") == 4.0 and value("judgeq_run_jobs_done", run="active") == 4.0
+    )
+    assert value("judgeq_run_nulls", run="active", reason="api_error") == 1.0
+    assert value("judgeq_run_nulls", run="active", reason="parse_error") == 1.0
+    assert (
+        value("judgeq_run_max_cost_usd", run="active") == 0.05
+        and value("judgeq_run_paused", run="active") == 0.0
+    )
+    who = {"provider": "anthropic", "model": "claude-test", "budget": "abababab"}
+    assert value("judgeq_budget_limit_per_minute", **who, dimension="requests") == 50.0
+    assert value("judgeq_budget_requests_last_minute", **who) == 1.0
+    assert "ab" * 32 not in text and SECRET not in text
+    # a finished run stays for the grace period, then goes: the run label never accumulates
+    reduce_run(store, "active")
+    assert value("judgeq_run_jobs", run="active") == 4.0
+    gone = CollectorRegistry(auto_describe=False)
+    gone.register(ClusterCollector(store, "judgeq", lambda: 0, grace=0))
+    assert gone.get_sample_value("judgeq_run_jobs", {"run": "active"}) is None
+
+
+def test_the_exporter_says_when_redis_is_down() -> None:
+    class Down:
+        def runs(self, limit: int) -> list[str]:
+            raise ConnectionError("Redis is down")
+
+        def workers(self, queue: str) -> list[str]:
+            raise ConnectionError("Redis is down")
+
+    from judgeq.producer.exporter import ClusterCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ClusterCollector(Down(), "judgeq", lambda: 0))  # type: ignore[arg-type]
+    assert registry.get_sample_value("judgeq_exporter_up") == 0.0
+
+
+def test_events_carry_no_text_of_a_job() -> None:
+    seen: list[Event] = []
+    with observing(seen.append):
+        run(["the secret answer 42", "fine"])
+    for event in seen:
+        assert "secret answer" not in json.dumps(
+            event.__dict__ if hasattr(event, "__dict__") else {f: getattr(event, f) for f in event.__slots__},
+            default=str,
+        )  # type: ignore[union-attr]
+    kinds = {type(e) for e in seen}
+    assert {JudgeCall, JobStored} <= kinds and RunChanged not in kinds
