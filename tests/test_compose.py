@@ -27,7 +27,16 @@ def expand(value: str) -> str:
 
 
 def test_services_are_declared() -> None:
-    assert set(SERVICES) == {"redis", "rabbitmq", "worker", "flower", "producer"}
+    assert set(SERVICES) == {
+        "redis",
+        "rabbitmq",
+        "worker",
+        "flower",
+        "producer",
+        "exporter",
+        "prometheus",
+        "grafana",
+    }
 
 
 def test_redis_is_durable_and_protected() -> None:
@@ -141,3 +150,35 @@ def test_dockerfile_installs_the_package() -> None:
     for path in ("judgeq", "workers", "producer", "rubrics"):
         assert f"COPY {path} ./{path}" in dockerfile
     assert "pip install ." in dockerfile and "USER judgeq" in dockerfile
+
+
+def test_monitoring_profile_scrapes_workers_exporter_and_flower() -> None:
+    """Issue 22: Prometheus, Grafana and the exporter under the `monitoring` profile; the
+    scrape config reaches each service on the port it listens on; the files it mounts exist."""
+    for name in ("exporter", "prometheus", "grafana"):
+        assert SERVICES[name]["profiles"] == ["monitoring"], name
+    assert SERVICES["worker"]["environment"]["JUDGEQ_METRICS_PORT"] == "9100"
+    assert "--port" in SERVICES["exporter"]["command"] and "9808" in SERVICES["exporter"]["command"]
+    scrape = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in scrape["scrape_configs"]}
+    assert jobs["judgeq-workers"]["dns_sd_configs"][0] == {
+        "names": ["worker"],
+        "type": "A",
+        "port": 9100,
+        "refresh_interval": "15s",
+    }
+    assert jobs["judgeq-exporter"]["static_configs"][0]["targets"] == ["exporter:9808"]
+    assert jobs["flower"]["static_configs"][0]["targets"] == ["flower:5555"]
+    assert jobs["flower"]["basic_auth"]["password_file"] == "/tmp/flower_password"
+    command = " ".join(SERVICES["prometheus"]["command"])
+    assert "/tmp/flower_password" in command and "__FLOWER_USER__" in command
+    assert "JUDGEQ_FLOWER_PASSWORD" not in (ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text()
+    for volume in SERVICES["prometheus"]["volumes"] + SERVICES["grafana"]["volumes"]:
+        source = volume.split(":")[0]
+        if source.startswith("./"):
+            assert (ROOT / source).exists(), volume
+    assert "GF_SECURITY_ADMIN_PASSWORD" in SERVICES["grafana"]["environment"]
+    assert all(
+        p.startswith("${") and "127.0.0.1" in p
+        for p in SERVICES["grafana"]["ports"] + SERVICES["prometheus"]["ports"]
+    )
