@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from _harness import (
@@ -143,13 +144,26 @@ def watch_run(url: str, t0: float, timeline: dict[str, float], stop: threading.E
 
 
 def judgeq_pipeline(
-    batch: Path, tmp: Path, api_url: str, workers: int, concurrency: int, env_extra: dict[str, str]
+    batch: Path,
+    tmp: Path,
+    api_url: str,
+    workers: int,
+    concurrency: int,
+    env_extra: dict[str, str],
+    *,
+    worker_env: Callable[[int], dict[str, str]] | None = None,
+    before_stop: Callable[[], None] | None = None,
 ) -> dict[str, float]:
-    """``judgeq submit --wait`` with ``workers`` worker processes sharing ``concurrency``."""
+    """``judgeq submit --wait`` with ``workers`` worker processes sharing ``concurrency``;
+    ``worker_env(i)``: more environment for worker ``i``; ``before_stop``: called once the run is
+    done, its workers still up."""
     with redis_server(tmp) as (redis_url, redis_proc, _):
         env = env_for(redis_url, api_url, **env_extra)
         per = max(1, concurrency // workers)
-        procs = [Worker(env, tmp, f"w{i}", per).start() for i in range(workers)]
+        procs = [
+            Worker({**env, **(worker_env(i) if worker_env else {})}, tmp, f"w{i}", per).start()
+            for i in range(workers)
+        ]
         try:
             cpu0 = sum(tree_cpu(w.proc.pid) for w in procs if w.proc) + cpu_of(redis_proc.pid)
             children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -177,6 +191,8 @@ def judgeq_pipeline(
                 )
                 marks = ", ".join(f"{k} {v:.2f}" for k, v in timeline.items())
                 print(f"timeline s: {marks}, producer exit {wall:.2f}")
+            if before_stop is not None:
+                before_stop()
         finally:
             for w in procs:
                 w.stop()
