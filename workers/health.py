@@ -7,8 +7,9 @@ same rule as ``run`` and ``submit``: ``JUDGEQ_JUDGE``, else the Anthropic defaul
 a key, else the offline lexical judge). A worker without a key serves the offline judge only;
 a grade message of a run whose judge it cannot call goes back to the queue for a worker that
 can (``judgeq status`` says when none does). ``JUDGEQ_JUDGE=anthropic:MODEL`` without a key
-is broken.  The check is :meth:`AnthropicJudge.check` (the
-Models API, no tokens spent; one Messages token where that API cannot tell):
+is broken, as is an OpenAI judge without ``OPENAI_API_KEY`` or a server or module the worker
+does not allow. The check is the judge's own preflight (``check``: Anthropic's Models API, no
+tokens spent, one Messages token where that API cannot tell; OpenAI's model record or list):
 a refused key or an unknown model is broken; an unreachable API is not (calls then fail per
 job and are retried).  A run's own model is checked by its producer's preflight, and a run
 whose calls fail systemically pauses (:func:`judgeq.pipeline.stages.settle_held`).
@@ -21,7 +22,7 @@ import threading
 from collections.abc import Callable
 
 from judgeq.errors import ConfigError, JudgeError
-from judgeq.judges import default_judge, has_anthropic_credentials
+from judgeq.judges import SERVE_NEEDS, can_serve, default_judge, has_anthropic_credentials, judge_factory
 from judgeq.settings import Settings
 
 __all__ = ["JudgeHealth", "judge_setup_problem"]
@@ -35,20 +36,28 @@ def judge_setup_problem(settings: Settings) -> str | None:
         spec, _ = default_judge(settings)
     except ConfigError as err:
         return f"JUDGEQ_JUDGE: {err}"
-    if spec.provider != "anthropic":
+    if spec.provider == "lexical":
         return None
-    if not has_anthropic_credentials(settings):
+    if spec.provider == "anthropic" and not has_anthropic_credentials(settings):
         return (
             f"JUDGEQ_JUDGE={settings.judge} but no ANTHROPIC_API_KEY: this worker cannot call the "
             "judge. Set the key (or leave JUDGEQ_JUDGE out: a worker without a key serves the "
             "offline judge) and restart it"
         )
-    from judgeq.judges.anthropic import AnthropicJudge
-
-    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
-    judge = AnthropicJudge(spec.model, api_key=key, base_url=settings.anthropic_base_url)
+    if not can_serve(settings, spec.provider, spec.model):
+        need = SERVE_NEEDS.get(spec.provider, "its set-up")
+        return (
+            f"JUDGEQ_JUDGE={settings.judge} but this worker cannot call it: it needs {need}; then restart it"
+        )
     try:
-        judge.check(timeout=settings.judge_timeout)
+        judge = judge_factory(settings)(spec.provider, spec.model)
+    except ConfigError as err:
+        return f"JUDGEQ_JUDGE={settings.judge}: {err}"
+    check = getattr(judge, "check", None)
+    if check is None:  # a custom judge without a preflight: its first calls tell
+        return None
+    try:
+        check(timeout=settings.judge_timeout)
     except JudgeError as exc:
         if exc.systemic:
             return f"judge {spec} is unusable ({exc.reason}: {exc})"

@@ -338,9 +338,16 @@ SERVED = {
 }
 
 
-def served_text(providers: tuple[str, ...]) -> str:
-    """``any Anthropic model and the offline lexical judge`` (the worker's ready line)."""
-    names = [SERVED.get(p, p) for p in providers]
+def served_text(providers: tuple[str, ...], settings: Settings | None = None) -> str:
+    """``any Anthropic model and the offline lexical judge`` (the worker's ready line): the
+    providers it can call, leaving out the OpenAI-compatible servers and custom judges while
+    ``settings`` allow none (a plugin judge is named by the run, not listed here)."""
+    allowed = {
+        "openai-compatible": bool(settings and settings.judge_url_list()),
+        "python": bool(settings and settings.judge_module_list()),
+        "plugin": False,
+    }
+    names = [SERVED.get(p, p) for p in providers if allowed.get(p, True)]
     if names == [SERVED["lexical"]]:
         return "the offline lexical judge only (no ANTHROPIC_API_KEY or OPENAI_API_KEY)"
     return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else ", ".join(names)
@@ -350,7 +357,7 @@ def _on_ready(app: Celery, consumer: Any) -> None:
     """Log readiness; keep ``JUDGEQ_HEALTH_FILE`` fresh; start the stalled-run repair loop."""
     s = _settings(app)
     providers = serves(app)
-    judges = served_text(providers)
+    judges = served_text(providers, s)
     log.warning(
         "judgeq worker ready (redis %s, queue %s); judges it serves: %s",
         s.redis_url.split("@")[-1],

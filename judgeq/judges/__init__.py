@@ -189,6 +189,16 @@ def default_judge(settings: Settings) -> tuple[JudgeSpec, str]:
     return parse_judge_spec("lexical"), "no ANTHROPIC_API_KEY"
 
 
+SERVE_NEEDS = {
+    "anthropic": "ANTHROPIC_API_KEY set",
+    "openai": "OPENAI_API_KEY set",
+    "openai-compatible": "JUDGEQ_JUDGE_URLS naming the run's server",
+    "python": "JUDGEQ_JUDGE_MODULES naming the judge's module",
+    "plugin": "the judge's plugin installed",
+}
+"""What a machine needs to call a provider's judges (said when a worker cannot)."""
+
+
 def has_credentials(settings: Settings, provider: str) -> bool:
     """Whether a judge of ``provider`` would have a credential here (no request)."""
     if provider == "anthropic":
@@ -241,6 +251,7 @@ def served_providers(settings: Settings) -> tuple[str, ...]:
 
 
 __all__ += [
+    "SERVE_NEEDS",
     "budget_factory",
     "budget_name",
     "build_judge",

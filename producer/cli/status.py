@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from judgeq.errors import ConfigError
+from judgeq.judges import SERVE_NEEDS
 from judgeq.judges.prices import unpriced_text
 
 from ..progress import fmt_duration, pause_line, snapshot, state_text, summary_text, write_files
@@ -98,16 +99,6 @@ WORKERS_QUIET_AFTER = 120.0
 says that no worker is taking jobs."""
 
 
-WORKER_NEEDS = {
-    "anthropic": "ANTHROPIC_API_KEY set",
-    "openai": "OPENAI_API_KEY set",
-    "openai-compatible": "JUDGEQ_JUDGE_URLS naming the run's server",
-    "python": "JUDGEQ_JUDGE_MODULES naming the judge's module",
-    "plugin": "the judge's plugin installed",
-}
-"""What a worker needs to serve a provider's judges (said when no live worker does)."""
-
-
 def worker_lines(store: Any, queue: str, snap: Any, judges: list[tuple[str, str]] | None = None) -> list[str]:
     """What status says of the workers of ``queue``: how many consume it, or a warning when
     none does, when none can call the run's ``judges`` (provider, model), or when jobs wait
@@ -133,7 +124,7 @@ def worker_lines(store: Any, queue: str, snap: Any, judges: list[tuple[str, str]
                 else ("serve the offline lexical judge only")
             )
             missing = [p for p in needs if not any(p in (provs or ()) for provs in serving.values())]
-            fix = " and ".join(dict.fromkeys(WORKER_NEEDS.get(p, f"the {p} judge set up") for p in missing))
+            fix = " and ".join(dict.fromkeys(SERVE_NEEDS.get(p, f"the {p} judge set up") for p in missing))
             lines.append(
                 f"WARNING: the run needs judge {named} and no worker serves it ({len(serving)} "
                 f"{what}): start a worker with {fix or 'every judge of the run set up'}"

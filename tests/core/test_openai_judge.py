@@ -313,3 +313,29 @@ def test_a_200_that_is_not_a_completion_is_a_clear_null_not_a_crash() -> None:
             judge.check(timeout=5)
     finally:
         server.shutdown()
+
+
+def test_a_worker_checks_its_default_openai_judge_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21.3, the worker start-up check for each provider: an OpenAI default judge without
+    a key, with a refused key, or naming an unknown model is broken (the worker takes no job);
+    one that works is not; an OpenAI-compatible server the worker does not allow is broken."""
+    from judgeq.settings import load_settings
+    from workers.health import judge_setup_problem
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    no_key = judge_setup_problem(load_settings(judge="openai:gpt-test"))
+    assert no_key is not None and "needs OPENAI_API_KEY set" in no_key
+    with FakeChatAPI(api_key="k", models=("gpt-test",)) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        assert judge_setup_problem(load_settings(judge="openai:gpt-test")) is None
+        unknown = judge_setup_problem(load_settings(judge="openai:gpt-nope")) or ""
+        assert "model_not_found" in unknown
+        monkeypatch.setenv("OPENAI_API_KEY", "wrong")
+        assert "auth_error" in (judge_setup_problem(load_settings(judge="openai:gpt-test")) or "")
+        url = fake.base_url + "/v1"
+        refused = judge_setup_problem(load_settings(judge=f"openai-compatible:gpt-test@{url}")) or ""
+        assert "JUDGEQ_JUDGE_URLS" in refused
+        allowed = load_settings(judge=f"openai-compatible:gpt-test@{url}", judge_urls=fake.base_url)
+        monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "k")
+        assert judge_setup_problem(allowed) is None
