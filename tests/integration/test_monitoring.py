@@ -249,3 +249,36 @@ def test_prometheus_sees_every_dashboard_query_and_alert_during_real_runs(
     cost = prom.value('judgeq_run_cost_usd{run="b"}')
     assert cost is not None and cost > 0.8 * 0.02
     assert "sk-ant" not in json.dumps(prom.query('{__name__=~"judgeq_.+"}'))
+
+
+def test_a_prefork_worker_serves_the_sum_of_its_children(
+    tmp_path: Path, env: dict[str, str], start_worker: Callable[..., Worker], fake_api: FakeMessagesAPI
+) -> None:
+    """prometheus_client's multiprocess mode: the prefork children count in files, the parent
+    serves their sum; judgeq worker makes the directory when PROMETHEUS_MULTIPROC_DIR is unset."""
+    port = free_port()
+    start_worker(
+        "forked", pool="prefork", concurrency=16, env={"JUDGEQ_METRICS_PORT": str(port)}
+    )  # 2 children
+    n = 24
+    rows = response_rows(n, directive={2: "500", 5: "garbage"})
+    proc = judgeq_cli(
+        "submit", str(write_batch(tmp_path / "f.jsonl", rows)), *SUBMIT, "--run-id", "forked", "--wait",
+        "--out", str(tmp_path / "out"), env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((tmp_path / "out" / "forked" / "report.json").read_text())
+
+    def stored() -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            m = re.match(r'judgeq_jobs_stored_total\{.*reason="([^"]*)".*\} ([0-9.e+]+)$', line)
+            if m:
+                out[m.group(1) or "graded"] = out.get(m.group(1) or "graded", 0.0) + float(m.group(2))
+        return out
+
+    counts = stored()
+    assert sum(counts.values()) == n, counts
+    assert counts == {"graded": report["counts"]["graded"], **report["counts"]["null_by_reason"]}
