@@ -318,9 +318,13 @@ class MemoryStore:
             state = self._state.setdefault(run_id, {})
             state.pop("systemic_streak", None)
             limit = float(state.get("max_cost_usd") or 0)
-            if limit and counters["cost_usd"] >= limit and state.get("state") == "running":
+            paused = limit and counters["cost_usd"] >= limit and state.get("state") == "running"
+            if paused:
                 state.update(state="paused", pause_reason=cost_pause_reason(counters["cost_usd"], limit))
-            return int(counters["done"])
+            done = int(counters["done"])
+        if paused:
+            emit(RunChanged(run_id, "paused", state["pause_reason"]))
+        return done
 
     def fetch_jobs(self, run_id: str, indices: list[int]) -> list[tuple[bool, str | None]]:
         return [(self.has_result(run_id, i), self.job(run_id, i)) for i in indices]

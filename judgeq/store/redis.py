@@ -189,7 +189,14 @@ class RedisStore:
             where = ("done", _bucket(result.index), "jobs", "counters", "spec", "state")
             keys = [_k(run_id, w) for w in where]
             self._store(keys=keys, args=args, client=p)
-        return [None if int(done) < 0 else int(done) for done in p.execute()]
+        out: list[int | None] = []
+        for done in map(int, p.execute()):
+            if done <= -2:  # this write reached the cost limit and paused the run
+                reason = self.state(run_id).get("pause_reason", "max_cost")
+                emit(RunChanged(run_id, "paused", reason))
+                done = -2 - done
+            out.append(None if done < 0 else done)
+        return out
 
     def _dictionary(self, run_id: str) -> bytes:
         """The deflate dictionary of the run's packed results (from its spec; kept per process)."""

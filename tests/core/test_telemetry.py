@@ -54,7 +54,9 @@ class FaultyJudge:
         return judgeq.JudgeReply(text=text, input_tokens=1000, output_tokens=100, model="claude-test-2026")
 
 
-def run(outputs: list[str], store: Any | None = None, run_id: str = "tel") -> tuple[Any, RunSpec]:
+def run(
+    outputs: list[str], store: Any | None = None, run_id: str = "tel", max_cost: float | None = None
+) -> tuple[Any, RunSpec]:
     store = store or MemoryStore()
     spec = RunSpec(
         run_id=run_id,
@@ -71,10 +73,12 @@ def run(outputs: list[str], store: Any | None = None, run_id: str = "tel") -> tu
         run_id, [(i, json.dumps({"id": f"j{i}", "input": "q", "output": o})) for i, o in enumerate(outputs)]
     )
     store.set_state(run_id, state="running")
+    if max_cost is not None:
+        store.set_state(run_id, max_cost_usd=str(max_cost))
     judge = FaultyJudge()
     contexts = Contexts(lambda provider, model: judge)
     for i in range(len(outputs)):
-        assert process_job(store, contexts, run_id, i) in (Outcome.STORED, Outcome.LAST)
+        assert process_job(store, contexts, run_id, i) in (Outcome.STORED, Outcome.LAST, Outcome.PAUSED)
     return store, spec
 
 
@@ -278,3 +282,17 @@ def test_events_carry_no_text_of_a_job() -> None:
         )  # type: ignore[union-attr]
     kinds = {type(e) for e in seen}
     assert {JudgeCall, JobStored} <= kinds and RunChanged not in kinds
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_the_cost_cap_pausing_a_run_is_one_state_change_event(backend: str) -> None:
+    """The pause the store decides (its Lua script, in Redis) is an event like any other: one
+    ``paused`` with the cost reason, however many results are stored after it."""
+    store = MemoryStore() if backend == "memory" else RedisStore(fakeredis.FakeRedis(decode_responses=True))  # type: ignore[arg-type]
+    seen: list[Event] = []
+    with observing(seen.append):
+        store, spec = run(["fine"] * 5, store=store, max_cost=0.02)  # a job costs $0.015 here
+    changes = [e for e in seen if isinstance(e, RunChanged)]
+    assert [(e.state, e.reason.startswith("max_cost: $")) for e in changes] == [("paused", True)]
+    assert store.state(spec.run_id)["state"] == "paused"
+    assert store.counters(spec.run_id)["done"] == 5  # stored after the pause too, without a second event

@@ -1,6 +1,7 @@
 -- Store one result once: its bit in the ``done`` bitmap decides, the packed result goes to
 -- the end of its bucket's list; the payload is deleted, the counters bumped (with
--- ``last_done_at``: Redis's ``TIME``), the done-count returned (-1: it had a result already).
+-- ``last_done_at``: Redis's ``TIME``), the done-count returned (-1: it had a result already;
+-- -2 - done: this write reached the run's cost limit and paused it).
 local index = tonumber(ARGV[1])
 if redis.call('SETBIT', KEYS[1], index, 1) == 1 then return -1 end
 if redis.call('RPUSH', KEYS[2], ARGV[2]) == 1 then redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3])) end
@@ -13,12 +14,14 @@ redis.call('HDEL', KEYS[6], 'systemic_streak')
 local done = redis.call('HINCRBY', KEYS[4], 'done', 1)
 -- the run's cost limit: the write that reaches it pauses the run (no new judge calls)
 local limit = tonumber(redis.call('HGET', KEYS[6], 'max_cost_usd') or '')
+local paused = false
 if limit and limit > 0 then
   local spent = tonumber(redis.call('HGET', KEYS[4], 'cost_usd') or '0')
   if spent >= limit and redis.call('HGET', KEYS[6], 'state') == 'running' then
     redis.call('HSET', KEYS[6], 'state', 'paused', 'pause_reason', string.format(
       'max_cost: $%.4f spent of the $%.4f allowed (raise it with: judgeq resume RUN --max-cost USD)',
       spent, limit))
+    paused = true
   end
 end
 local ttl = tonumber(ARGV[3])
@@ -26,4 +29,5 @@ local ttl = tonumber(ARGV[3])
 if ttl > 0 and redis.call('TTL', KEYS[1]) < ttl / 2 then
   for i = 1, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
 end
+if paused then return -2 - done end
 return done
