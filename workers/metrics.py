@@ -93,6 +93,8 @@ class Metrics:
             multiprocess_mode="livesum",
         )  # fmt: skip
         self._seen: set[tuple[str, str]] = set()
+        self._judge: dict[tuple[str, str], tuple[Any, Any, Any, Any]] = {}
+        """A judge's children on the hot path (a call's latency and tokens), found once."""
         self.heartbeat = Gauge(
             "judgeq_worker_heartbeat_timestamp_seconds", "When this worker last beat (Unix time).",
             registry=reg, multiprocess_mode="max",
@@ -106,8 +108,12 @@ class Metrics:
         self._seen.add((provider, model))
         for outcome in ("ok", "rate_limited"):
             self.calls.labels(provider, model, outcome)
-        for kind in ("input", "output", "cache_read"):
-            self.tokens.labels(provider, model, kind)
+        self._judge[(provider, model)] = (
+            self.latency.labels(provider, model),
+            self.tokens.labels(provider, model, "input"),
+            self.tokens.labels(provider, model, "output"),
+            self.tokens.labels(provider, model, "cache_read"),
+        )
         self.budget_wait.labels(provider, model)
         self.cache_hits.labels(provider, model)
         self.verdicts.labels(provider, model, "ok")
@@ -118,12 +124,12 @@ class Metrics:
             self._first_sight(event.provider, event.model)
         if isinstance(event, JudgeCall):
             self.calls.labels(event.provider, event.model, event.outcome).inc()
-            self.latency.labels(event.provider, event.model).observe(event.seconds)
+            latency, tokens_in, tokens_out, tokens_cached = self._judge[(event.provider, event.model)]
+            latency.observe(event.seconds)
             if event.outcome == "ok":
-                tokens = self.tokens
-                tokens.labels(event.provider, event.model, "input").inc(event.input_tokens)
-                tokens.labels(event.provider, event.model, "output").inc(event.output_tokens)
-                tokens.labels(event.provider, event.model, "cache_read").inc(event.cache_read_tokens)
+                tokens_in.inc(event.input_tokens)
+                tokens_out.inc(event.output_tokens)
+                tokens_cached.inc(event.cache_read_tokens)
         elif isinstance(event, JobStored):
             self.jobs.labels(event.judge, event.status, event.reason or "").inc()
             for model, usd in event.cost_usd.items():
