@@ -34,7 +34,10 @@ log = logging.getLogger("judgeq.exporter")
 FINISHED = ("finished", "canceled", "incomplete", "failed", "archived")
 """Run states after which a run is exported only for the grace period."""
 RECENT_RUNS = 500
-"""Runs looked at per scrape (the newest; active runs are among them)."""
+"""Runs looked at per scrape (the newest; active runs are among them): their states are read in
+one round trip, and only the active ones further."""
+WORKERS_EVERY = 30.0
+"""Seconds between two counts of the live workers."""
 
 
 def _epoch(text: str | None) -> float | None:
@@ -58,6 +61,15 @@ class ClusterCollector(Collector):
         grace: float = 300.0,
     ) -> None:
         self.store, self.queue, self.queue_depth, self.grace = store, queue, queue_depth, grace
+        self._counted: tuple[float, int] | None = None
+
+    def _workers(self) -> int:
+        """Live workers, counted at most every :data:`WORKERS_EVERY` seconds (their heartbeats
+        are found by a SCAN of the keyspace, which holds a key per cached reply too)."""
+        now = time.monotonic()
+        if self._counted is None or now - self._counted[0] >= WORKERS_EVERY:
+            self._counted = (now, len(self.store.workers(self.queue)))
+        return self._counted[1]
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         started = time.monotonic()
@@ -85,7 +97,7 @@ class ClusterCollector(Collector):
         workers = GaugeMetricFamily(
             "judgeq_workers", "Workers whose heartbeat in Redis is alive.", labels=["queue"]
         )
-        workers.add_metric([self.queue], float(len(self.store.workers(self.queue))))
+        workers.add_metric([self.queue], float(self._workers()))
         yield workers
         yield from self._runs()
         yield from self._budgets()
@@ -123,8 +135,8 @@ class ClusterCollector(Collector):
                 "(since it started, before its first).", labels=run,
             ),
         }  # fmt: skip
-        for run_id in store.runs(RECENT_RUNS):
-            state = store.state(run_id)
+        ids = store.runs(RECENT_RUNS)
+        for run_id, state in zip(ids, store.states(ids), strict=True):
             status = state.get("state", "")
             if status in FINISHED:
                 finished = _epoch(state.get("finished_at"))

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client import multiprocess as mp
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from judgeq.telemetry import (
     BudgetWaited,
@@ -30,7 +34,6 @@ from judgeq.telemetry import (
     JobStored,
     JudgeCall,
     RunChanged,
-    VerdictParsed,
     add_observer,
 )
 
@@ -92,7 +95,7 @@ class Metrics:
             "judgeq_jobs_in_flight", "Jobs this worker is grading now.", registry=reg,
             multiprocess_mode="livesum",
         )  # fmt: skip
-        self._seen: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
         self._judge: dict[tuple[str, str], tuple[Any, Any, Any, Any]] = {}
         """A judge's children on the hot path (a call's latency and tokens), found once."""
         self.heartbeat = Gauge(
@@ -100,32 +103,36 @@ class Metrics:
             registry=reg, multiprocess_mode="max",
         )  # fmt: skip
 
-    def _first_sight(self, provider: str, model: str) -> None:
+    def _first_sight(self, provider: str, model: str) -> tuple[Any, Any, Any, Any]:
         """A judge's series at 0 from its first event on (a rate over them is 0, not absent:
-        dashboards and alerts see the judge before its first 429, wait or cache hit)."""
-        if (provider, model) in self._seen:
-            return
-        self._seen.add((provider, model))
-        for outcome in ("ok", "rate_limited"):
-            self.calls.labels(provider, model, outcome)
-        self._judge[(provider, model)] = (
-            self.latency.labels(provider, model),
-            self.tokens.labels(provider, model, "input"),
-            self.tokens.labels(provider, model, "output"),
-            self.tokens.labels(provider, model, "cache_read"),
-        )
-        self.budget_wait.labels(provider, model)
-        self.cache_hits.labels(provider, model)
-        self.verdicts.labels(provider, model, "ok")
+        dashboards and alerts see the judge before its first 429, wait or cache hit); its
+        children on the hot path."""
+        key = (provider, model)
+        found = self._judge.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            if key not in self._judge:
+                for outcome in ("ok", "rate_limited"):
+                    self.calls.labels(provider, model, outcome)
+                self.budget_wait.labels(provider, model)
+                self.cache_hits.labels(provider, model)
+                self.verdicts.labels(provider, model, "ok")
+                self._judge[key] = (  # last: a reader that finds it finds everything above
+                    self.latency.labels(provider, model),
+                    self.tokens.labels(provider, model, "input"),
+                    self.tokens.labels(provider, model, "output"),
+                    self.tokens.labels(provider, model, "cache_read"),
+                )
+            return self._judge[key]
 
     def observe(self, event: Event) -> None:
         """The observer (:func:`judgeq.telemetry.add_observer`)."""
-        if isinstance(event, JudgeCall | BudgetWaited | CacheHit | VerdictParsed):
-            self._first_sight(event.provider, event.model)
         if isinstance(event, JudgeCall):
+            latency, tokens_in, tokens_out, tokens_cached = self._first_sight(event.provider, event.model)
             self.calls.labels(event.provider, event.model, event.outcome).inc()
-            latency, tokens_in, tokens_out, tokens_cached = self._judge[(event.provider, event.model)]
-            latency.observe(event.seconds)
+            if not event.batch:  # a batch's answer comes in hours: not a call's latency
+                latency.observe(event.seconds)
             if event.outcome == "ok":
                 tokens_in.inc(event.input_tokens)
                 tokens_out.inc(event.output_tokens)
@@ -135,14 +142,16 @@ class Metrics:
             for model, usd in event.cost_usd.items():
                 if usd > 0:
                     self.cost.labels(model).inc(usd)
-        elif isinstance(event, BudgetWaited):
-            self.budget_wait.labels(event.provider, event.model).inc(event.seconds)
-        elif isinstance(event, CacheHit):
-            self.cache_hits.labels(event.provider, event.model).inc()
-        elif isinstance(event, VerdictParsed):
-            self.verdicts.labels(event.provider, event.model, event.outcome).inc()
         elif isinstance(event, RunChanged):
             self.run_changes.labels(event.state).inc()
+        else:
+            self._first_sight(event.provider, event.model)
+            if isinstance(event, BudgetWaited):
+                self.budget_wait.labels(event.provider, event.model).inc(event.seconds)
+            elif isinstance(event, CacheHit):
+                self.cache_hits.labels(event.provider, event.model).inc()
+            else:
+                self.verdicts.labels(event.provider, event.model, event.outcome).inc()
 
     def beat(self) -> None:
         self.heartbeat.set(time.time())
@@ -163,11 +172,45 @@ def metrics() -> Metrics:
         return _metrics
 
 
+_LIVE_GAUGE = re.compile(r"gauge_live[a-z]*_(\d+)\.db$")
+
+
+class DeadChildren(Collector):
+    """Before each scrape in multiprocess mode: the live gauges (jobs in flight) of child
+    processes that are gone (killed by a time limit or the OOM killer, or replaced) are
+    removed, so they stop counting; a pid reused later starts afresh. Yields no metric."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            names = os.listdir(self.path)
+        except OSError:
+            return iter(())
+        for name in names:
+            found = _LIVE_GAUGE.match(name)
+            if found and not _alive(int(found.group(1))):
+                mp.mark_process_dead(int(found.group(1)), self.path)
+        return iter(())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
 def serve_metrics(port: int, addr: str = "0.0.0.0") -> Any:
     """Serve ``/metrics`` on ``port``: this process's registry, or, in multiprocess mode, the
     sum over every process writing to ``PROMETHEUS_MULTIPROC_DIR``. Returns the server."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
+        registry.register(DeadChildren(os.environ["PROMETHEUS_MULTIPROC_DIR"]))  # before the sum
         mp.MultiProcessCollector(registry)
         metrics()  # the parent's own (heartbeat)
         server, _ = start_http_server(port, addr=addr, registry=registry)

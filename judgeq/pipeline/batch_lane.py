@@ -74,6 +74,7 @@ from judgeq.pipeline.stages import Contexts, Outcome, store_results_once
 from judgeq.runspec import RunSpec
 from judgeq.settings import Settings
 from judgeq.store.base import IN_FLIGHT, Store
+from judgeq.telemetry import JudgeCall, emit, observed
 
 __all__ = [
     "ACTIVE",
@@ -641,6 +642,27 @@ class BatchLane:
                     outcome = CallOutcome(None, error, 1, elapsed)
                 else:
                     outcome = CallOutcome(item.reply, item.error, 1, elapsed)
+                if observed():
+                    member = ctx.judges[call.judge][0]
+                    reply = item.reply if item is not None else None
+                    emit(
+                        JudgeCall(
+                            str(getattr(member, "provider", "") or "custom"),
+                            member.model,
+                            "ok"
+                            if reply is not None
+                            else outcome.error.reason
+                            if outcome.error
+                            else "api_error",
+                            elapsed,
+                            reply.input_tokens + reply.cache_creation_input_tokens if reply else 0,
+                            reply.output_tokens if reply else 0,
+                            reply.cache_read_input_tokens if reply else 0,
+                            run_id=run_id,
+                            index=index,
+                            batch=True,
+                        )
+                    )
                 key = ctx.cache_key(call.request, ctx.judges[call.judge][0]) if outcome.reply else None
                 results.append(CallResult(call, outcome, key))
             done = self._store(spec, combine(ctx, job, index, results, batch=True))

@@ -415,6 +415,13 @@ class RedisStore:
     def state(self, run_id: str) -> dict[str, str]:
         return dict(cast(dict[str, str], self.r.hgetall(_k(run_id, "state"))))
 
+    def states(self, run_ids: list[str]) -> list[dict[str, str]]:
+        """:meth:`state` of each run, in one round trip."""
+        p = self.r.pipeline(transaction=False)
+        for run_id in run_ids:
+            p.hgetall(_k(run_id, "state"))
+        return [dict(cast(dict[str, str], found)) for found in p.execute()]
+
     def save_report(self, run_id: str, report: dict[str, Any]) -> None:
         p = self.r.pipeline()
         p.set(_k(run_id, "report"), json.dumps(report), ex=self.retention_s)

@@ -51,6 +51,8 @@ class JudgeCall:
     cache_read_tokens: int = 0
     run_id: str | None = None
     index: int | None = None
+    batch: bool = False
+    """Answered in a provider's batch (``seconds``: from the batch's sending to its results)."""
 
 
 @dataclass(frozen=True, slots=True)

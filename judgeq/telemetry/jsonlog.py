@@ -20,22 +20,37 @@ from judgeq.telemetry.events import Event, JobStored, JudgeCall, RunChanged
 __all__ = ["EVENTS_LOGGER", "JsonFormatter", "log_event", "redact", "use_json_logs"]
 
 EVENTS_LOGGER = "judgeq.events"
-_SECRET = re.compile(
-    r"(\bsk-(?:ant-|proj-|or-)?[A-Za-z0-9_*\-]{6,}|(?i:bearer)\s+[A-Za-z0-9._~+/*\-]{8,}=*|"
-    r"(?i:x-api-key|api[_-]?key)([\"']?\s*[:=]\s*[\"']?)[^\s\"',;]{6,})"
+_KEYS = re.compile(r"\b(sk-(?:ant-|proj-|or-)?|gsk_|AIza|xai-|hf_)[A-Za-z0-9_*\-]{6,}")
+"""Provider keys by their prefixes (Anthropic, OpenAI, OpenRouter, Groq, Google, xAI, Hugging Face)."""
+_SCHEMES = re.compile(r"(?i)\b(bearer|basic|token)(\s*:?\s+)[A-Za-z0-9._~+/*=\-]{6,}")
+"""``Authorization: Bearer X`` / ``Basic X`` / ``token X``."""
+_NAMED = re.compile(
+    r"(?i)\b(x-api-key|api[_-]?key|key|token|secret|password|passwd|pwd)"
+    r"([\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]{4,}"
 )
+"""``api_key=X``, ``"password": "X"``, ``key=X`` in a query string."""
+_URL_CREDENTIALS = re.compile(r"(://)[^/\s:@]*:[^@\s/]+@")
+"""``redis://:PASSWORD@host``, ``https://user:PASSWORD@host``."""
 
 
 def redact(text: str) -> str:
-    """``text`` with anything shaped like an API key or a bearer token masked."""
+    """``text`` with anything shaped like an API key, a token, a password or the credentials of
+    a URL masked (the names kept: ``api_key=***``, ``Bearer ***``, ``redis://***@host``)."""
+    text = _URL_CREDENTIALS.sub(r"\1***@", text)
+    text = _SCHEMES.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+    text = _NAMED.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+    return _KEYS.sub(lambda m: f"{m.group(1)}***", text)
 
-    def mask(m: re.Match[str]) -> str:
-        found = m.group(0)
-        if m.group(2) is not None:  # api_key=VALUE: keep the name
-            return found[: found.index(m.group(2)) + len(m.group(2))] + "***"
-        return found.split()[0] + " ***" if " " in found else found[:3] + "***"
 
-    return _SECRET.sub(mask, text)
+def _redacted(value: Any) -> Any:
+    """``value`` with every string in it redacted (dicts and lists walked)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v) for v in value]
+    return value
 
 
 class JsonFormatter(logging.Formatter):
@@ -52,7 +67,7 @@ class JsonFormatter(logging.Formatter):
         }
         fields = getattr(record, "judgeq", None)
         if isinstance(fields, dict):
-            line.update({k: redact(v) if isinstance(v, str) else v for k, v in fields.items()})
+            line.update({k: _redacted(v) for k, v in fields.items()})
         if record.exc_info:
             line["exc"] = redact(self.formatException(record.exc_info))
         return json.dumps(line, ensure_ascii=False, default=str)

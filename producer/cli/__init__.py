@@ -62,6 +62,31 @@ class JudgeqGroup(click.Group):
             sys.exit(1)
 
 
+def _json_events() -> None:
+    """With ``JUDGEQ_LOG_FORMAT=json``, a command's events (a run's judge calls and stored jobs,
+    a state change an operator makes: resume, cancel, finalize) are JSON lines on stderr, as a
+    worker's are; its own messages stay as they are. A worker sets up its logging itself."""
+    try:
+        settings = load_settings()
+    except JudgeqError:
+        return  # the command itself reports the bad setting
+    if settings.log_format != "json":
+        return
+    import logging
+
+    from judgeq.telemetry import add_observer
+    from judgeq.telemetry.jsonlog import EVENTS_LOGGER, JsonFormatter, log_event
+
+    logger = logging.getLogger(EVENTS_LOGGER)
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    add_observer(log_event)
+
+
 def _debug() -> bool:
     try:
         return load_settings().debug
@@ -81,6 +106,8 @@ def _quiet_broken_pipe() -> None:
 @click.version_option(package_name="judgeq")
 def main() -> None:
     """judgeq: distributed LLM-as-judge grading on Celery + Redis."""
+    if click.get_current_context().invoked_subcommand not in ("worker", "flower", None):
+        _json_events()
 
 
 def entry() -> None:

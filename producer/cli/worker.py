@@ -33,8 +33,10 @@ __all__ = ["worker"]
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
     """Start a grading worker (extra arguments are passed to 'celery worker')."""
+    import atexit
     import logging
     import os
+    import shutil
     import tempfile
 
     settings = settings_from(**flags)
@@ -46,7 +48,8 @@ def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
     ):
         # prefork children count in files the parent sums (prometheus_client's multiprocess
         # mode); the variable must be set before prometheus_client is first imported
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="judgeq-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = made = tempfile.mkdtemp(prefix="judgeq-metrics-")
+        atexit.register(shutil.rmtree, made, ignore_errors=True)
 
     from judgeq.telemetry.jsonlog import use_json_logs
     from judgeq.workers.celery_app import celery_slots, create_app, unique_nodename

@@ -193,11 +193,20 @@ def test_json_logs_have_one_object_a_line_with_run_job_judge_outcome_timing_and_
 @pytest.mark.parametrize(
     ("text", "shown"),
     [
-        ("Incorrect API key provided: sk-proj-abc123***xyz9.", "Incorrect API key provided: sk-***."),
+        ("Incorrect API key provided: sk-proj-abc123***xyz9.", "Incorrect API key provided: sk-proj-***."),
         ("Authorization: Bearer abcdefgh12345678", "Authorization: Bearer ***"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: Basic ***"),
+        ("Bearer: abcdefgh12345678", "Bearer: ***"),
         ("x-api-key: sk-ant-test-SECRET-0123", "x-api-key: ***"),
         ("api_key=hunter2secret", "api_key=***"),
-        ("disk-123456789 and task-42 stay", "disk-123456789 and task-42 stay"),
+        ("https://gw.example.com/v1?key=abcd1234&x=1", "https://gw.example.com/v1?key=***&x=1"),
+        ('{"password": "hunter2!"}', '{"password": "***"}'),
+        ("redis://:s3cret-pass@redis:6379/0", "redis://***@redis:6379/0"),
+        ("groq gsk_abcdefghijkl and google AIzaSyA1234567890", "groq gsk_*** and google AIza***"),
+        (
+            "disk-123456789, task-42, input_tokens: 1200, max_tokens=512 stay",
+            "disk-123456789, task-42, input_tokens: 1200, max_tokens=512 stay",
+        ),
     ],
 )
 def test_redact_masks_keys_and_leaves_the_rest(text: str, shown: str) -> None:
@@ -264,6 +273,9 @@ def test_the_exporter_says_when_redis_is_down() -> None:
         def workers(self, queue: str) -> list[str]:
             raise ConnectionError("Redis is down")
 
+        def states(self, run_ids: list[str]) -> list[dict[str, str]]:
+            raise ConnectionError("Redis is down")
+
     from judgeq.producer.exporter import ClusterCollector
 
     registry = CollectorRegistry(auto_describe=False)
@@ -296,3 +308,48 @@ def test_the_cost_cap_pausing_a_run_is_one_state_change_event(backend: str) -> N
     assert [(e.state, e.reason.startswith("max_cost: $")) for e in changes] == [("paused", True)]
     assert store.state(spec.run_id)["state"] == "paused"
     assert store.counters(spec.run_id)["done"] == 5  # stored after the pause too, without a second event
+
+
+def test_json_log_extras_are_redacted_however_deep() -> None:
+    record = logging.LogRecord("judgeq", logging.INFO, __file__, 1, "plain", None, None)
+    record.judgeq = {"nested": {"headers": ["Authorization: Bearer abcdefgh12345678"]}, "n": 3}  # type: ignore[attr-defined]
+    line = json.loads(JsonFormatter().format(record))
+    assert line["nested"] == {"headers": ["Authorization: Bearer ***"]} and line["n"] == 3
+
+
+def test_the_live_gauges_of_dead_children_stop_counting(tmp_path: Any) -> None:
+    import os
+
+    from judgeq.workers.metrics import DeadChildren
+
+    dead, alive = tmp_path / "gauge_livesum_999999999.db", tmp_path / f"gauge_livesum_{os.getpid()}.db"
+    counter = tmp_path / "counter_999999999.db"
+    for path in (dead, alive, counter):
+        path.write_bytes(b"")
+    assert list(DeadChildren(str(tmp_path)).collect()) == []
+    assert not dead.exists() and alive.exists() and counter.exists()  # a dead child's counts stay summed
+
+
+def test_judgeq_run_with_json_logs_writes_its_events_to_stderr(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "JUDGEQ_", "OPENAI_"))}
+    env.update(HOME=str(tmp_path), JUDGEQ_RESULTS_DIR=str(tmp_path / "r"), JUDGEQ_LOG_FORMAT="json")
+    proc = subprocess.run(
+        [sys.executable, "-m", "judgeq", "run", str(root / "examples" / "responses.jsonl"),
+         "--rubric", "quality", "--judge", "lexical", "--run-id", "js"],
+        capture_output=True, text=True, env=env, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    kinds = [e["event"] for e in events]
+    assert kinds.count("judge_call") == 30 and kinds.count("job_stored") == 30
+    assert [e["state"] for e in events if e["event"] == "run_state"] == ["finalized"]
+    assert all(e["run_id"] == "js" for e in events)
+    assert any(
+        line.startswith("judgeq:") for line in proc.stderr.splitlines()
+    )  # its own lines stay as they were
