@@ -136,6 +136,8 @@ class AnthropicJudge:
     """A :class:`~judgeq.Judge` backed by ``anthropic.Anthropic().messages.create``."""
 
     provider = "anthropic"
+    response_format = "json_schema"
+    """How the verdict is asked for: structured output (``output_config``), always."""
 
     def __init__(
         self,

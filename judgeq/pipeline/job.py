@@ -367,7 +367,10 @@ def provenance(judge: Judge, reply: JudgeReply) -> str:
     """``provider endpoint model response_format`` of one answered call (see
     :attr:`Result._served`)."""
     endpoint = getattr(judge, "endpoint", None)
-    parts = (getattr(judge, "provider", None), endpoint, reply.model or judge.model, reply.response_format)
+    # a reply this job paid for, read back from the cache after a redelivery, has no format of its
+    # own (the cache keeps none): the judge's, which asked for it
+    shape = reply.response_format or getattr(judge, "response_format", None)
+    parts = (getattr(judge, "provider", None), endpoint, reply.model or judge.model, shape)
     return " ".join(str(p or "-").replace(" ", "_") for p in parts)
 
 

@@ -353,3 +353,21 @@ def test_judgeq_run_with_json_logs_writes_its_events_to_stderr(tmp_path: Any) ->
     assert any(
         line.startswith("judgeq:") for line in proc.stderr.splitlines()
     )  # its own lines stay as they were
+
+
+def test_provenance_of_a_reply_read_back_after_a_redelivery_names_the_judges_format() -> None:
+    """Found by the fault suite: a job redelivered after its worker was killed is graded from the
+    reply it paid for, read back from the cache, which keeps no format; its provenance must equal
+    an undisturbed run's."""
+    from judgeq.pipeline.job import provenance
+
+    class Judge:
+        provider, model, endpoint, response_format = "anthropic", "claude-test", "api.example", "json_schema"
+
+    fresh = judgeq.JudgeReply(model="claude-test-1", response_format="json_schema")
+    cached = judgeq.JudgeReply(model="claude-test-1")
+    assert (
+        provenance(Judge(), cached)
+        == provenance(Judge(), fresh)
+        == "anthropic api.example claude-test-1 json_schema"
+    )  # type: ignore[arg-type]
