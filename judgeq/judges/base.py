@@ -28,6 +28,8 @@ __all__ = [
     "JudgeReply",
     "RetryPolicy",
     "call_with_retries",
+    "endpoint_of",
+    "provider_of",
     "retry_after_seconds",
 ]
 
@@ -129,7 +131,8 @@ class CallOutcome:
     errors: list[str] = field(default_factory=list)
 
 
-def _provider(judge: Judge) -> str:
+def provider_of(judge: Judge) -> str:
+    """A judge's provider as metrics and logs name it (``custom`` for a judge that names none)."""
     return str(getattr(judge, "provider", "") or "custom")
 
 
@@ -137,7 +140,7 @@ def _emit_call(judge: Judge, outcome: str, seconds: float, reply: JudgeReply | N
     job = current_job()
     emit(
         JudgeCall(
-            _provider(judge),
+            provider_of(judge),
             judge.model,
             outcome,
             seconds,
@@ -203,7 +206,7 @@ def call_with_retries(
                 waited, epoch = wait_for_budget(budget, reserve, share, sleep=sleep)
                 end += waited
                 if waited > 0 and observed():
-                    emit(BudgetWaited(_provider(judge), judge.model, waited))
+                    emit(BudgetWaited(provider_of(judge), judge.model, waited))
             remaining = end - clock()
             if remaining < policy.min_attempt_time:
                 if budget is not None:  # granted but never sent: give it back

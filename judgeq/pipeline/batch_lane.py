@@ -66,7 +66,7 @@ from typing import Any
 
 from judgeq.errors import JudgeAPIError, JudgeError, JudgeModelNotFound
 from judgeq.grading.result import Result
-from judgeq.judges.base import CallOutcome
+from judgeq.judges.base import CallOutcome, provider_of
 from judgeq.judges.batches import BatchItem, BatchJudge, batch_label
 from judgeq.judges.prices import Prices, unpriced_text
 from judgeq.pipeline.job import CallResult, GradingContext, combine, job_calls, null_result, parse_job
@@ -647,7 +647,7 @@ class BatchLane:
                     reply = item.reply if item is not None else None
                     emit(
                         JudgeCall(
-                            str(getattr(member, "provider", "") or "custom"),
+                            provider_of(member),
                             member.model,
                             "ok"
                             if reply is not None

@@ -34,7 +34,15 @@ from judgeq.grading.retrieval import first_relevant_rank, hits_at, llm_grade, to
 from judgeq.grading.score import Score, score_verdict
 from judgeq.grading.verdict import ParsedVerdict, parse_verdict
 from judgeq.jobs.models import JOB_MODELS, Job, PairJob, QuestionJob, infer_kind
-from judgeq.judges.base import CallOutcome, Gate, Judge, JudgeReply, RetryPolicy, call_with_retries
+from judgeq.judges.base import (
+    CallOutcome,
+    Gate,
+    Judge,
+    JudgeReply,
+    RetryPolicy,
+    call_with_retries,
+    provider_of,
+)
 from judgeq.ratelimit import Budget, Share
 from judgeq.rubric.model import RetrievalConfig, Rubric
 from judgeq.runspec import RunSpec
@@ -234,7 +242,7 @@ def grade_job(
         if hit is not None:
             outcome = CallOutcome(hit, None, 0, 0.0)
             if observed():
-                emit(CacheHit(str(getattr(judge, "provider", "") or "custom"), judge.model))
+                emit(CacheHit(provider_of(judge), judge.model))
         else:
             with job_context(ctx.run_id or "", index):
                 outcome = call_with_retries(
@@ -343,8 +351,7 @@ def _combine(
         )
         if observed() and not r.cached:
             member = judges[r.call.judge][0]
-            provider = str(getattr(member, "provider", "") or "custom")
-            emit(VerdictParsed(provider, member.model, pv.null_reason or "ok"))
+            emit(VerdictParsed(provider_of(member), member.model, pv.null_reason or "ok"))
         if pv.null_reason is not None:
             notes = pv.notes[:NOTES_LIMIT] if pv.notes else None
             raw = (_who(ctx, r) + (pv.raw or ""))[: RAW_NULL_LIMIT * 4]
@@ -370,7 +377,7 @@ def provenance(judge: Judge, reply: JudgeReply) -> str:
     # a reply this job paid for, read back from the cache after a redelivery, has no format of its
     # own (the cache keeps none): the judge's, which asked for it
     shape = reply.response_format or getattr(judge, "response_format", None)
-    parts = (getattr(judge, "provider", None), endpoint, reply.model or judge.model, shape)
+    parts = (provider_of(judge), endpoint, reply.model or judge.model, shape)
     return " ".join(str(p or "-").replace(" ", "_") for p in parts)
 
 
