@@ -56,8 +56,9 @@ Stdlib only. Endpoints:
   rpm/itpm/otpm sets all three, a missing one unlimited; limits start afresh whenever the
   limits or the model are set; answers the stats).
 
-Rate limits (``rpm``, ``itpm``, ``otpm``: per minute; None = unlimited) follow one of three
-models, ``limit_model`` (constructor, ``--limit-model``, ``/_fake/config``):
+Rate limits (``rpm``, ``itpm``, ``otpm``: per minute; None = unlimited) follow one of the
+models of :mod:`judgeq.testing.limits` (written once there, also run by the budget simulator),
+``limit_model`` (constructor, ``--limit-model``, ``/_fake/config``):
 
 * ``token_bucket`` (the default), like the real API's: one bucket per limit, full at the limit
   and refilled continuously at limit/60 per second. A request larger than the limit is
@@ -71,6 +72,8 @@ models, ``limit_model`` (constructor, ``--limit-model``, ``/_fake/config``):
   A single request larger than that (say 300 input tokens under itpm 6000, 100 a second) is
   admitted when its second is otherwise empty (so is an oversized amount in
   ``sliding_window``). Its ``retry-after`` is therefore always ``1``.
+* ``fixed_window``, as LiteLLM's proxy counts: at most N per calendar minute, from 0 at each
+  minute's start.
 
 In every model a request needs one request, its input tokens (``ceil(len(body) / 4)``) and
 room for one output token; its output tokens are taken after the answer (so a bucket or
@@ -125,6 +128,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
 from typing import Any
 from urllib.parse import parse_qs, unquote
+
+from judgeq.testing.limits import LIMIT_MODELS, Limiter, make_limit
 
 __all__ = [
     "DEFAULT_LIMIT_MODEL",
@@ -532,8 +537,6 @@ _UNLIMITED_HEADERS = {
     for what in ("limit", "remaining")
 }
 
-LIMIT_MODELS = ("token_bucket", "sliding_window", "per_second")
-"""The rate-limit models of :class:`FakeMessagesAPI` (see the module docstring)."""
 DEFAULT_LIMIT_MODEL = "token_bucket"
 _LIMIT_DIMENSIONS = (("requests", "rpm"), ("input-tokens", "itpm"), ("output-tokens", "otpm"))
 
@@ -542,96 +545,6 @@ def _reset_header(seconds_from_now: float) -> str:
     """RFC 3339 (whole seconds, rounded up so it is never early) of a moment from now."""
     moment = math.ceil(time.time() + max(0.0, seconds_from_now))
     return datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-class _Bucket:
-    """``token_bucket``: ``per_minute`` per minute, refilled continuously, full at the limit.
-    An amount larger than the limit is admitted by a full bucket, which it overdraws."""
-
-    def __init__(self, per_minute: int, now: float) -> None:
-        self.per_minute = per_minute
-        self.limit = float(per_minute)
-        self.level = self.limit
-        self.at = now
-
-    def _refill(self, now: float) -> None:
-        if now > self.at:
-            self.level = min(self.limit, self.level + (now - self.at) * self.limit / 60.0)
-            self.at = now
-
-    def wait_for(self, amount: float, now: float) -> float:
-        """Seconds until ``amount`` can be taken (0: now)."""
-        self._refill(now)
-        return max(0.0, (min(amount, self.limit) - self.level) * 60.0 / self.limit)
-
-    def take(self, amount: float, now: float) -> None:
-        self._refill(now)
-        self.level -= amount
-
-    def remaining(self, now: float) -> int:
-        self._refill(now)
-        return max(0, int(self.level))
-
-    def replenished_in(self, now: float) -> float:
-        """Seconds until the bucket is full again."""
-        self._refill(now)
-        return max(0.0, self.limit - self.level) * 60.0 / self.limit
-
-
-class _Window:
-    """``sliding_window`` (span 60 s, capacity the per-minute limit) and ``per_second`` (span
-    1 s, capacity ``max(1, per_minute // 60)``): at most ``capacity`` in any ``span``-second
-    interval. An amount taken at ``t`` counts until ``t + span`` (half-open intervals). An
-    amount larger than the capacity is admitted when the window is otherwise empty."""
-
-    def __init__(self, per_minute: int, capacity: int, span: float) -> None:
-        self.per_minute = per_minute
-        self.capacity = capacity
-        self.span = span
-        self.entries: deque[tuple[float, float]] = deque()
-        self.used = 0.0
-
-    def _expire(self, now: float) -> None:
-        while self.entries and self.entries[0][0] + self.span <= now:
-            self.used -= self.entries.popleft()[1]
-        if not self.entries:
-            self.used = 0.0
-
-    def wait_for(self, amount: float, now: float) -> float:
-        """Seconds until the oldest amounts have slid out far enough to admit ``amount``."""
-        self._expire(now)
-        allowed = self.capacity - min(amount, self.capacity)
-        used = self.used
-        if used <= allowed:
-            return 0.0
-        for at, taken in self.entries:
-            used -= taken
-            if used <= allowed:
-                return at + self.span - now
-        return 0.0  # unreachable: an empty window admits anything
-
-    def take(self, amount: float, now: float) -> None:
-        self._expire(now)
-        if amount > 0:
-            self.entries.append((now, amount))
-            self.used += amount
-
-    def remaining(self, now: float) -> int:
-        self._expire(now)
-        return max(0, int(self.capacity - self.used))
-
-    def replenished_in(self, now: float) -> float:
-        """Seconds until the window is empty again (the newest amount has slid out)."""
-        self._expire(now)
-        return self.entries[-1][0] + self.span - now if self.entries else 0.0
-
-
-def _make_limit(model: str, per_minute: int, now: float) -> _Bucket | _Window:
-    if model == "sliding_window":
-        return _Window(per_minute, per_minute, 60.0)
-    if model == "per_second":
-        return _Window(per_minute, max(1, per_minute // 60), 1.0)
-    return _Bucket(per_minute, now)
 
 
 def _check_limit_model(model: str) -> str:
@@ -736,7 +649,7 @@ class FakeMessagesAPI:
         self.limit_headers = limit_headers
         self.clock = clock
         """The rate limits' clock (and that of ``accepted_times``): a test may inject its own."""
-        self._limiters: dict[str, _Bucket | _Window] = {}
+        self._limiters: dict[str, Limiter] = {}
         self._accepted: deque[float] = deque(maxlen=1_000_000)
         self._limits: dict[str, int | None] = {"rpm": None, "itpm": None, "otpm": None}
         self._limit_model = _check_limit_model(limit_model)
@@ -880,7 +793,7 @@ class FakeMessagesAPI:
                 self._limit_model = model
             self._limits = limits
             self._limiters = {
-                name: _make_limit(self._limit_model, per_minute, now)
+                name: make_limit(self._limit_model, per_minute, now)
                 for name, key in _LIMIT_DIMENSIONS
                 if (per_minute := limits[key])
             }
