@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from judgeq.errors import JudgeError, JudgeRateLimited, JudgeTimeout
 from judgeq.grading.request import JudgeRequest
 from judgeq.ratelimit import Budget, Share, Usage, estimate_input_tokens, wait_for_budget
+from judgeq.ratelimit.headers import retry_after
 from judgeq.settings import default
 from judgeq.telemetry import BudgetWaited, JudgeCall, current_job, emit, observed
 
@@ -35,18 +36,10 @@ __all__ = [
 
 
 def retry_after_seconds(headers: Any) -> float | None:
-    """A server's ``retry-after-ms`` / ``retry-after`` (seconds) from an HTTP answer's headers;
-    None when absent, unreadable or outside 0-600 s. Every provider's adapter reads it here."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value:
-            try:
-                seconds = float(value) * scale
-            except ValueError:
-                continue
-            if 0 <= seconds <= 600:
-                return seconds
-    return None
+    """A server's ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP-date) from an HTTP
+    answer's headers, in seconds; None when absent or unreadable; not capped (see
+    :func:`judgeq.ratelimit.headers.retry_after`). Every provider's adapter reads it here."""
+    return retry_after(headers)
 
 
 @dataclass(slots=True)
@@ -68,6 +61,12 @@ class JudgeReply:
     response_format: str | None = None
     """How the verdict was asked for (``json_schema``, ``json_object``, ``text``): provenance,
     not kept in the reply cache."""
+    limit_input_tokens: int | None = None
+    """The input tokens the provider counts against its rate limit, when that is not the
+    default; None: ``input_tokens + cache_creation_input_tokens`` (Anthropic: cache reads do not
+    count towards its input tokens a minute, "Cache-aware ITPM" in
+    https://docs.anthropic.com/en/api/rate-limits). OpenAI counts cached tokens too: its adapter
+    sets the whole prompt here."""
 
 
 def endpoint_of(url: Any) -> str | None:
@@ -232,7 +231,12 @@ def call_with_retries(
                     _emit_call(judge, "ok", clock() - sent, reply)
                 if budget is not None:
                     budget.observe(reply.headers)
-                    used = Usage(reply.input_tokens + reply.cache_creation_input_tokens, reply.output_tokens)
+                    used = Usage(
+                        reply.input_tokens + reply.cache_creation_input_tokens
+                        if reply.limit_input_tokens is None
+                        else reply.limit_input_tokens,
+                        reply.output_tokens,
+                    )
                     budget.settle(reserve, used, ok=True, epoch=epoch, share=share)
                 return CallOutcome(reply, None, attempts, clock() - start, errors)
         finally:

@@ -252,6 +252,11 @@ class OpenAIJudge:
             input_tokens=max(0, int(usage.prompt_tokens) - cached) if usage is not None else 0,
             output_tokens=int(usage.completion_tokens) if usage is not None else 0,
             cache_read_input_tokens=cached,
+            # OpenAI counts cached prompt tokens against its TPM limit (FAQ of
+            # https://platform.openai.com/docs/guides/prompt-caching); an OpenAI-compatible
+            # server is unknown: counting them too errs towards pacing slower (Groq does not
+            # count them: https://console.groq.com/docs/rate-limits), never towards its 429s
+            limit_input_tokens=int(usage.prompt_tokens) if usage is not None else None,
             model=completion.model,
             headers=headers,
             response_format=response_format,

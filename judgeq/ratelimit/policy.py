@@ -20,7 +20,8 @@ reconciled with the reported usage (:meth:`Budget.settle`).
 **Which limits.** For each of the three, the lower of the judge's configured limit
 (:meth:`Budget.configure`: ``--rpm/--itpm/--otpm``, ``JUDGEQ_JUDGE_RPM/ITPM/OTPM``, ``judgeq
 budget set``; it belongs to the judge, so every run and worker on it obeys it) and the limit the
-server states in its rate-limit headers (:meth:`Budget.observe`). A run may ask for a
+server states in its rate-limit headers (:meth:`Budget.observe`; read by :mod:`.headers`,
+which leaves out a limit whose window it finds longer than a minute). A run may ask for a
 :class:`Share` of them: it is then also held to ``fraction`` x each limit by a bucket of its own.
 
 **Congestion.** A 429 is reported with :meth:`Budget.refused`, saying how many times that job
@@ -51,6 +52,8 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
+
+from judgeq.ratelimit.headers import server_limits
 
 __all__ = [
     "BURST_SECONDS",
@@ -290,25 +293,6 @@ def estimate_input_tokens(text_chars: int) -> int:
     """Input tokens estimated before a call: about 4 characters a token, rounded up (an
     over-estimate for JSON and English; reconciled with the real count afterwards)."""
     return -(-text_chars // 4)
-
-
-def server_limits(headers: Mapping[str, str], what: str = "limit") -> dict[str, int]:
-    """``{"requests": N, "input-tokens": N, "output-tokens": N}`` from the headers present:
-    the ``limit`` (default) or ``remaining`` values. Anthropic's ``anthropic-ratelimit-*``;
-    OpenAI's ``x-ratelimit-*-requests`` for requests and ``x-ratelimit-*-tokens`` for
-    :data:`COMBINED` (input and output together)."""
-    out: dict[str, int] = {}
-    lowered = {k.lower(): v for k, v in headers.items()}
-    for dim in (*DIMENSIONS, COMBINED):
-        value = lowered.get(f"anthropic-ratelimit-{dim}-{what}")
-        if value is None and dim in ("requests", COMBINED):  # OpenAI's and compatible servers'
-            value = lowered.get(f"x-ratelimit-{what}-{dim}")
-        if value is not None:
-            try:
-                out[dim] = int(float(value))
-            except ValueError:
-                continue
-    return out
 
 
 def wait_for_budget(

@@ -23,6 +23,7 @@ from importlib import resources
 from typing import Any
 
 from judgeq.ratelimit import policy
+from judgeq.ratelimit.headers import long_window_limits
 from judgeq.ratelimit.policy import (
     COMBINED,
     DIMENSIONS,
@@ -61,6 +62,9 @@ CONSTANTS = (
     TTL,
 )
 """In the order ``lua/common.lua`` reads them."""
+
+_CONSTANT_ARGS = tuple(repr(c) if isinstance(c, float) else str(c) for c in CONSTANTS)
+"""The constants as script arguments, converted once."""
 
 OPERATIONS = ("acquire", "settle", "refused", "observe", "configure", "snapshot")
 
@@ -108,8 +112,8 @@ class ScriptBudget:
     def _call(self, op: str, share: Share | None, *args: str | int | float) -> Any:
         keys = budget_keys(self.name, share.run) if share is not None else self.keys
         now = None if self._clock is None else self._clock()
-        given = [*CONSTANTS, "" if now is None else now, *args]
-        return self._run(op, keys, now, [_arg(a) for a in given])
+        given = [*_CONSTANT_ARGS, "" if now is None else _arg(now), *map(_arg, args)]
+        return self._run(op, keys, now, given)
 
     def acquire(self, input_tokens: int, output_tokens: int, share: Share | None = None) -> Grant:
         fraction = share.fraction if share is not None else 0
@@ -158,12 +162,16 @@ class ScriptBudget:
 
     def observe(self, headers: Mapping[str, str]) -> None:
         learned = server_limits(headers)
-        if not learned:
+        longer = long_window_limits(headers)
+        if not learned and not longer:
             return
         remaining = server_limits(headers, "remaining")
         args: list[str | int] = []
         for dim, limit in learned.items():
             args += [dim, limit, remaining.get(dim, "")]
+        for dim in longer:  # a limit over a longer window (a day) is no per-minute limit: forget
+            if dim not in learned:  # one taken per minute before its window showed
+                args += [dim, 0, ""]
         self._call("observe", None, *args)
 
     def configure(self, limits: Limits | None) -> None:

@@ -75,8 +75,9 @@ Frozen: entries written with it are read for the cache's whole TTL by every work
 never change (a new one needs a new format version, :mod:`judgeq.store.packing`)."""
 
 
-UNKEPT = ("headers", "response_format")
-"""Reply fields a cache entry leaves out: the moment's rate-limit headers, and provenance (a
+UNKEPT = ("headers", "response_format", "limit_input_tokens")
+"""Reply fields a cache entry leaves out: the moment's rate-limit headers and what the call
+counted against them (a cached reply is no call), and provenance (a
 cached reply's call belongs to the run that paid for it); left out, too, so a judgeq that does
 not know them reads the entry."""
 KEPT = frozenset(f.name for f in dataclasses.fields(JudgeReply)) - set(UNKEPT)
