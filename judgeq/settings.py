@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from judgeq.errors import ConfigError
 from judgeq.ratelimit.policy import Limits
 
 __all__ = [
+    "BUDGET_GROUPS_EXAMPLE",
+    "GROUP_NAME",
     "PREFIX",
     "RETENTION_S",
     "WEIGHT_PREFIX",
@@ -29,6 +33,7 @@ __all__ = [
     "default_thresholds",
     "known_variables",
     "load_settings",
+    "parse_budget_groups",
     "unknown_variables",
 ]
 
@@ -58,6 +63,11 @@ class Settings(BaseSettings):
     judge_otpm: int | None = Field(None, ge=1)
     judge_share: float | None = Field(None, gt=0, le=1)
     """A run takes at most this share of its judges' limits (``--share``)."""
+    budget_groups: str = ""
+    """Judges that share one rate limit the table of shared limits cannot know (the names of one
+    model behind a gateway): ``GROUP=JUDGE,JUDGE;GROUP=JUDGE,...`` (``JUDGEQ_BUDGET_GROUPS``), each
+    JUDGE as ``--judge`` takes it. The judges of a group share one budget, named after the group
+    (:func:`judgeq.judges.budget_name`); see :meth:`budget_group_map`."""
     max_cost: float | None = Field(None, gt=0)
     """USD: a run stops sending judge calls once its spend reaches this (it pauses)."""
     prices: Path | None = None
@@ -129,6 +139,19 @@ class Settings(BaseSettings):
         raw = value.get_secret_value() if isinstance(value, SecretStr) else value
         return None if isinstance(raw, str) and not raw.strip() else value
 
+    @field_validator("budget_groups")
+    @classmethod
+    def _budget_groups_are_well_formed(cls, value: str) -> str:
+        try:
+            parse_budget_groups(value)
+        except ValueError as exc:
+            raise PydanticCustomError("budget_groups", "{why}", {"why": str(exc)}) from None
+        return value
+
+    def budget_group_map(self) -> dict[str, tuple[str, ...]]:
+        """:attr:`budget_groups` as ``{group: (judge, ...)}`` (the judges as written)."""
+        return parse_budget_groups(self.budget_groups)
+
     def judge_module_list(self) -> list[str]:
         """:attr:`judge_modules` as a list."""
         return [m.strip() for m in self.judge_modules.split(",") if m.strip()]
@@ -148,6 +171,50 @@ class Settings(BaseSettings):
     @property
     def effective_broker_url(self) -> str:
         return self.broker_url or self.redis_url
+
+
+GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""A budget group's name: it names a budget (``group:NAME:…``), so no ``:``, space or brace."""
+
+BUDGET_GROUPS_EXAMPLE = (
+    "gw=openai-compatible:claude@http://gw:4000/v1,openai-compatible:sonnet@http://gw:4000/v1"
+)
+
+
+def parse_budget_groups(text: str) -> dict[str, tuple[str, ...]]:
+    """``GROUP=JUDGE,JUDGE;GROUP=JUDGE,...`` as ``{group: (judge, ...)}``: groups apart by ``;``,
+    the judges of one by ``,`` (white space around either ignored; empty text: no group).
+    ValueError saying which part is wrong: no ``=``, a name not of :data:`GROUP_NAME`, a group
+    given twice or naming no judge, a judge in two groups. The judges' form is checked where they
+    are read (:func:`judgeq.judges.budget_groups`)."""
+    groups: dict[str, tuple[str, ...]] = {}
+    group_of: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        name, sep, listed = (s.strip() for s in part.partition("="))
+        if not sep:
+            raise ValueError(
+                f"{part!r} has no '=': write GROUP=JUDGE,JUDGE;... (e.g. {BUDGET_GROUPS_EXAMPLE})"
+            )
+        if not GROUP_NAME.fullmatch(name):
+            raise ValueError(
+                f"group name {name!r} in {part!r}: 1 to 64 letters, digits, '.', '_' or '-' "
+                "(not starting with '.', '_' or '-')"
+            )
+        if name in groups:
+            raise ValueError(f"group {name!r} is given twice")
+        judges = tuple(dict.fromkeys(j.strip() for j in listed.split(",") if j.strip()))
+        if not judges:
+            raise ValueError(f"group {name!r} names no judge (e.g. {BUDGET_GROUPS_EXAMPLE})")
+        for judge in judges:
+            if any(c.isspace() for c in judge):
+                raise ValueError(f"group {name!r}: judge {judge!r} contains white space")
+            if judge in group_of:
+                raise ValueError(f"judge {judge!r} is in two groups, {group_of[judge]!r} and {name!r}")
+            group_of[judge] = name
+        groups[name] = judges
+    return groups
 
 
 def default(name: str) -> Any:

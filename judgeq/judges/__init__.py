@@ -7,8 +7,9 @@ deterministic offline judge.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
 from judgeq.errors import ConfigError
@@ -129,19 +130,89 @@ def judge_factory(settings: Settings) -> Callable[[str, str], Judge]:
     return factory
 
 
-def budget_name(settings: Settings, provider: str, model: str) -> str:
-    """The name of a judge's budget with its provider's key (see :func:`budget_key`): the
-    Anthropic key of ``settings``; ``OPENAI_API_KEY`` (and the server, ``OPENAI_BASE_URL``) for
-    an OpenAI judge."""
+GROUP = "group"
+"""The first part of the name of a group's budget (``group:NAME:…``; JUDGEQ_BUDGET_GROUPS)."""
+
+
+def _budget_secret(settings: Settings, provider: str) -> str | None:
+    """What a judge's budget name hashes (:func:`budget_key`, never shown): the Anthropic key of
+    ``settings``; ``OPENAI_API_KEY`` and the server, ``OPENAI_BASE_URL``, for an OpenAI judge;
+    ``OPENAI_COMPATIBLE_API_KEY`` for an OpenAI-compatible one (its model names the server)."""
     import os
 
     if provider == "openai":
-        server = os.environ.get("OPENAI_API_KEY", "") + "@" + os.environ.get("OPENAI_BASE_URL", "")
-        return budget_key(provider, model, server)
-    if provider == "openai-compatible":  # its model names the server
-        return budget_key(provider, model, os.environ.get("OPENAI_COMPATIBLE_API_KEY", ""))
-    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
-    return budget_key(provider, model, key)
+        return os.environ.get("OPENAI_API_KEY", "") + "@" + os.environ.get("OPENAI_BASE_URL", "")
+    if provider == "openai-compatible":
+        return os.environ.get("OPENAI_COMPATIBLE_API_KEY", "")
+    return settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+
+
+@cache
+def _group_index(text: str) -> dict[tuple[str, str], str]:
+    """``{(provider, canonical model): group}`` of a JUDGEQ_BUDGET_GROUPS value."""
+    from judgeq.judges.shared_limits import canonical_model
+    from judgeq.settings import parse_budget_groups
+
+    try:
+        groups = parse_budget_groups(text)
+    except ValueError as exc:
+        raise ConfigError(f"JUDGEQ_BUDGET_GROUPS: {exc}") from None
+    index: dict[tuple[str, str], str] = {}
+    named: dict[tuple[str, str], str] = {}
+    for group, judges in groups.items():
+        for judge in judges:
+            try:
+                spec = parse_judge_spec(judge)
+            except ConfigError as exc:
+                why = str(exc).removeprefix("--judge: ")
+                raise ConfigError(f"JUDGEQ_BUDGET_GROUPS: group {group!r}: {why}") from None
+            if spec.provider == "lexical":
+                raise ConfigError(
+                    f"JUDGEQ_BUDGET_GROUPS: group {group!r}: the lexical judge has no rate limit"
+                )
+            key = (spec.provider, canonical_model(spec.provider, spec.model))
+            if key in index and index[key] != group:
+                raise ConfigError(
+                    f"JUDGEQ_BUDGET_GROUPS: {named[key]!r} (group {index[key]!r}) and {judge!r} (group "
+                    f"{group!r}) share one rate limit already ({key[0]}:{key[1]}): put them in one group"
+                )
+            index[key], named[key] = group, judge
+    return index
+
+
+def budget_groups(settings: Settings) -> Mapping[tuple[str, str], str]:
+    """The groups of ``JUDGEQ_BUDGET_GROUPS`` as ``{(provider, model): group}``, each model as
+    :func:`~judgeq.judges.shared_limits.canonical_model` names it (so a group naming a model
+    takes its aliases and its class too). ConfigError naming the setting, the group and what is
+    wrong with a judge (one ``--judge`` would refuse, the lexical judge, two groups holding names
+    of one limit)."""
+    return _group_index(settings.budget_groups)
+
+
+def budget_owner(settings: Settings, provider: str, model: str) -> tuple[str, str]:
+    """The two first parts of a judge's budget name (the last is its key's hash): ``("group",
+    GROUP)`` for a judge of a group of ``JUDGEQ_BUDGET_GROUPS``; else the provider and the model
+    as :func:`~judgeq.judges.shared_limits.canonical_model` names it (the class it shares a limit
+    with, or the id its alias stands for)."""
+    from judgeq.judges.shared_limits import canonical_model
+
+    canonical = canonical_model(provider, model)
+    group = budget_groups(settings).get((provider, canonical))
+    return (GROUP, group) if group is not None else (provider, canonical)
+
+
+def budget_name(settings: Settings, provider: str, model: str) -> str:
+    """The name of a judge's budget, one per real limit and key (:func:`budget_key`:
+    ``first:second:sha256(key)[:16]``, never the key): the names of one model (an alias and its
+    dated snapshot) and the models of one rate-limit class get one budget, named by
+    :func:`budget_owner` from the table of shared limits (``judgeq/data/shared_limits.json``,
+    its sources in it); the judges of a group of ``JUDGEQ_BUDGET_GROUPS`` get the group's. The
+    key hashed is the provider's (:func:`_budget_secret`: the Anthropic key of ``settings``,
+    ``OPENAI_API_KEY`` with ``OPENAI_BASE_URL``, ``OPENAI_COMPATIBLE_API_KEY``): two keys never
+    share a budget, a group's judges called with two keys get two. The producer and the workers
+    both name budgets here."""
+    first, second = budget_owner(settings, provider, model)
+    return budget_key(first, second, _budget_secret(settings, provider))
 
 
 def budget_factory(settings: Settings, make: Callable[[str], Budget]) -> Callable[[str, str], Budget | None]:
@@ -150,6 +221,7 @@ def budget_factory(settings: Settings, make: Callable[[str], Budget]) -> Callabl
     run``); the offline lexical judge has none. Limits given in ``settings``
     (``JUDGEQ_JUDGE_RPM/ITPM/OTPM``, ``--rpm/--itpm/--otpm``) are set on the judge's budget."""
     limits = settings.judge_limits()
+    budget_groups(settings)  # a bad JUDGEQ_BUDGET_GROUPS is refused now, not at a judge's first call
 
     def factory(provider: str, model: str) -> Budget | None:
         if provider == "lexical":
@@ -251,9 +323,12 @@ def served_providers(settings: Settings) -> tuple[str, ...]:
 
 
 __all__ += [
+    "GROUP",
     "SERVE_NEEDS",
     "budget_factory",
+    "budget_groups",
     "budget_name",
+    "budget_owner",
     "build_judge",
     "can_serve",
     "default_judge",
