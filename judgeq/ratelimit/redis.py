@@ -29,6 +29,7 @@ from typing import Any
 
 import redis
 
+from judgeq.ratelimit.headers import long_window_limits
 from judgeq.ratelimit.policy import BudgetState, Grant, Limits, Share, Usage, server_limits
 from judgeq.ratelimit.scripts import OPERATIONS, ScriptBudget, budget_keys, script_text
 from judgeq.redis_connect import store_errors
@@ -36,6 +37,7 @@ from judgeq.redis_connect import store_errors
 __all__ = [
     "NAMES",
     "RELEARN",
+    "RELIST",
     "RedisBudget",
     "budget_keys",
     "budget_names",
@@ -46,12 +48,16 @@ __all__ = [
 NAMES = "judgeq:budgets"
 RELEARN = 10.0
 """Seconds after which a worker writes the server's limits again though they did not change."""
+RELIST = 10.0
+"""Seconds after which a process using a budget adds its name to :data:`NAMES` again (it may have
+been dropped since: ``judgeq budget reset``, or the budget expired unused and ``judgeq budget``
+pruned it)."""
 
 
 class RedisBudget(ScriptBudget):
     """A :class:`~judgeq.ratelimit.policy.Budget` in Redis, named by
     :func:`~judgeq.ratelimit.policy.budget_key`. ``clock`` (tests only) replaces Redis's clock
-    in every decision."""
+    in every decision, and this process's clock in when the name is listed again (:meth:`_list`)."""
 
     def __init__(self, client: redis.Redis, name: str, clock: Callable[[], float] | None = None) -> None:
         super().__init__(name, clock)
@@ -59,7 +65,8 @@ class RedisBudget(ScriptBudget):
         self._ops = {op: client.register_script(script_text(op)) for op in OPERATIONS}
         self._learned: dict[str, int] = {}
         self._learned_at = 0.0
-        self._listed = False
+        self._listed_at: float | None = None
+        self._epoch = 0
 
     def _run(self, op: str, keys: list[str], now: float | None, args: list[str]) -> Any:
         return self._ops[op](keys=keys, args=args)
@@ -67,15 +74,39 @@ class RedisBudget(ScriptBudget):
     def _caller(self) -> str:
         return f"{os.getpid()}:{threading.get_ident()}"
 
-    def _list(self) -> None:
-        if not self._listed:  # outside the scripts: the set is in another cluster slot
-            self.r.sadd(NAMES, self.name)
-            self._listed = True
+    def _now(self) -> float:
+        return self._clock() if self._clock is not None else time.monotonic()
+
+    def _list(self, epoch: int) -> None:
+        """Add this budget's name to :data:`NAMES` (``judgeq budget`` lists it) after an acquire
+        that returned ``epoch``: the first time in this process, again every :data:`RELIST`
+        seconds, and at once when the epoch went back (the budget's state was made afresh: a
+        reset, or it expired).
+
+        Why so: ``judgeq budget reset`` removes the name, and ``judgeq budget`` drops the name
+        of a budget that expired, while a worker goes on using it (and so makes its keys
+        again); the name must come back. An ``SADD`` on every call would be a second round trip
+        per judge call; the acquire script could say when it made the state afresh, but the
+        set cannot be written from the scripts (it is in another cluster slot than the
+        budget's keys). So the name is written again every :data:`RELIST` seconds (one
+        round trip per process per 10 s, as :data:`RELEARN` does for the server's limits): a
+        budget in use is listed again at most that long after a reset, and at its first call
+        after it expired (an hour unused). The epoch the script returns goes back to 0 when
+        the state was made afresh: a process that saw a later one lists the name at once.
+        Written after the acquire, so the budget's keys exist when the name is listed again
+        (``budget_names`` drops a name without them)."""
+        now = self._now()
+        made_afresh = epoch < self._epoch  # (or another thread's older answer: one SADD more)
+        self._epoch = epoch
+        if made_afresh or self._listed_at is None or now - self._listed_at >= RELIST:
+            self.r.sadd(NAMES, self.name)  # outside the scripts: the set is in another cluster slot
+            self._listed_at = now
 
     @store_errors
     def acquire(self, input_tokens: int, output_tokens: int, share: Share | None = None) -> Grant:
-        self._list()
-        return super().acquire(input_tokens, output_tokens, share)
+        grant = super().acquire(input_tokens, output_tokens, share)
+        self._list(grant.epoch)
+        return grant
 
     @store_errors
     def settle(
@@ -101,6 +132,8 @@ class RedisBudget(ScriptBudget):
     @store_errors
     def observe(self, headers: Mapping[str, str]) -> None:
         learned = server_limits(headers)
+        for dim in long_window_limits(headers):  # (forgotten as per-minute limits)
+            learned.setdefault(dim, 0)
         # written when they change, and again now and then (the budget may have expired or been
         # reset since), not on every call: a round trip saved per answer
         if not learned or (learned == self._learned and time.monotonic() - self._learned_at < RELEARN):
@@ -125,7 +158,8 @@ def read_state(client: redis.Redis, name: str, clock: Callable[[], float] | None
 
 def budget_names(client: redis.Redis) -> list[str]:
     """Every judge budget known to this Redis (in use, or with limits set); the names of
-    budgets that expired unused are dropped from the set as they are found."""
+    budgets that expired unused are dropped from the set as they are found (a process that uses
+    one again lists it again: :meth:`RedisBudget._list`)."""
     names = sorted(_text_one(n) for n in client.smembers(NAMES))
     pipe = client.pipeline()
     for name in names:

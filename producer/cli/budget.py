@@ -1,14 +1,31 @@
 """``judgeq budget``: each judge's rate limit as every worker sees it; set and reset it.
 
 judgeq budget                      every judge's budget
-judgeq budget JUDGE                one judge (anthropic:MODEL, or a name as listed)
+judgeq budget JUDGE                one judge (PROVIDER:MODEL, or a name as listed)
 judgeq budget set JUDGE --rpm N    set its limits for every run and worker on it
 judgeq budget reset JUDGE          forget its limits (set and learned), levels and counts
+
+The list is every budget a worker uses: a worker lists its budget again every
+:data:`~judgeq.ratelimit.redis.RELIST` seconds while it uses it, so a budget reset, or dropped
+after it expired unused, is listed again as soon as a worker calls its judge.
+
+Which budget JUDGE names (:func:`resolve`). A budget is named as the workers name it: provider,
+model and a hash of the key they call the judge with (never the key; ``budget_name``). A name as
+listed is that budget. ``PROVIDER:MODEL`` is the budget of this machine's key of that provider
+(the variable in :data:`KEY_VARIABLE`), which workers with the same key use. Without that key
+here, and always for a custom judge (``python:``, ``plugin:``: its workers name its budget with
+whatever key they hold, which this machine cannot know), it is the one budget of that provider
+and model listed, and the command says which; with several listed it is refused, naming them.
+With none listed, ``set`` is refused, naming the variable to set (it never writes a budget no
+worker uses), and ``show`` and ``reset`` say there is none (``reset``: exit 0, nothing to
+forget). Errors are one ``judgeq: error:`` line, exit 2, as every bad input of the CLI.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,7 +35,24 @@ from judgeq.settings import Settings
 
 from .options import redis_option, settings_from
 
-__all__ = ["ACTIONS", "BudgetGroup", "budget", "describe", "reset", "resolve", "set_limits", "show"]
+if TYPE_CHECKING:
+    from judgeq.judges import JudgeSpec
+
+__all__ = [
+    "ACTIONS",
+    "CUSTOM",
+    "KEY_VARIABLE",
+    "BudgetGroup",
+    "Resolved",
+    "budget",
+    "describe",
+    "listed_of",
+    "missing_key",
+    "reset",
+    "resolve",
+    "set_limits",
+    "show",
+]
 
 ACTIONS = ("show", "set", "reset")
 
@@ -44,35 +78,107 @@ KEY_VARIABLE = {
     "openai": "OPENAI_API_KEY",
     "openai-compatible": "OPENAI_COMPATIBLE_API_KEY",
 }
+"""The variable of the key a provider's workers name its judges' budgets with."""
+
+CUSTOM = ("python", "plugin")
+"""Providers of custom judges: their workers name the budget with whatever key they hold."""
 
 
-def resolve(settings: Settings, judge: str, known: list[str]) -> str:
-    """The budget name of ``judge``: a name as listed, or ``provider:model`` with this
-    machine's API key (as workers name it); without a key here, the one budget of that model."""
-    from judgeq.judges import budget_name, has_credentials, parse_judge_spec
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """The budget a JUDGE argument names. ``name``: None when none is listed and this machine
+    cannot name the workers' one; ``judge``: the argument; ``prefix``: the budget names of that
+    judge without their key's hash, as the workers name them (``provider:model``, or what
+    ``budget_name`` makes of it); ``provider``: the judge's ("" when given as listed);
+    ``missing``: why this machine could not name it itself ("" when it could, or when it was
+    given as listed), said when the one listed budget of that judge was taken instead."""
 
-    if judge in known:
-        return judge
+    name: str | None
+    judge: str
+    prefix: str
+    provider: str = ""
+    missing: str = ""
+
+
+def missing_key(settings: Settings, provider: str) -> str:
+    """Why this machine cannot name ``provider``'s budget as its workers do, "" when it can:
+    the variable of their key is unset (or blank) here; a custom judge's workers name it with
+    their own key. Never the key itself."""
+    from judgeq.judges import has_credentials
+
+    if provider in CUSTOM:
+        return f"the workers of a {provider}: judge name its budget with their own key"
+    variable = KEY_VARIABLE.get(provider, f"the {provider} key")
+    if provider in ("anthropic", "openai"):
+        present = has_credentials(settings, provider)
+    else:  # as budget_name reads it
+        present = bool(os.environ.get(variable, "").strip())
+    return "" if present else f"{variable} is not set here"
+
+
+def _spec(judge: str) -> JudgeSpec:
+    """The judge JUDGE names (one with a budget), or a ConfigError that says what is wrong."""
+    from judgeq.judges import parse_judge_spec
+
     try:
         spec = parse_judge_spec(judge)
     except ConfigError as exc:
         raise ConfigError(f"JUDGE {judge!r}: {str(exc).removeprefix('--judge: ')}") from None
     if spec.provider == "lexical":
         raise ConfigError("the lexical judge has no rate limit (it calls no API)")
-    if has_credentials(settings, spec.provider):
-        return budget_name(settings, spec.provider, spec.model)
-    same = [n for n in known if n.rpartition(":")[0] == f"{spec.provider}:{spec.model}"]
-    if len(same) == 1:
-        return same[0]
-    raise ConfigError(
-        f"{KEY_VARIABLE.get(spec.provider, 'the key')} is not set here, so the budget of {judge} "
-        "(named by a hash of the key "
-        + (
-            "the workers use) cannot be told apart: give its name as 'judgeq budget' lists it"
-            if same
-            else "the workers use) is unknown: set the key, or give the budget's name"
+    return spec
+
+
+def listed_of(known: list[str], prefix: str) -> list[str]:
+    """The listed budgets named ``prefix:HASH``: one judge's, whatever their key."""
+    return [n for n in known if n.rpartition(":")[0] == prefix]
+
+
+def resolve(settings: Settings, judge: str, known: list[str]) -> Resolved:
+    """The budget ``judge`` names among ``known`` (the listed ones), as its workers name it:
+    see the module's docstring. Raises ConfigError for a bad JUDGE, the lexical judge (it has
+    no budget), and several listed budgets of the judge when this machine cannot tell which."""
+    from judgeq.judges import budget_name
+
+    if judge in known:
+        return Resolved(judge, judge, judge.rpartition(":")[0])
+    spec = _spec(judge)
+    mine = budget_name(settings, spec.provider, spec.model)
+    prefix = mine.rpartition(":")[0]  # the name without the key's hash, as every worker makes it
+    missing = missing_key(settings, spec.provider)
+    if not missing:
+        return Resolved(mine, judge, prefix, spec.provider)
+    same = listed_of(known, prefix)
+    if len(same) > 1:
+        raise ConfigError(
+            f"{missing}, so which of the {len(same)} budgets of {judge} listed is the workers' "
+            f"cannot be told: give its name, one of {', '.join(same)}"
         )
+    return Resolved(same[0] if same else None, judge, prefix, spec.provider, missing)
+
+
+def _taken(found: Resolved) -> str:
+    """The line that says which listed budget was taken for a judge named without its key."""
+    return f"{found.judge}: {found.missing}; taking the one budget of it listed: {found.name}"
+
+
+def _unnamed(found: Resolved) -> str:
+    """Why ``set`` refuses a judge whose budget this machine cannot name and none is listed."""
+    if found.provider in CUSTOM:
+        todo = "start its workers with JUDGEQ_JUDGE_RPM/ITPM/OTPM"
+    else:
+        todo = f"set {KEY_VARIABLE.get(found.provider, 'its key')} to the key the workers use"
+    return (
+        f"{found.missing}, and no budget of {found.judge} is listed: {todo}, or give the "
+        "budget's name as 'judgeq budget' lists it once a worker has called the judge"
     )
+
+
+def _elsewhere(known: list[str], found: Resolved, form: str) -> str:
+    """The listed budgets of the same judge with another key than the one named, said in
+    ``form`` ("" when there are none): a judge named here with a key its workers do not hold."""
+    others = [n for n in listed_of(known, found.prefix) if n != found.name]
+    return form.format(f"listed for {found.judge} with another key: {', '.join(others)}") if others else ""
 
 
 def _per_minute(value: float | None) -> str:
@@ -145,16 +251,24 @@ def show(judge: str | None, **flags: Any) -> None:
     settings = settings_from(**flags)
     client = _client(settings)
     known = budget_names(client)
-    names = [resolve(settings, judge, known)] if judge else known
+    names = known
+    if judge:
+        found = resolve(settings, judge, known)
+        if found.name is None or found.name not in known:
+            click.echo(
+                f"{found.name or judge}: no budget yet (no call made and no limit set)"
+                + _elsewhere(known, found, " ({})")
+            )
+            return
+        if found.missing:
+            click.echo(_taken(found))
+        names = [found.name]
     if not names:
         click.echo("no judge budgets yet (a budget appears with a judge's first call or 'judgeq budget set')")
         return
     for i, name in enumerate(names):
         if i:
             click.echo("")
-        if name not in known:
-            click.echo(f"{name}: no budget yet (no call made and no limit set)")
-            continue
         for line in describe(read_state(client, name)):
             click.echo(line)
 
@@ -175,9 +289,17 @@ def set_limits(judge: str, rpm: int | None, itpm: int | None, otpm: int | None, 
     settings = settings_from(**flags)
     client = _client(settings)
     known = budget_names(client)
-    name = resolve(settings, judge, known)
+    found = resolve(settings, judge, known)
+    if found.name is None:
+        raise ConfigError(_unnamed(found))
+    if found.missing:
+        click.echo(_taken(found))
+    name = found.name
     RedisBudget(client, name).configure(limits)
-    new = "" if name in known else " (a new budget: no worker has called this judge with this key yet)"
+    new = ""
+    if name not in known:
+        also = _elsewhere(known, found, "; {}")
+        new = f" (a new budget: no worker has called this judge with this key yet{also})"
     click.echo(f"{name}: limits set: {read_state(client, name).configured.describe()}{new}")
     click.echo(
         "  (a worker started with JUDGEQ_JUDGE_RPM/ITPM/OTPM sets its own when it first calls the judge)"
@@ -188,14 +310,18 @@ def set_limits(judge: str, rpm: int | None, itpm: int | None, otpm: int | None, 
 @click.argument("judge")
 @redis_option
 def reset(judge: str, **flags: Any) -> None:
-    """Forget JUDGE's limits (set and learned), levels and counts; it starts afresh."""
+    """Forget JUDGE's limits (set and learned), levels and counts; it starts afresh. A judge
+    without a budget has nothing to forget: said, exit 0."""
     from judgeq.ratelimit.redis import budget_names, reset_budget
 
     settings = settings_from(**flags)
     client = _client(settings)
     known = budget_names(client)
-    name = resolve(settings, judge, known)
-    if name not in known:
-        raise ConfigError(f"no budget named {name} ('judgeq budget' lists them)")
-    reset_budget(client, name)
-    click.echo(f"{name}: reset (workers learn the server's limits again from its next answers)")
+    found = resolve(settings, judge, known)
+    if found.name is None or found.name not in known:
+        click.echo(f"no budget for {judge}: nothing to reset" + _elsewhere(known, found, " ({})"))
+        return
+    if found.missing:
+        click.echo(_taken(found))
+    reset_budget(client, found.name)
+    click.echo(f"{found.name}: reset (workers learn the server's limits again from its next answers)")
