@@ -65,6 +65,7 @@ __all__ = [
     "FLOOR",
     "GROW",
     "GROW_NEAR",
+    "MAX_PAUSE",
     "MIN_EVIDENCE",
     "MIN_REFUSED",
     "MIN_SHARE",
@@ -134,6 +135,12 @@ PACE = 0.95
 call that arrives a few milliseconds early, and calls do arrive unevenly."""
 DEFAULT_RETRY_AFTER = 1.0
 """Seconds to pause on congestion when the server sent no ``retry-after``."""
+MAX_PAUSE = 600.0
+"""Seconds: the longest pause every caller takes on a congestion, whatever the server's
+``retry-after`` says (read in full since issue 28: an hour is an hour). Callers wait for the
+budget in their threads and a wait for budget never ends a job, so until a job whose deadline a
+pause passes ends with that reason (issue 28, point 5), a pause is held to the ten minutes that
+were the most a retry-after was read as before."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -152,7 +152,7 @@ class ScriptBudget:
             share,
             reserved.input_tokens,
             reserved.output_tokens,
-            "" if retry_after is None else float(retry_after),
+            "" if retry_after is None else min(float(retry_after), policy.MAX_PAUSE),
             epoch,
             nth,
             first_epoch,

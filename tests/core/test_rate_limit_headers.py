@@ -393,3 +393,16 @@ def test_anthropic_cache_writes_count_and_cache_reads_do_not() -> None:
         call_with_retries(Replying(one), REQ, RetryPolicy(), clock=clock, sleep=clock.sleep, budget=budget)
         levels.append(budget.snapshot().levels["input-tokens"])
     assert levels[0] == pytest.approx(levels[1])  # 1,000 + 2,000 written; the 4,000 read are free
+
+
+def test_a_pause_longer_than_ten_minutes_is_held_to_ten() -> None:
+    from judgeq.ratelimit import MemoryBudget, Usage, policy
+
+    now = [100.0]
+    budget = MemoryBudget(clock=lambda: now[0])
+    granted = [budget.acquire(1, 1) for _ in range(12)]
+    for g in granted[:9]:
+        budget.settle(Usage(1, 1), Usage(1, 1), ok=True, epoch=g.epoch)
+    pauses = [budget.refused(Usage(1, 1), 3600.0, epoch=g.epoch, nth=1) for g in granted[9:]]
+    assert pauses[-1] == policy.MAX_PAUSE == 600.0  # the third refused job of twelve: congestion
+    assert budget.acquire(1, 1).wait == 600.0
