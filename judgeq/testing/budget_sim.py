@@ -380,7 +380,8 @@ class Cell:
     """Share of the requests answered 429 for the limits (refusals of jobs refused for
     themselves and outage answers left out)."""
     refused_after_fix: float
-    """The same, counted from 60 s after the last limit change or the outage's end."""
+    """The same, leaving out the first minute, the minute after each change of the server's
+    limit, and an outage with the minute after it (the time the budget has to correct itself)."""
     rate_limited: int
     """Clean jobs (not refused for themselves) that ended ``rate_limited``."""
     nulls: dict[str, int]
@@ -565,11 +566,9 @@ def _measure(
         return total
 
     end = max(drained, 61.0)
-    outage_or_change = 0.0
+    settling = [(0.0, 60.0), *((at, at + 60.0) for at, _ in spec.changes)]
     if spec.outage:
-        outage_or_change = spec.outage[1]
-    elif spec.changes:
-        outage_or_change = spec.changes[-1][0]
+        settling.append((spec.outage[0], spec.outage[1] + 60.0))
     span_used = used_between(60.0, end)
     span_limit = limit_between(60.0, end)
     if spec.outage:  # the outage itself is no use to be had
@@ -586,10 +585,7 @@ def _measure(
         worst = used
     requests = sum(x.requests - x.refused_own - x.failed for x in servers)
     refused = sum(x.refused for x in servers)
-    # 429s after the fix: recount from the admitted/refused log is not kept per time; use the
-    # share in the time after (approximated by the requests the servers saw after it)
-    after = outage_or_change + 60.0
-    refused_after = _refused_after(servers, after)
+    refused_after = _refused_outside(servers, settling)
     recovered = math.nan
     if spec.outage or (spec.changes and len(spec.changes) > 1):
         healthy = spec.outage[1] if spec.outage else spec.changes[-1][0]
@@ -627,9 +623,14 @@ def _measure(
     )
 
 
-def _refused_after(servers: Sequence[_ServerState], after: float) -> float:
-    admitted = sum(1 for x in servers for t, _, _ in x.admitted if t >= after)
-    refused = sum(1 for x in servers for t in x.refused_at if t >= after)
+def _refused_outside(servers: Sequence[_ServerState], settling: Sequence[tuple[float, float]]) -> float:
+    """The share of requests answered 429 for the limits outside the ``settling`` intervals."""
+
+    def counted(t: float) -> bool:
+        return not any(a <= t < b for a, b in settling)
+
+    admitted = sum(1 for x in servers for t, _, _ in x.admitted if counted(t))
+    refused = sum(1 for x in servers for t in x.refused_at if counted(t))
     return refused / max(1, admitted + refused)
 
 
