@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from judgeq.errors import ConfigError
 from judgeq.ratelimit.policy import Limits
+from judgeq.telemetry.jsonlog import redact
 
 __all__ = [
     "BUDGET_GROUPS_EXAMPLE",
@@ -145,7 +146,7 @@ class Settings(BaseSettings):
         try:
             parse_budget_groups(value)
         except ValueError as exc:
-            raise PydanticCustomError("budget_groups", "{why}", {"why": str(exc)}) from None
+            raise PydanticCustomError("budget_groups", "{why}", {"why": redact(str(exc))}) from None
         return value
 
     def budget_group_map(self) -> dict[str, tuple[str, ...]]:

@@ -152,11 +152,12 @@ def _group_index(text: str) -> dict[tuple[str, str], str]:
     """``{(provider, canonical model): group}`` of a JUDGEQ_BUDGET_GROUPS value."""
     from judgeq.judges.shared_limits import canonical_model
     from judgeq.settings import parse_budget_groups
+    from judgeq.telemetry.jsonlog import redact
 
     try:
         groups = parse_budget_groups(text)
     except ValueError as exc:
-        raise ConfigError(f"JUDGEQ_BUDGET_GROUPS: {exc}") from None
+        raise ConfigError(redact(f"JUDGEQ_BUDGET_GROUPS: {exc}")) from None
     index: dict[tuple[str, str], str] = {}
     named: dict[tuple[str, str], str] = {}
     for group, judges in groups.items():
@@ -165,7 +166,7 @@ def _group_index(text: str) -> dict[tuple[str, str], str]:
                 spec = parse_judge_spec(judge)
             except ConfigError as exc:
                 why = str(exc).removeprefix("--judge: ")
-                raise ConfigError(f"JUDGEQ_BUDGET_GROUPS: group {group!r}: {why}") from None
+                raise ConfigError(redact(f"JUDGEQ_BUDGET_GROUPS: group {group!r}: {why}")) from None
             if spec.provider == "lexical":
                 raise ConfigError(
                     f"JUDGEQ_BUDGET_GROUPS: group {group!r}: the lexical judge has no rate limit"
@@ -173,8 +174,10 @@ def _group_index(text: str) -> dict[tuple[str, str], str]:
             key = (spec.provider, canonical_model(spec.provider, spec.model))
             if key in index and index[key] != group:
                 raise ConfigError(
-                    f"JUDGEQ_BUDGET_GROUPS: {named[key]!r} (group {index[key]!r}) and {judge!r} (group "
-                    f"{group!r}) share one rate limit already ({key[0]}:{key[1]}): put them in one group"
+                    redact(
+                        f"JUDGEQ_BUDGET_GROUPS: {named[key]!r} (group {index[key]!r}) and {judge!r} (group "
+                        f"{group!r}) share one rate limit already ({key[0]}:{key[1]}): put them in one group"
+                    )
                 )
             index[key], named[key] = group, judge
     return index

@@ -121,6 +121,18 @@ class Prices:
         return {k: round(v, 6) for k, v in parts.items()}
 
 
+def json_object(text: str, origin: str, what: str) -> dict[str, Any]:
+    """A data file's text as the JSON object it must be; ConfigError, one line naming ``origin``,
+    when it is not valid JSON or not an object (of ``what``)."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{origin}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: expected a JSON object of {what}")
+    return data
+
+
 def parse_prices(text: str, origin: str) -> tuple[dict[str, Price], dict[str, str], str | None]:
     """The entries, aliases and ``_taken`` date of a prices file's text; ConfigError (one
     line naming ``origin`` and the bad field) when it is not a valid prices file.
@@ -129,12 +141,7 @@ def parse_prices(text: str, origin: str) -> tuple[dict[str, Price], dict[str, st
     "cache_read", "batch_discount", "min_cache_tokens"}`` (USD per million tokens; ``input``
     and ``output`` required), keys starting with ``_`` being notes, except ``"_aliases"``
     (``{"id": "priced id"}``) and ``"_taken"`` (the date the prices were taken)."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{origin}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{origin}: expected a JSON object of model id -> prices (as in {SHIPPED})")
+    data = json_object(text, origin, f"model id -> prices (as in {SHIPPED})")
     entries: dict[str, Price] = {}
     for key, value in data.items():
         if key.startswith("_"):
@@ -213,6 +220,7 @@ __all__ = [
     "HOW_TO_PRICE",
     "Price",
     "Prices",
+    "json_object",
     "load_prices",
     "no_price_message",
     "parse_prices",

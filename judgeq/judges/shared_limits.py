@@ -25,7 +25,6 @@ not, the worst is two names on one budget (slower, never refused).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -35,7 +34,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from judgeq.errors import ConfigError
-from judgeq.judges.prices import shipped_prices
+from judgeq.judges.prices import json_object, shipped_prices
 
 __all__ = ["SHIPPED", "SharedLimits", "canonical_model", "parse_shared_limits", "shipped_shared_limits"]
 
@@ -112,12 +111,7 @@ def parse_shared_limits(text: str, origin: str, prices_aliases: Mapping[str, str
     ``"_aliases"`` of the prices) for the providers that take them; ConfigError (one line naming
     ``origin`` and the bad entry) when it is not a valid file. Keys starting with ``_`` are
     notes."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{origin}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{origin}: expected a JSON object of provider -> table")
+    data = json_object(text, origin, "provider -> table")
     tables: dict[str, SharedLimits] = {}
     for provider, value in data.items():
         if provider.startswith("_"):

@@ -59,6 +59,7 @@ CONSTANTS = (
     policy.PROBE,
     policy.PROBE_STEP,
     policy.PACE,
+    policy.HORIZON,
     TTL,
 )
 """In the order ``lua/common.lua`` reads them."""

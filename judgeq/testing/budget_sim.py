@@ -162,15 +162,19 @@ class _ServerState:
     def _make(self, factor: float) -> None:
         self.factor = factor
         s = self.spec
-        self.limiters = {}
-        for dim, v in (
-            ("requests", s.rpm),
-            ("input-tokens", s.itpm),
-            ("output-tokens", s.otpm),
-            ("tokens", s.tpm),
-        ):
-            if v:
-                self.limiters[dim] = make_limit(s.model, max(1, round(v * factor)), self.sim.now)
+        self._base = {
+            dim: v
+            for dim, v in (
+                ("requests", s.rpm),
+                ("input-tokens", s.itpm),
+                ("output-tokens", s.otpm),
+                ("tokens", s.tpm),
+            )
+            if v
+        }
+        self.limiters = {
+            dim: make_limit(s.model, max(1, round(v * factor)), self.sim.now) for dim, v in self._base.items()
+        }
 
     def _factor_now(self) -> float:
         factor = 1.0
@@ -233,8 +237,10 @@ class _ServerState:
         sim, spec = self.sim, self.spec
         now = sim.now
         factor = self._factor_now()
-        if factor != self.factor:
-            self._make(factor)
+        if factor != self.factor:  # the server's limit changes; what it counted stays counted
+            self.factor = factor
+            for dim, lim in self.limiters.items():
+                lim.rescale(max(1, round(self._base[dim] * factor)), now)
         self.requests += 1
         if spec.outage and spec.outage[0] <= now < spec.outage[1]:
             self.failed += 1
@@ -449,6 +455,8 @@ def _jobs(s: Scenario) -> list[_Job]:
         if s.judges > 1:
             model = f"judge-{i % s.judges}"
         own = rng.random() < s.refused
+        if own and s.kind == "baseline":  # the same run without the jobs refused for themselves
+            continue
         jobs.append(_Job(i, model, s.input_tokens, s.output_tokens, own, run=i % s.runs))
     return jobs
 
@@ -518,8 +526,8 @@ def run(s: Scenario) -> Cell:
     sim.run(until=s.horizon)
     wall = sim.now
     cell = _measure(s, jobs, list(servers.values()), budgets, wall, drained[0] or wall)
-    if s.refused:  # the same run without the jobs refused for themselves: what they may cost
-        cell.baseline = run(replace(s, name=f"{s.name} (baseline)", refused=0.0)).clean_wall
+    if s.refused and s.kind != "baseline":  # the same jobs less those refused for themselves
+        cell.baseline = run(replace(s, name=f"{s.name} (baseline)", kind="baseline")).clean_wall
     return cell
 
 
@@ -578,7 +586,7 @@ def _measure(
     worst = math.inf
     t = 60.0
     while t + 60.0 <= end:
-        if not (spec.outage and t < spec.outage[1] + 60.0 and t + 60.0 > spec.outage[0]):
+        if not any(t < b and t + 60.0 > a for a, b in settling[1:]):  # (the first minute: t >= 60)
             worst = min(worst, used_between(t, t + 60.0) / limit_between(t, t + 60.0))
         t += 5.0
     if worst is math.inf:
@@ -695,6 +703,13 @@ def matrix() -> list[Scenario]:
         cells.append(
             Scenario(f"sliding_window/none/refused={share:.0%}", window, refused=share, kind="refused")
         )
+    # ... and where the limit is known: stated (Anthropic's headers), or given right
+    stated_window = replace(window, headers="anthropic")
+    cells.append(Scenario("token_bucket/anthropic/refused=10%", base, refused=0.1, kind="refused"))
+    cells.append(Scenario("sliding_window/anthropic/refused=10%", stated_window, refused=0.1, kind="refused"))
+    cells.append(
+        Scenario("token_bucket/none/given=1.0/refused=10%", bucket, given=1.0, refused=0.1, kind="refused")
+    )
     tokens = Server(itpm=60_000, otpm=12_000, latency=1.0)
     for model in ("token_bucket", "per_second"):
         for estimate in (0.7, 1.0, 1.4):

@@ -5,7 +5,7 @@ the simulator runs them on a virtual clock and the stand-ins on the real one.
 
 * ``token_bucket`` -- one bucket per limit, full at the limit and refilled continuously (the
   Anthropic API's own, as its rate-limit page describes it);
-* ``sliding_window`` -- at most N in ANY 60-second interval (gateways: Kong, Envoy);
+* ``sliding_window`` -- at most N in ANY 60-second interval (a gateway counting the last 60 s);
 * ``fixed_window`` -- at most N per calendar minute, counted from 0 at each minute's start
   (LiteLLM's proxy counts per minute this way: a burst at the end of one minute and another at
   the start of the next both pass);
@@ -66,6 +66,12 @@ class Bucket:
         self._refill(now)
         return max(0.0, self.limit - self.level) * 60.0 / self.limit
 
+    def rescale(self, per_minute: int, now: float) -> None:
+        """The limit changes: what was taken stays taken (the level, at most the new limit)."""
+        self._refill(now)
+        self.per_minute, self.limit = per_minute, float(per_minute)
+        self.level = min(self.level, self.limit)
+
 
 class Window:
     """``sliding_window`` (span 60 s, capacity the per-minute limit) and ``per_second`` (span
@@ -114,6 +120,11 @@ class Window:
         self._expire(now)
         return self.entries[-1][0] + self.span - now if self.entries else 0.0
 
+    def rescale(self, per_minute: int, now: float) -> None:
+        """The limit changes: what the window holds stays in it."""
+        self.capacity = per_minute if self.span >= 60.0 else max(1, per_minute // 60)
+        self.per_minute = per_minute
+
 
 class FixedWindow:
     """``fixed_window``: at most ``per_minute`` in each calendar minute ``[60k, 60(k+1))``; the
@@ -147,6 +158,10 @@ class FixedWindow:
     def replenished_in(self, now: float) -> float:
         self._roll(now)
         return (self.minute + 1) * 60.0 - now if self.used else 0.0
+
+    def rescale(self, per_minute: int, now: float) -> None:
+        """The limit changes: what this minute counted stays counted."""
+        self.per_minute = per_minute
 
 
 Limiter = Bucket | Window | FixedWindow

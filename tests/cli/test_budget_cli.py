@@ -17,21 +17,11 @@ from judgeq.producer.cli import main
 from judgeq.ratelimit import Limits, Usage, budget_key
 from judgeq.ratelimit.redis import RELIST, RedisBudget, budget_names, read_state
 from judgeq.ratelimit.scripts import TTL
+from judgeq.testing.clock import ManualClock as FakeClock
 
 COMPATIBLE = "openai-compatible:llama-3@http://gpu-box:8000/v1"
 PYTHON = "python:my_judges:make"
 U = Usage(1, 1)
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, s: float) -> None:
-        self.now += s
 
 
 class CountingRedis(fakeredis.FakeRedis):

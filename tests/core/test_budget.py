@@ -22,20 +22,10 @@ from judgeq.ratelimit import (
 )
 from judgeq.ratelimit import redis as redis_budget
 from judgeq.ratelimit.redis import RedisBudget, budget_names, read_state, reset_budget
+from judgeq.testing.clock import ManualClock as FakeClock
 
 NONE = Limits()
 U = Usage(10, 10)
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, s: float) -> None:
-        self.now += s
 
 
 Make = Callable[[FakeClock], Budget]
@@ -513,3 +503,103 @@ def test_a_job_refused_again_in_a_later_epoch_is_no_news_and_takes_no_other_mark
     refuse(nth=2, first_epoch=old)
     refuse()
     assert granted().epoch == old + 2
+
+
+# ------------------------------------------------- a known limit is a ceiling, never a promise
+
+
+def _refuse_jobs(budget: Budget, clock: FakeClock, n: int, retry_after: float | None) -> float:
+    """``n`` fresh jobs granted and refused (each for the first time); the last pause."""
+    pause = 0.0
+    for _ in range(n):
+        while (g := budget.acquire(1, 1)).wait > 0.0:
+            clock.sleep(g.wait)
+        pause = budget.refused(U, retry_after, epoch=g.epoch, nth=1)
+    return pause
+
+
+def test_a_limit_given_too_high_is_corrected_by_429s_and_never_passed(make: Make, clock: FakeClock) -> None:
+    # given 300 a minute, but the server serves 60: 20 served, then refusals
+    budget = make(clock)
+    budget.configure(Limits(rpm=300))
+    for _ in range(20):
+        while (g := budget.acquire(1, 1)).wait > 0.0:
+            clock.sleep(g.wait)
+        budget.settle(U, U, ok=True, epoch=g.epoch)
+        clock.sleep(1.0)
+    _refuse_jobs(budget, clock, 3, 1.0)
+    state = budget.snapshot()
+    assert state.configured.rpm == 300  # the limit given stays ...
+    assert state.adaptive_rpm is not None and state.adaptive_rpm < 60  # ... the pace goes under it
+    assert state.effective()["requests"] == state.adaptive_rpm
+    # successes grow the pace back (the server's limit rose), never past the limit given: there
+    # it governs again
+    for i in range(40_000):
+        g = budget.acquire(1, 1)
+        if g.wait == 0.0:
+            budget.settle(U, U, ok=True, epoch=g.epoch)
+        clock.sleep(0.05)
+        if i % 200 == 0 and budget.snapshot().adaptive_rpm is None:
+            break
+    state = budget.snapshot()
+    assert state.adaptive_rpm is None and state.effective()["requests"] == 300
+
+
+def test_a_stated_limit_is_a_ceiling_too(make: Make, clock: FakeClock) -> None:
+    # a gateway forwarding its upstream's headers states a limit 10**6 too high
+    budget = make(clock)
+    budget.observe(
+        {"x-ratelimit-limit-requests": "1000000000", "x-ratelimit-remaining-requests": "999999999"}
+    )
+    serve(budget, 1)
+    for _ in range(20):
+        clock.sleep(0.5)
+        serve(budget, 1)
+    _refuse_jobs(budget, clock, 3, 1.0)
+    state = budget.snapshot()
+    assert state.server.rpm == 1_000_000_000
+    assert state.adaptive_rpm is not None and state.adaptive_rpm < 200
+
+
+def test_a_new_limit_given_forgets_the_pace_learned_under_the_old_one_but_the_same_one_does_not(
+    make: Make, clock: FakeClock
+) -> None:
+    budget = make(clock)
+    budget.configure(Limits(rpm=6000))
+    for _ in range(20):
+        while (g := budget.acquire(1, 1)).wait > 0.0:
+            clock.sleep(g.wait)
+        budget.settle(U, U, ok=True, epoch=g.epoch)
+        clock.sleep(1.0)
+    _refuse_jobs(budget, clock, 3, 1.0)
+    learned = budget.snapshot().adaptive_rpm
+    assert learned is not None
+    budget.configure(Limits(rpm=6000))  # a worker starting with the same JUDGEQ_JUDGE_RPM
+    assert budget.snapshot().adaptive_rpm == learned
+    budget.configure(Limits(rpm=3000))  # a new limit: the user says so
+    assert budget.snapshot().adaptive_rpm is None
+
+
+def test_a_window_full_for_the_rest_of_its_minute_is_cut_to_what_it_served_in_the_minute(
+    make: Make, clock: FakeClock
+) -> None:
+    # a sliding minute of 120: 120 served in the first 20 s, then full for 40 s more; the cut
+    # spreads what it served over the time it served and the retry-after: 120 a minute, x 0.75
+    budget = make(clock)
+    for _ in range(120):
+        serve(budget, 1)
+        clock.sleep(20.0 / 120)
+    assert _refuse_jobs(budget, clock, 3, 40.0) == 40.0
+    rpm = budget.snapshot().adaptive_rpm
+    assert rpm is not None and rpm == pytest.approx(policy.CUT * 120, rel=0.1)
+
+
+def test_a_congestion_in_the_budgets_first_second_reads_no_empty_window(make: Make, clock: FakeClock) -> None:
+    # Redis refuses an HMGET of no field (the in-process keyspace refuses it as well): a cut in
+    # the very second the budget was born must not ask for one
+    budget = make(clock)
+    budget.configure(Limits(rpm=6000))
+    first = budget.acquire(1, 1)
+    clock.sleep(0.5)
+    pauses = [budget.refused(U, 40.0, epoch=first.epoch, nth=1) for _ in range(10)]
+    assert 40.0 in pauses

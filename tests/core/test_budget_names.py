@@ -270,3 +270,20 @@ def test_a_bad_table_is_refused_naming_the_entry(entry: dict[str, object], says:
     with pytest.raises(ConfigError, match=r"^table: ") as caught:
         parse_shared_limits(json.dumps({"anthropic": entry}), "table", {"m-alias": "m"})
     assert says in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "groups",
+    [
+        "gw=openai-compatible:m@http://user:S3cretPW@gw:4000/v1",
+        "a=openai-compatible:m@http://u:S3cretPW@gw/v1;a=openai-compatible:n@http://u:S3cretPW@gw/v1",
+        "gw openai-compatible:m@http://user:S3cretPW@gw:4000/v1",
+    ],
+)
+def test_a_bad_group_setting_never_echoes_a_secret(groups: str) -> None:
+    from judgeq.judges import budget_groups
+    from judgeq.settings import Settings
+
+    with pytest.raises((ConfigError, ValueError)) as caught:
+        budget_groups(Settings.model_construct(budget_groups=groups))
+    assert "S3cretPW" not in str(caught.value)

@@ -19,29 +19,21 @@ from judgeq.testing.budget_sim import EPOCH, Cell, Scenario, Server, VirtualTime
 from judgeq.testing.limits import FixedWindow, make_limit
 
 NOT_YET = {
-    # adaptive (no limit known, or one known too high) against servers that state nothing true
-    "token_bucket/none/given=None": "429s above 2% while the first minute's burst is learned",
-    "token_bucket/none/given=3.0": "a limit given too high is never corrected",
-    "token_bucket/inflated/given=None": "a stated limit 10**6 too high is never corrected",
-    "token_bucket/inflated/given=3.0": "a limit given too high is never corrected",
-    "sliding_window/none/given=None": "429s above 2%, under 90% used",
-    "sliding_window/none/given=3.0": "a limit given too high is never corrected",
-    "sliding_window/inflated/given=None": "a stated limit 10**6 too high is never corrected",
-    "sliding_window/inflated/given=3.0": "a limit given too high is never corrected",
-    "fixed_window/none/given=None": "429s above 2%, under 90% used",
-    "per_second/none/given=None": "429s above 2%, under 90% used",
-    "per_second/none/given=3.0": "a limit given too high is never corrected",
-    "per_second/inflated/given=None": "a stated limit 10**6 too high is never corrected",
-    "per_second/inflated/given=3.0": "a limit given too high is never corrected",
-    "concurrency/none/given=None": "a limit on calls in flight is learned at 55-80% use",
-    # retry-after: too short (0, 1, 2, none) on a full window storms, 30 s pauses too often
-    "sliding_window/none/retry-after=exact": "as sliding_window/none/given=None",
-    "sliding_window/none/retry-after=none": "a full window refuses 30-40% of requests",
-    "sliding_window/none/retry-after=0.0": "a full window refuses a third of requests",
-    "sliding_window/none/retry-after=1.0": "collapse: the rate is cut again and again",
-    "sliding_window/none/retry-after=2.0": "collapse: the rate is cut again and again",
-    "sliding_window/none/retry-after=30.0": "a 30-s pause per congestion: under 90% used",
-    "sliding_window/none/retry-after=date": "as sliding_window/none/given=None",
+    # learned from 429s alone (no limit known, or one known too high: corrected under it)
+    "token_bucket/none/given=None": "7% 429s while the first minute's burst is learned",
+    "token_bucket/inflated/given=None": "6% 429s while the first minute's burst is learned",
+    "sliding_window/inflated/given=None": "429s just over 2%",
+    "per_second/none/given=None": "71% used, 3.4% 429s",
+    "per_second/none/given=3.0": "corrected, but 77% used",
+    "per_second/inflated/given=None": "72% used, 4% 429s",
+    "per_second/inflated/given=3.0": "corrected, but 77% used",
+    "concurrency/none/given=None": "a limit on calls in flight: 75% used, 8.6% 429s",
+    # retry-after too short (0, 1, 2, none) on a full window: storms; 30 s: a pause per congestion
+    "sliding_window/none/retry-after=none": "a full window refuses a third of requests",
+    "sliding_window/none/retry-after=0.0": "a full window refuses 46% of requests",
+    "sliding_window/none/retry-after=1.0": "27% 429s, 62% used",
+    "sliding_window/none/retry-after=2.0": "30% 429s, 80% used",
+    "sliding_window/none/retry-after=30.0": "a 30-s pause per congestion: 68% used",
     # jobs refused for themselves with a retry-after above 0
     "token_bucket/none/refused=5%": "their first refusals read as congestion: the rate falls",
     "sliding_window/none/refused=5%": "their first refusals read as congestion: the rate falls",
@@ -49,15 +41,21 @@ NOT_YET = {
     "sliding_window/none/refused=10%": "collapse",
     "token_bucket/none/refused=20%": "collapse",
     "sliding_window/none/refused=20%": "collapse",
+    # ... with the limit known, their refusals cut the pace under it (40% used before it did)
+    "token_bucket/anthropic/refused=10%": "their refusals read as congestion: 19% used",
+    "sliding_window/anthropic/refused=10%": "their refusals read as congestion: 19% used",
+    "token_bucket/none/given=1.0/refused=10%": "their refusals read as congestion: 15% used",
     # token limits enforced per second: a bucket of 1 s drops the refunds of max_tokens
-    "per_second/tokens/estimate=0.7": "output tokens: 35% of the limit used",
-    "per_second/tokens/estimate=1.0": "output tokens: 35% of the limit used",
-    "per_second/tokens/estimate=1.4": "output tokens: 35% of the limit used",
-    "token_bucket/per_day": "no per-minute request limit stated: adaptive, as .../none/given=None",
-    "sliding_window/none/workers=1": "adaptive on a sliding window: under 90% used",
-    "sliding_window/none/workers=20": "adaptive on a sliding window: 429s above 2%",
-    "token_bucket/none/outage-429": "429s above 2% after the outage",
-    "token_bucket/none/outage-down": "429s above 2% after the outage",
+    "per_second/tokens/estimate=0.7": "output tokens: 30% of the limit used",
+    "per_second/tokens/estimate=1.0": "output tokens: 34% of the limit used",
+    "per_second/tokens/estimate=1.4": "output tokens: 37% of the limit used",
+    # a limit given right that the server drops 3x for 3 minutes: cut to it, then regrown too slowly
+    "sliding_window/none/drop3x": "after the limit rises again the rate regrows 2% per 5 s: 68% used",
+    "token_bucket/per_day": "no per-minute request limit stated: learned from 429s, 6.4% 429s",
+    "sliding_window/none/workers=1": "429s just over 2%",
+    "sliding_window/none/workers=20": "62% used, 2.4% 429s",
+    "token_bucket/none/outage-429": "82% of the limit a minute after",
+    "token_bucket/none/outage-down": "429s just over 2%",
 }
 
 
@@ -238,3 +236,9 @@ def test_a_job_refused_for_itself_may_take_ten_calls_not_eleven() -> None:
     s = Scenario("x", Server(rpm=120), refused=0.1)
     assert _cell(scenario=s, own_calls_max=10).failures() == []
     assert _cell(scenario=s, own_calls_max=11).failures() == ["a job refused for itself took 11 calls > 10"]
+
+
+def test_an_outage_cell_holds_nothing_learned_in_it_for_later() -> None:
+    s = Scenario("x", Server(rpm=120, outage=(120.0, 180.0, "429")), kind="outage")
+    assert _cell(scenario=s, kept_after=115.0).failures() == []
+    assert _cell(scenario=s, kept_after=60.0).failures() == ["kept 60/min learned in the outage"]

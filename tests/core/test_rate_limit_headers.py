@@ -29,6 +29,7 @@ from judgeq.ratelimit.headers import (
     retry_after,
     server_limits,
 )
+from judgeq.testing.clock import ManualClock as FakeClock
 
 NOW = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC).timestamp()
 
@@ -302,17 +303,6 @@ REQ = JudgeRequest(system=("s",), user="u", output_schema={}, max_tokens=100)
 PROMPT, CACHED, COMPLETION = 5050, 4000, 50
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = NOW
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, s: float) -> None:
-        self.now += s
-
-
 def openai_judge(headers: dict[str, str]) -> OpenAIJudge:
     """The real adapter over a stand-in SDK client answering one completion with cached tokens."""
     completion = SimpleNamespace(
@@ -350,7 +340,7 @@ class Replying:
 
 def tokens_left(judge: Any) -> float:
     """The budget's combined-tokens level after one call of ``judge`` (the clock stands still)."""
-    clock = FakeClock()
+    clock = FakeClock(NOW)
     budget = MemoryBudget("openai:gpt-test:abc", clock=clock)
     out = call_with_retries(judge, REQ, RetryPolicy(), clock=clock, sleep=clock.sleep, budget=budget)
     assert out.reply is not None
@@ -386,7 +376,7 @@ def test_anthropic_cache_writes_count_and_cache_reads_do_not() -> None:
         headers=ANTHROPIC,
     )
     plain = JudgeReply(text="{}", input_tokens=3000, output_tokens=COMPLETION, headers=ANTHROPIC)
-    clock = FakeClock()
+    clock = FakeClock(NOW)
     levels = []
     for one in (reply, plain):
         budget = MemoryBudget("anthropic:m:abc", clock=clock)

@@ -34,9 +34,10 @@ if fraction > 0 and next(lim) ~= nil then
   refill(run, run_lim)
   wait = math.max(wait, bucket_wait(run, need, run_lim))
 end
-local fields = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens', 'lvl_tokens', 'probe', 'bound', 'began'}
+local fields = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens', 'lvl_tokens', 'probe', 'bound', 'began',
+  'born'}
 if wait > 0 then
-  if num(st['ada'], 0) > 0 and adaptive_applies(st, cfg) and st['lvl_requests'] < 1 - 1e-6 then
+  if adaptive_binds(st, cfg) and st['lvl_requests'] < 1 - 1e-6 then
     st['bound'] = now
   end
   if run ~= nil then save(RUN, run, LEVELS) end
@@ -50,6 +51,7 @@ if run ~= nil then
   save(RUN, run, LEVELS)
 end
 if st['began'] == nil or tonumber(st['began']) > now then st['began'] = now end
+if st['born'] == nil then st['born'] = now end
 save(STATE, st, fields)
 count('a')
 redis.call('ZREM', WAITING, caller)

@@ -1,5 +1,5 @@
 -- The judge budget's shared steps (judgeq/ratelimit/policy.py says what they do and why;
--- judgeq/ratelimit/memory.py is the same policy in Python). Prepended to every operation's
+-- judgeq/ratelimit/memory.py runs these same scripts in process). Prepended to every operation's
 -- script by judgeq/ratelimit/redis.py.
 --
 -- KEYS (every operation): 1 state hash, 2 configured limits hash (no expiry), 3 per-second
@@ -10,7 +10,7 @@
 
 local C = {}
 local NAMES = {'burst', 'window', 'recent', 'min_refused', 'min_evidence', 'min_share', 'min_span', 'cut', 'grow',
-  'near', 'grow_near', 'clean', 'floor', 'default_retry_after', 'probe', 'probe_step', 'pace', 'ttl'}
+  'near', 'grow_near', 'clean', 'floor', 'default_retry_after', 'probe', 'probe_step', 'pace', 'horizon', 'ttl'}
 for i, name in ipairs(NAMES) do C[name] = tonumber(ARGV[i]) end
 local A = {}
 for i = #NAMES + 1, #ARGV do A[#A + 1] = ARGV[i] end
@@ -52,24 +52,35 @@ local function save(key, t, fields)
   redis.call('EXPIRE', key, C.ttl)
 end
 
-local function adaptive_applies(st, cfg)
-  return num(cfg['requests'], 0) <= 0 and num(st['srv_requests'], 0) <= 0
+-- the request limit known (configured or stated, the lower; paced), nil when none
+local function known_requests(st, cfg)
+  local c, s = num(cfg['requests'], 0), num(st['srv_requests'], 0)
+  local l = s
+  if c > 0 and s > 0 then l = math.min(c, s) elseif c > 0 then l = c end
+  if l > 0 then return C.pace * l end
+  return nil
 end
 
--- the rate each bucket refills at (a minute): the lower of configured and stated, paced; else
--- the adaptive request rate
+-- whether the adaptive rate is what holds requests back: it is set and under any known limit (a
+-- limit given or stated is a ceiling, never a promise: refusals under it lower the pace)
+local function adaptive_binds(st, cfg)
+  local ada = num(st['ada'], 0)
+  if ada <= 0 then return false end
+  local known = known_requests(st, cfg)
+  return known == nil or ada < known
+end
+
+-- the rate each bucket refills at (a minute): the lower of configured and stated, paced; for
+-- requests, the adaptive rate where it binds
 local function effective(st, cfg)
   local lim = {}
   for _, d in ipairs(DIMS) do
     local c, s = num(cfg[d], 0), num(st['srv_' .. d], 0)
     local l = s
     if c > 0 and s > 0 then l = math.min(c, s) elseif c > 0 then l = c end
-    if l > 0 then
-      lim[d] = C.pace * l
-    elseif d == 'requests' and num(st['ada'], 0) > 0 then
-      lim[d] = num(st['ada'], 0)
-    end
+    if l > 0 then lim[d] = C.pace * l end
   end
+  if adaptive_binds(st, cfg) then lim['requests'] = num(st['ada'], 0) end
   return lim
 end
 
@@ -142,6 +153,7 @@ local function window(first)
   for s = first, sec do
     for _, k in ipairs(names) do fields[#fields + 1] = s .. ':' .. k end
   end
+  if #fields == 0 then return out end  -- (a window that starts after now: Redis refuses an empty HMGET)
   local values = redis.call('HMGET', STATS, unpack(fields))
   for i, v in ipairs(values) do
     local k = names[(i - 1) % #names + 1]

@@ -114,7 +114,12 @@ function C.HGET(key, field)
   return o.v[str(field)]
 end
 
+local function some(command, ...)  -- Redis refuses a command given no field at all
+  if select('#', ...) == 0 then error("ERR wrong number of arguments for '" .. command .. "' command") end
+end
+
 function C.HMGET(key, ...)
+  some('hmget', ...)
   local o, out = live(key), {}
   for i, k in ipairs({...}) do
     local v = o ~= nil and o.v[str(k)] or nil
@@ -125,6 +130,7 @@ function C.HMGET(key, ...)
 end
 
 function C.HDEL(key, ...)
+  some('hdel', ...)
   local o, n = live(key), 0
   if o == nil then return 0 end
   for _, k in ipairs({...}) do

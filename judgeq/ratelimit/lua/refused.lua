@@ -27,7 +27,7 @@ local pause = C.default_retry_after
 if A[4] ~= '' then pause = math.max(0, tonumber(A[4])) end
 redis.call('HSET', STATE, 'pause', f(math.max(num(st['pause'], 0), now + pause)), 'epoch', epoch + 1)
 redis.call('DEL', RECENT)
-if adaptive_applies(st, cfg) then
+do  -- the adaptive rate applies under any known limit (a ceiling, never a promise)
   -- the rates of this epoch's calls in the last window (whole seconds: the stats')
   local begin = math.max(num(st['began'], now), math.floor(now) - math.ceil(C.window) + 1)
   local span = math.max(now - begin, C.min_span)
@@ -40,11 +40,21 @@ if adaptive_applies(st, cfg) then
   -- (a rate not seen, with nothing granted or served, says nothing)
   local rate = math.huge
   if w.a > 0 then rate = math.min(rate, w.a / span) end
-  -- what the server answered (served, or refused a job for itself), spread over its
-  -- retry-after when that is longer (a full sliding minute)
-  if w.o + w.x > 0 then rate = math.min(rate, (w.o + w.x) / math.max(span, pause)) end
-  local ada = num(st['ada'], 0)
+  -- what the server answered (served, or refused a job for itself): in the last window, spread
+  -- over its retry-after when that is longer; and when the retry-after is longer than the
+  -- window (a window full for the rest of its minute says so), over the last horizon (at most
+  -- since the budget was born) and the retry-after, if higher: what a window served in its
+  -- minute is its limit
+  local born = num(st['born'], now)
+  local h = math.max(C.min_span, math.min(C.horizon, now - born))
+  local m = window(math.floor(now - h) + 1)
+  local answered = 0
+  if w.o + w.x > 0 then answered = (w.o + w.x) / math.max(span, pause) end
+  if m.o + m.x > 0 and pause > C.window then answered = math.max(answered, (m.o + m.x) / (h + pause)) end
+  if answered > 0 then rate = math.min(rate, answered) end
+  local ada, known = num(st['ada'], 0), known_requests(st, cfg)
   if ada > 0 then rate = math.min(rate, ada / 60) end
+  if known ~= nil then rate = math.min(rate, known / 60) end
   local fields = {'changed', f(now), 'began', f(now + pause)}
   if rate < math.huge then
     local peak = 60 * rate
