@@ -14,7 +14,7 @@ from judgeq.judges.prices import unpriced_text
 from ..progress import fmt_duration, pause_line, snapshot, state_text, summary_text, write_files
 from .options import out_option, redis_option, settings_from
 
-__all__ = ["WORKERS_QUIET_AFTER", "archive", "finalize", "report", "status", "worker_lines"]
+__all__ = ["WORKERS_QUIET_AFTER", "archive", "budget_lines", "finalize", "report", "status", "worker_lines"]
 
 
 def _store(**flags: Any) -> Any:
@@ -86,12 +86,47 @@ def status(run_id: str | None, **flags: Any) -> None:
     if snap.state in ("running", "enqueuing", "enqueuing (paused: queue full)") and snap.done < snap.total:
         for line in worker_lines(store, settings.queue, snap, spec.judges):
             click.echo(f"  {line}")
+        for line in budget_lines(settings, spec.judges):
+            click.echo(f"  {line}")
     if snap.questions:
         q = snap.questions
         click.echo(
             f"  hit@1    {100 * snap.hit1 / q:.1f}%  MRR {snap.rr_sum / q:.3f}  "
             f"total score >= 7 {100 * snap.pass7 / q:.1f}%"
         )
+
+
+def _budget_client(settings: Any) -> Any:
+    from judgeq.redis_connect import connect
+
+    return connect(settings.redis_url)
+
+
+def budget_lines(settings: Any, judges: list[tuple[str, str]]) -> list[str]:
+    """Why a run's jobs wait for their judge: one line per budget of its judges (every key the
+    workers use, as ``judgeq budget`` lists them) that is paused now, because the server said
+    how long to wait (its ``retry-after``) when refusals came in numbers."""
+    from judgeq.judges import budget_owner
+    from judgeq.ratelimit.redis import budget_names, read_state
+
+    called = [(p, m) for p, m in judges if p != "lexical"]  # (the offline judge has no budget)
+    if not called:
+        return []
+    client = _budget_client(settings)
+    names = budget_names(client)
+    lines = []
+    for provider, model in called:
+        prefix = ":".join(budget_owner(settings, provider, model)) + ":"
+        for name in names:
+            if not name.startswith(prefix):
+                continue
+            paused = read_state(client, name).paused_for
+            if paused >= 1.0:
+                lines.append(
+                    f"budget   {provider}:{model}: every call waits {fmt_duration(paused)} more "
+                    "(the judge's server refused calls in numbers and said how long to wait)"
+                )
+    return lines
 
 
 WORKERS_QUIET_AFTER = 120.0

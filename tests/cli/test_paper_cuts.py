@@ -274,3 +274,43 @@ def test_finalize_of_a_run_whose_producer_died_says_what_to_do(store: ListingSto
         "the same submit with --run-id dead to send the rest, or pass --force to record the unsent "
         "jobs as lost"
     ) in result.stderr
+
+
+def test_status_says_when_the_judges_budget_is_paused_and_for_how_long(
+    store: ListingStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a run on an Anthropic judge whose server refused calls in numbers and said "wait 540 s"
+    import fakeredis
+
+    import judgeq.producer.cli.status as status_cli
+    from judgeq.judges import budget_name
+    from judgeq.ratelimit import Usage
+    from judgeq.ratelimit.redis import RedisBudget
+
+    r = fakeredis.FakeRedis(decode_responses=True)
+    monkeypatch.setattr(status_cli, "_budget_client", lambda settings: r)
+    monkeypatch.setattr(status_cli, "worker_lines", lambda *a, **k: [])  # (no workers in this store)
+    text, source = read_rubric_text("quality")
+    store.register(
+        RunSpec(
+            run_id="waiting",
+            rubric_text=text,
+            rubric_source=source,
+            judge_provider="anthropic",
+            judge_model="claude-haiku-4-5",
+            total=10,
+        )
+    )
+    store.set_state("waiting", state="running", enqueue="done", enqueued=10, started_epoch=time.time())
+    assert "budget " not in status("waiting").output  # no budget yet: nothing to say
+    budget = RedisBudget(r, budget_name(load_settings(), "anthropic", "claude-haiku-4-5"))
+    grants = [budget.acquire(1, 1) for _ in range(12)]
+    for g in grants[:9]:
+        budget.settle(Usage(1, 1), Usage(1, 1), ok=True, epoch=g.epoch)
+    for g in grants[9:]:
+        budget.refused(Usage(1, 1), 540.0, epoch=g.epoch, nth=1)
+    result = status("waiting")
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.strip().startswith("budget "))
+    assert "anthropic:claude-haiku-4-5: every call waits 8m5" in line  # 8m59s, 8m58s: Redis's clock
+    assert "said how long to wait" in line
