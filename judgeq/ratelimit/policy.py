@@ -34,24 +34,21 @@ calls granted before the last congestion was acted on (an older epoch: :class:`G
 news. On congestion every caller pauses for the server's ``retry-after``; a refusal that is no
 congestion only makes its own job wait.
 
-**Adaptive rate.** A request limit given or stated is a ceiling, never a promise: congestion
-under it (a limit given too high, a gateway forwarding its upstream's headers, a server whose
-limit dropped) sets an adaptive rate under it, as it does with no limit known. No adaptive rate
-until the first congestion; then the rate becomes :data:`CUT` x the lowest of the current rate
-(and the known limit), the rate granted in the window, and the rate the server answered
-(served, or refused a job for itself: those calls say nothing of its capacity): in the window,
-spread over the ``retry-after`` when that is longer; and when the ``retry-after`` is longer
-than the window (a sliding or calendar minute full for the rest of it says so), what it
-answered over the last :data:`HORIZON` (at most since the budget was born) spread over that time
-and the ``retry-after``, if that is higher: what such a server served in its minute is its
-limit, while the window alone saw only the end of it. A rate not seen (nothing granted or
-answered) is left out; never below :data:`FLOOR`. After :data:`CLEAN` seconds without
-congestion while the rate was what held callers back, each successful call (never a failed
-one) may grow it: by :data:`GROW` up to :data:`NEAR` of the capacity estimated at the last cut,
-then by :data:`GROW_NEAR`: from the floor back to hundreds of requests a second in minutes.
-Back at the known limit, the adaptive rate is dropped and the limit governs again. A new limit
-given (a different ``--rpm``) forgets the adaptive rate; the same one given again (another
-worker starting) does not.
+**Adaptive rate** (no request limit configured or stated by the server). No limit until the
+first congestion; then the rate becomes :data:`CUT` x the lowest of the current rate, the rate
+granted in the window, and the rate the server answered (served, or refused a job for itself:
+those calls say nothing of its capacity): in the window, spread over the ``retry-after`` when
+that is longer; and when the ``retry-after`` is longer than the window (a sliding or calendar
+minute full for the rest of it says so), what it answered over the last :data:`HORIZON` (at
+most since the budget was born) spread over that time and the ``retry-after``, if that is
+higher: what such a server served in its minute is its limit, while the window alone saw only
+the end of it. A rate not seen (nothing granted or answered) is left out; never below
+:data:`FLOOR`. After :data:`CLEAN` seconds without congestion while the rate was what held
+callers back, each successful call (never a failed one) may grow it: by :data:`GROW` up to
+:data:`NEAR` of the capacity estimated at the last cut, then by :data:`GROW_NEAR`: from the
+floor back to hundreds of requests a second in minutes. A known limit is not corrected by
+429s yet (issue 28: the simulator shows what that costs; making it a ceiling made jobs refused
+for themselves slow every run whose server states its limit).
 
 How this holds against every kind of server is measured by the simulator
 (:mod:`judgeq.testing.budget_sim`, ``python benchmarks/budget_sim.py``).
@@ -242,8 +239,7 @@ class BudgetState:
     ``x-ratelimit-limit-tokens``), None when it stated none."""
 
     def effective(self) -> dict[str, float]:
-        """The limit that applies per dimension (per minute): the lower of given and stated; for
-        requests, the adaptive rate where it is lower (a known limit is a ceiling)."""
+        """The limit that applies per dimension (per minute)."""
         out: dict[str, float] = {}
         for dim, given, stated in zip(
             DIMENSIONS, self.configured.as_tuple(), self.server.as_tuple(), strict=True
@@ -251,8 +247,8 @@ class BudgetState:
             known = [x for x in (given, stated) if x]
             if known:
                 out[dim] = float(min(known))
-            if dim == "requests" and self.adaptive_rpm:
-                out[dim] = min(out.get(dim, self.adaptive_rpm), self.adaptive_rpm)
+            elif dim == "requests" and self.adaptive_rpm:
+                out[dim] = self.adaptive_rpm
         return out
 
 

@@ -204,8 +204,7 @@ def describe(state: BudgetState) -> list[str]:
         if stated:
             parts.append(f"{stated:,}/min stated by the server")
         if dim == "requests" and state.adaptive_rpm:
-            why = "under the known limit" if given or stated else "no limit known"
-            parts.append(f"{state.adaptive_rpm:,.0f}/min adaptive ({why}; found from 429s)")
+            parts.append(f"{state.adaptive_rpm:,.0f}/min adaptive (no limit known; found from 429s)")
         applies = effective.get(dim)
         if not parts:
             parts.append("none known" if dim != "requests" else "none known (adaptive: no 429 yet)")

@@ -37,7 +37,7 @@ end
 local fields = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens', 'lvl_tokens', 'probe', 'bound', 'began',
   'born'}
 if wait > 0 then
-  if adaptive_binds(st, cfg) and st['lvl_requests'] < 1 - 1e-6 then
+  if num(st['ada'], 0) > 0 and adaptive_applies(st, cfg) and st['lvl_requests'] < 1 - 1e-6 then
     st['bound'] = now
   end
   if run ~= nil then save(RUN, run, LEVELS) end

@@ -52,35 +52,24 @@ local function save(key, t, fields)
   redis.call('EXPIRE', key, C.ttl)
 end
 
--- the request limit known (configured or stated, the lower; paced), nil when none
-local function known_requests(st, cfg)
-  local c, s = num(cfg['requests'], 0), num(st['srv_requests'], 0)
-  local l = s
-  if c > 0 and s > 0 then l = math.min(c, s) elseif c > 0 then l = c end
-  if l > 0 then return C.pace * l end
-  return nil
+local function adaptive_applies(st, cfg)
+  return num(cfg['requests'], 0) <= 0 and num(st['srv_requests'], 0) <= 0
 end
 
--- whether the adaptive rate is what holds requests back: it is set and under any known limit (a
--- limit given or stated is a ceiling, never a promise: refusals under it lower the pace)
-local function adaptive_binds(st, cfg)
-  local ada = num(st['ada'], 0)
-  if ada <= 0 then return false end
-  local known = known_requests(st, cfg)
-  return known == nil or ada < known
-end
-
--- the rate each bucket refills at (a minute): the lower of configured and stated, paced; for
--- requests, the adaptive rate where it binds
+-- the rate each bucket refills at (a minute): the lower of configured and stated, paced; else
+-- the adaptive request rate
 local function effective(st, cfg)
   local lim = {}
   for _, d in ipairs(DIMS) do
     local c, s = num(cfg[d], 0), num(st['srv_' .. d], 0)
     local l = s
     if c > 0 and s > 0 then l = math.min(c, s) elseif c > 0 then l = c end
-    if l > 0 then lim[d] = C.pace * l end
+    if l > 0 then
+      lim[d] = C.pace * l
+    elseif d == 'requests' and num(st['ada'], 0) > 0 then
+      lim[d] = num(st['ada'], 0)
+    end
   end
-  if adaptive_binds(st, cfg) then lim['requests'] = num(st['ada'], 0) end
   return lim
 end
 

@@ -5,8 +5,8 @@ local given = {}
 for i = 3, #A, 2 do
   given[#given + 1] = A[i]
   given[#given + 1] = A[i + 1]
-  if A[i] == 'requests' and tonumber(A[i + 1]) > 0 and redis.call('HGET', CONFIG, 'requests') ~= A[i + 1] then
-    redis.call('HDEL', STATE, 'ada')  -- a new request limit: what was learned under the old one is forgotten
+  if A[i] == 'requests' and tonumber(A[i + 1]) > 0 then
+    redis.call('HDEL', STATE, 'ada')  -- a request limit replaces the adaptive rate
   end
 end
 if #given > 0 then redis.call('HSET', CONFIG, unpack(given)) end

@@ -10,8 +10,12 @@ if not changed then
   redis.call('HSET', STATE, 'answered', 1)
   return 0
 end
-local fields = {'answered', 'srv_requests', 'srv_input-tokens', 'srv_output-tokens', 'srv_tokens'}
+local fields = {'answered', 'srv_requests', 'srv_input-tokens', 'srv_output-tokens', 'srv_tokens', 'ada'}
 for _, k in ipairs(LEVELS) do fields[#fields + 1] = k end
+if st['srv_requests'] ~= nil then
+  redis.call('HDEL', STATE, 'ada')
+  st['ada'] = nil
+end
 refill(st, effective(st, cfg))  -- new buckets start small
 for i = 2, #A, 3 do
   local v = tonumber(st['lvl_' .. A[i]])

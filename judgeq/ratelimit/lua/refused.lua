@@ -27,7 +27,7 @@ local pause = C.default_retry_after
 if A[4] ~= '' then pause = math.max(0, tonumber(A[4])) end
 redis.call('HSET', STATE, 'pause', f(math.max(num(st['pause'], 0), now + pause)), 'epoch', epoch + 1)
 redis.call('DEL', RECENT)
-do  -- the adaptive rate applies under any known limit (a ceiling, never a promise)
+if adaptive_applies(st, cfg) then
   -- the rates of this epoch's calls in the last window (whole seconds: the stats')
   local begin = math.max(num(st['began'], now), math.floor(now) - math.ceil(C.window) + 1)
   local span = math.max(now - begin, C.min_span)
@@ -45,16 +45,17 @@ do  -- the adaptive rate applies under any known limit (a ceiling, never a promi
   -- window (a window full for the rest of its minute says so), over the last horizon (at most
   -- since the budget was born) and the retry-after, if higher: what a window served in its
   -- minute is its limit
-  local born = num(st['born'], now)
-  local h = math.max(C.min_span, math.min(C.horizon, now - born))
-  local m = window(math.floor(now - h) + 1)
   local answered = 0
   if w.o + w.x > 0 then answered = (w.o + w.x) / math.max(span, pause) end
-  if m.o + m.x > 0 and pause > C.window then answered = math.max(answered, (m.o + m.x) / (h + pause)) end
+  if pause > C.window then
+    local born = num(st['born'], now)
+    local h = math.max(C.min_span, math.min(C.horizon, now - born))
+    local m = window(math.floor(now - h) + 1)
+    if m.o + m.x > 0 then answered = math.max(answered, (m.o + m.x) / (h + pause)) end
+  end
   if answered > 0 then rate = math.min(rate, answered) end
-  local ada, known = num(st['ada'], 0), known_requests(st, cfg)
+  local ada = num(st['ada'], 0)
   if ada > 0 then rate = math.min(rate, ada / 60) end
-  if known ~= nil then rate = math.min(rate, known / 60) end
   local fields = {'changed', f(now), 'began', f(now + pause)}
   if rate < math.huge then
     local peak = 60 * rate

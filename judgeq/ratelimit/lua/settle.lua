@@ -8,13 +8,11 @@ count('o')
 local st, cfg = hgetall(STATE), hgetall(CONFIG)
 if tonumber(A[5]) == num(st['epoch'], 0) then remember(0) end
 local ada, changed, peak = num(st['ada'], 0), num(st['changed'], -1e300), num(st['peak'], 1e300)
-if adaptive_binds(st, cfg) and now - changed >= C.clean
+if ada > 0 and adaptive_applies(st, cfg) and now - changed >= C.clean
     and num(st['bound'], -1e300) >= changed and not congested() then
   local near = ada >= C.near * peak
   if near then ada = ada * C.grow_near else ada = math.min(ada * C.grow, C.near * peak) end
   if ada >= 2 * peak then redis.call('HSET', STATE, 'peak', f(ada)) end
   redis.call('HSET', STATE, 'ada', f(ada), 'changed', f(now))
-  local known = known_requests(st, cfg)
-  if known ~= nil and ada >= known then redis.call('HDEL', STATE, 'ada') end  -- the known limit governs again
 end
 return 1

@@ -21,7 +21,7 @@ for _, d in ipairs(DIMS) do
   end
 end
 local ada = ''
-if adaptive_binds(st, cfg) then ada = st['ada'] end
+if num(st['ada'], 0) > 0 and adaptive_applies(st, cfg) then ada = st['ada'] end
 local minute = window(math.floor(now) - 59)
 local waiting = redis.call('ZCOUNT', WAITING, '(' .. f(now), '+inf')
 return {levels, configured, server, ada, f(math.max(0, num(st['pause'], 0) - now)), minute.a, minute.o, minute.q,
