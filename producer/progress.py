@@ -17,6 +17,7 @@ from kombu.exceptions import OperationalError
 from judgeq.errors import ConfigError, JudgeqError
 from judgeq.judges.prices import unpriced_text
 from judgeq.pipeline.batch_lane import lane_summary, lane_text
+from judgeq.ratelimit.headers import fmt_duration
 from judgeq.report.files import jobs_file_texts, write_report_files
 from judgeq.report.formatting import fmt, fmt_count, lane_name
 from judgeq.store.base import Store
@@ -209,15 +210,6 @@ def _display_state(st: dict[str, str], gone: bool) -> str:
     if enqueue == "paused":
         return "enqueuing (paused: queue full)"
     return "enqueuing"
-
-
-def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    seconds = int(seconds)
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
 def progress_line(snap: Snapshot, width: int = 24) -> str:

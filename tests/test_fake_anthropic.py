@@ -445,9 +445,10 @@ def limited(clock: FakeClock, model: str, **kwargs: Any) -> FakeMessagesAPI:
     return FakeMessagesAPI(api_key="k", limit_model=model, clock=clock, **kwargs)
 
 
-def admitted(fake: FakeMessagesAPI, input_tokens: int = 10) -> float:
-    """0.0 when the stand-in admits a request of ``input_tokens``, else the seconds it asks to wait."""
-    wait, _ = fake._admit(input_tokens)
+def admitted(fake: FakeMessagesAPI, input_tokens: int = 10, max_tokens: int = 1) -> float:
+    """0.0 when the stand-in admits a request of ``input_tokens`` and ``max_tokens``, else the
+    seconds it asks to wait."""
+    wait, _ = fake._admit(input_tokens, max_tokens, fake.clock())
     return wait
 
 
@@ -540,10 +541,14 @@ def test_sliding_window_counts_input_and_output_tokens() -> None:
 
     clock = FakeClock()
     fake = limited(clock, "sliding_window", otpm=50)
-    assert admitted(fake) == 0.0
-    fake._spend_output(60)  # output tokens count from the answer, and may overdraw
-    clock.advance(20)
-    assert admitted(fake) == pytest.approx(40.0)
+    start = clock.now
+    assert admitted(fake, max_tokens=40) == 0.0  # max_tokens reserved on admission ...
+    assert admitted(fake, max_tokens=20) == pytest.approx(60.0)
+    clock.advance(5)
+    fake._spend_output(start, 40, 10)  # ... settled to what the answer used
+    assert admitted(fake, max_tokens=40) == 0.0
+    clock.advance(15)
+    assert admitted(fake, max_tokens=20) == pytest.approx(45.0)  # 40 at 5 s slide out at 65 s
 
 
 def test_per_second_admits_n_over_60_in_any_second() -> None:

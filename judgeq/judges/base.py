@@ -17,8 +17,15 @@ from urllib.parse import urlsplit
 
 from judgeq.errors import JudgeError, JudgeRateLimited, JudgeTimeout
 from judgeq.grading.request import JudgeRequest
-from judgeq.ratelimit import Budget, Share, Usage, estimate_input_tokens, wait_for_budget
-from judgeq.ratelimit.headers import retry_after
+from judgeq.ratelimit import (
+    Budget,
+    PausedPastDeadline,
+    Share,
+    Usage,
+    estimate_input_tokens,
+    wait_for_budget,
+)
+from judgeq.ratelimit.headers import fmt_duration, retry_after
 from judgeq.settings import default
 from judgeq.telemetry import BudgetWaited, JudgeCall, current_job, emit, observed
 
@@ -202,7 +209,17 @@ def call_with_retries(
             end += clock() - before
         try:
             if budget is not None:
-                waited, epoch = wait_for_budget(budget, reserve, share, sleep=sleep)
+                left = end - clock()
+                try:
+                    waited, epoch = wait_for_budget(budget, reserve, share, sleep=sleep, longest_pause=left)
+                except PausedPastDeadline as paused:
+                    last = JudgeRateLimited(
+                        f"the judge's server asked every caller to wait {fmt_duration(paused.pause)} "
+                        f"more (its retry-after on a congestion): longer than the {fmt_duration(left)} "
+                        f"left of this job's {policy.deadline:g}s deadline"
+                    )
+                    errors.append(last.reason)
+                    break
                 end += waited
                 if waited > 0 and observed():
                     emit(BudgetWaited(provider_of(judge), judge.model, waited))

@@ -62,6 +62,7 @@ __all__ = [
     "OPENAI_DIMENSIONS",
     "OPENAI_PREFIX",
     "LongLimit",
+    "fmt_duration",
     "long_window_limits",
     "parse_duration",
     "parse_reset",
@@ -188,6 +189,17 @@ def parse_duration(text: str | None) -> float | None:
         return None
     total = sum(float(number) / _PER_SECOND[unit] for number, unit in _PART.findall(text))
     return total if math.isfinite(total) else None
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """A duration as people read it: ``45s``, ``8m59s``, ``2h05m`` (whole seconds, down); ``?``
+    for an unknown one."""
+    if seconds is None:
+        return "?"
+    whole = int(seconds)
+    h, rem = divmod(whole, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
 def parse_reset(text: str | None, now: float | None = None) -> float | None:

@@ -60,6 +60,8 @@ CONSTANTS = (
     policy.PROBE_STEP,
     policy.PACE,
     policy.HORIZON,
+    policy.TOKEN_SECONDS,
+    policy.USE_WEIGHT,
     TTL,
 )
 """In the order ``lua/common.lua`` reads them."""
@@ -118,8 +120,10 @@ class ScriptBudget:
 
     def acquire(self, input_tokens: int, output_tokens: int, share: Share | None = None) -> Grant:
         fraction = share.fraction if share is not None else 0
-        wait, epoch = self._call("acquire", share, self._caller(), input_tokens, output_tokens, fraction)
-        return Grant(float(_text(wait)), int(epoch))
+        wait, epoch, *paused = self._call(
+            "acquire", share, self._caller(), input_tokens, output_tokens, fraction
+        )
+        return Grant(float(_text(wait)), int(epoch), bool(paused and int(paused[0])))
 
     def _caller(self) -> str:
         """Who asks (a waiting caller is counted once)."""
@@ -131,8 +135,10 @@ class ScriptBudget:
         self._call(
             "settle",
             share,
-            reserved.input_tokens - used.input_tokens,
-            reserved.output_tokens - used.output_tokens,
+            reserved.input_tokens,
+            reserved.output_tokens,
+            used.input_tokens,
+            used.output_tokens,
             1 if ok else 0,
             epoch,
             share.fraction if share is not None else 0,

@@ -158,6 +158,9 @@ class _ServerState:
         self.refused_at: list[float] = []
         self.refused_own = 0  # 429s to requests refused for themselves
         self.failed = 0  # outage answers
+        self.reserves_output = spec.model in ("token_bucket", "per_second", "concurrency")
+        """Output tokens reserved as ``max_tokens`` at admission and settled at the end, as the
+        providers document; a gateway (a window) counts them once answered."""
 
     def _make(self, factor: float) -> None:
         self.factor = factor
@@ -232,8 +235,10 @@ class _ServerState:
             return {"retry-after": format_datetime(when, usegmt=True)}
         return {"retry-after": f"{float(ra):g}"}
 
-    def call(self, job: _Job, timeout: float) -> JudgeReply:
-        """One call at the virtual now: admitted (the latency passes, the answer comes) or not."""
+    def call(self, job: _Job, timeout: float, max_tokens: int) -> JudgeReply:
+        """One call at the virtual now: admitted (the latency passes, the answer comes) or not.
+        Its output tokens are reserved as ``max_tokens`` when it is admitted and settled to
+        what it used at its end (:mod:`judgeq.testing.limits` says whose documentation)."""
         sim, spec = self.sim, self.spec
         now = sim.now
         factor = self._factor_now()
@@ -253,8 +258,11 @@ class _ServerState:
             sim.sleep(self._quick())
             h = {**self.headers(now), "retry-after": f"{spec.own_retry_after:g}"}
             raise JudgeRateLimited("429 (for itself)", retry_after=retry_after_seconds(h), headers=h)
-        need = {"requests": 1.0, "input-tokens": float(job.input_tokens), "output-tokens": 1.0,
-                "tokens": float(job.input_tokens)}  # fmt: skip
+        # a provider reserves max_tokens; a gateway counts output tokens once answered (and
+        # admits a request while its window has room for one)
+        ahead = float(max_tokens) if self.reserves_output else 1.0
+        need = {"requests": 1.0, "input-tokens": float(job.input_tokens), "output-tokens": ahead,
+                "tokens": float(job.input_tokens) + ahead}  # fmt: skip
         wait = max((lim.wait_for(need[d], now) for d, lim in self.limiters.items()), default=0.0)
         if spec.concurrency and self.in_flight >= round(spec.concurrency * factor):
             wait = max(wait, 0.5)
@@ -265,23 +273,31 @@ class _ServerState:
             h = {**self.headers(now), **self._retry_after(wait, now)}
             raise JudgeRateLimited("429: rate limit", retry_after=retry_after_seconds(h), headers=h)
         for d, lim in self.limiters.items():
-            if d != "output-tokens":
+            if self.reserves_output:
                 lim.take(need[d], now)
+            elif d != "output-tokens":
+                lim.take(need[d] - (ahead if d == "tokens" else 0.0), now)
         self.admitted.append((now, float(job.input_tokens), float(job.output_tokens)))
         headers = self.headers(now)
         self.in_flight += 1
+        used = float(job.output_tokens)
         try:
             latency = spec.latency * self.rng.uniform(0.8, 1.2)
             if latency > timeout:
+                used = 0.0
                 sim.sleep(timeout)
                 raise JudgeTimeout("the judge did not answer within the attempt timeout")
             sim.sleep(latency)
         finally:
             self.in_flight -= 1
-        for d in ("output-tokens", "tokens"):
-            if d in self.limiters:
-                self.limiters[d].take(float(job.output_tokens), sim.now)
-        self.out_at.append((sim.now, float(job.output_tokens)))
+            for d, base in (("output-tokens", 0.0), ("tokens", float(job.input_tokens))):
+                if d not in self.limiters:
+                    continue
+                if self.reserves_output:
+                    self.limiters[d].settle(now, base + max_tokens, base + used, sim.now)
+                else:
+                    self.limiters[d].take(used, sim.now)
+        self.out_at.append((sim.now, used))
         return JudgeReply(
             text="{}",
             input_tokens=job.input_tokens,
@@ -325,7 +341,7 @@ class _Judge:
     def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
         job = self.jobs[int(request.fields["job"])]
         job.calls += 1
-        return self.server.call(job, timeout)
+        return self.server.call(job, timeout, request.max_tokens)
 
 
 class _Budget(MemoryBudget):
@@ -718,6 +734,11 @@ def matrix() -> list[Scenario]:
                     f"{model}/tokens/estimate={estimate}", replace(tokens, model=model), estimate=estimate
                 )
             )
+    # a slow judge: a reservation of max_tokens (1,024) outlives many seconds of the limit before
+    # its unused part (824) comes back
+    slow = Server(otpm=12_000, latency=4.0)
+    for model in ("token_bucket", "per_second", "sliding_window"):
+        cells.append(Scenario(f"{model}/otpm/latency=4", replace(slow, model=model)))
     drop = ((120.0, 1 / 3), (300.0, 1.0))  # the limit drops 3x for 3 minutes, then rises again
     cells.append(
         Scenario(

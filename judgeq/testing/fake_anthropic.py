@@ -76,8 +76,11 @@ models of :mod:`judgeq.testing.limits` (written once there, also run by the budg
   minute's start.
 
 In every model a request needs one request, its input tokens (``ceil(len(body) / 4)``) and
-room for one output token; its output tokens are taken after the answer (so a bucket or
-window may be overdrawn by them). A request that does not fit takes nothing and is answered
+its ``max_tokens`` output tokens, reserved when it is admitted and settled to the output
+tokens it used when it is answered (none for an injected error), as Anthropic documents its
+OTPM limit ("estimated based on max_tokens at the beginning of each request, and adjusted at
+the end of the request to reflect the actual number of output tokens used",
+https://docs.anthropic.com/en/api/rate-limits). A request that does not fit takes nothing and is answered
 429 with ``retry-after`` (whole seconds until it fits, rounded up, at least 1). Every
 ``/v1/messages`` answer carries
 ``anthropic-ratelimit-{requests,input-tokens,output-tokens}-{limit,remaining,reset}`` for the
@@ -820,28 +823,28 @@ class FakeMessagesAPI:
             headers[f"anthropic-ratelimit-{name}-reset"] = _reset_header(limiter.replenished_in(now))
         return headers
 
-    def _admit(self, input_tokens: int) -> tuple[float, dict[str, str]]:
-        """Take a request's share of the limits: (0, headers) when admitted, else (seconds to
-        wait, headers) with nothing taken."""
-        now = self.clock()
+    def _admit(self, input_tokens: int, max_tokens: int, now: float) -> tuple[float, dict[str, str]]:
+        """Take a request's share of the limits at ``now``: (0, headers) when admitted, else
+        (seconds to wait, headers) with nothing taken. Its output tokens are reserved as
+        ``max_tokens`` (settled at its end: :meth:`_spend_output`)."""
         with self._lock:
-            need = {"requests": 1.0, "input-tokens": float(input_tokens), "output-tokens": 1.0}
+            need = {"requests": 1.0, "input-tokens": float(input_tokens), "output-tokens": float(max_tokens)}
             wait = max((lim.wait_for(need[name], now) for name, lim in self._limiters.items()), default=0.0)
             if wait == 0.0:
                 for name, limiter in self._limiters.items():
-                    if name != "output-tokens":  # output tokens are taken after the answer
-                        limiter.take(need[name], now)
+                    limiter.take(need[name], now)
                 self._accepted.append(now)
             else:
                 self._rate_limited += 1
             return wait, self._limit_headers(now)
 
-    def _spend_output(self, output_tokens: int) -> None:
+    def _spend_output(self, admitted: float, max_tokens: int, output_tokens: int) -> None:
+        """Settle the output tokens a request admitted at ``admitted`` reserved to what it used."""
         now = self.clock()
         with self._lock:
             limiter = self._limiters.get("output-tokens")
             if limiter is not None:
-                limiter.take(float(output_tokens), now)
+                limiter.settle(admitted, float(max_tokens), float(output_tokens), now)
 
     def stats(self) -> dict[str, Any]:
         """What ``GET /_fake/stats`` answers."""
@@ -1024,8 +1027,9 @@ class FakeMessagesAPI:
                     headers = {} if in_batch else self._limit_headers(self.clock())
                 return _error_reply(429, headers={**headers, "retry-after": directives.retry_after})
         limit_headers: dict[str, str] = {}
+        admitted = self.clock()
         if not in_batch:
-            wait, limit_headers = self._admit(_tokens(text))
+            wait, limit_headers = self._admit(_tokens(text), body["max_tokens"], admitted)
             if wait > 0:
                 retry = {"retry-after": str(max(1, math.ceil(wait)))}
                 return _error_reply(429, "rate limit exceeded (fake)", headers={**limit_headers, **retry})
@@ -1035,6 +1039,8 @@ class FakeMessagesAPI:
         if fault in _STATUS_FAULTS:
             status = _STATUS_FAULTS[fault]
             extra = {"retry-after": directives.retry_after} if status == 529 else {}
+            if not in_batch:  # no output: the reservation comes back
+                self._spend_output(admitted, body["max_tokens"], 0)
             return _error_reply(status, headers={**limit_headers, **extra})
         if fault == "slow":
             if not in_batch:
@@ -1078,7 +1084,7 @@ class FakeMessagesAPI:
             },
         }
         if not in_batch:
-            self._spend_output(message["usage"]["output_tokens"])
+            self._spend_output(admitted, body["max_tokens"], message["usage"]["output_tokens"])
         return _json_reply(200, message, limit_headers)
 
     def _fault_attempt(self, directives: Directives, key_text: str) -> str | None:

@@ -13,7 +13,12 @@ the simulator runs them on a virtual clock and the stand-ins on the real one.
   enforced over shorter intervals, as Anthropic and OpenAI document they may).
 
 A request larger than a model's capacity is admitted when the model is otherwise full (empty
-window, full bucket) and overdraws it: a server never refuses a request for ever.
+window, full bucket) and overdraws it: a server never refuses a request for ever. An amount
+reserved before the server knows it (output tokens: ``max_tokens`` at the start of a request,
+as Anthropic documents its OTPM limit: "estimated based on max_tokens at the beginning of each
+request, and adjusted at the end of the request to reflect the actual number of output tokens
+used"; OpenAI likewise counts ``max_tokens`` in its token limit) is settled to what was used
+with ``settle``.
 """
 
 from __future__ import annotations
@@ -56,6 +61,12 @@ class Bucket:
     def take(self, amount: float, now: float) -> None:
         self._refill(now)
         self.level -= amount
+
+    def settle(self, at: float, reserved: float, used: float, now: float) -> None:
+        """An amount ``reserved`` at ``at`` turned out to be ``used``: the difference comes back
+        (or is taken)."""
+        self._refill(now)
+        self.level = min(self.limit, self.level + reserved - used)
 
     def remaining(self, now: float) -> int:
         self._refill(now)
@@ -111,6 +122,16 @@ class Window:
             self.entries.append((now, amount))
             self.used += amount
 
+    def settle(self, at: float, reserved: float, used: float, now: float) -> None:
+        """An amount ``reserved`` at ``at`` turned out to be ``used``: it counts as that for the
+        rest of its span (nothing, once it has slid out)."""
+        self._expire(now)
+        for i, (t, amount) in enumerate(self.entries):
+            if t == at and amount == reserved:
+                self.entries[i] = (t, used)
+                self.used += used - reserved
+                return
+
     def remaining(self, now: float) -> int:
         self._expire(now)
         return max(0, int(self.capacity - self.used))
@@ -150,6 +171,13 @@ class FixedWindow:
     def take(self, amount: float, now: float) -> None:
         self._roll(now)
         self.used += amount
+
+    def settle(self, at: float, reserved: float, used: float, now: float) -> None:
+        """An amount ``reserved`` at ``at`` turned out to be ``used``: it counts as that in its
+        minute (nothing, once that minute is over)."""
+        self._roll(now)
+        if math.floor(at / 60.0) == self.minute:
+            self.used += used - reserved
 
     def remaining(self, now: float) -> int:
         self._roll(now)

@@ -10,8 +10,9 @@ import click
 from judgeq.errors import ConfigError
 from judgeq.judges import SERVE_NEEDS
 from judgeq.judges.prices import unpriced_text
+from judgeq.ratelimit.headers import fmt_duration
 
-from ..progress import fmt_duration, pause_line, snapshot, state_text, summary_text, write_files
+from ..progress import pause_line, snapshot, state_text, summary_text, write_files
 from .options import out_option, redis_option, settings_from
 
 __all__ = ["WORKERS_QUIET_AFTER", "archive", "budget_lines", "finalize", "report", "status", "worker_lines"]

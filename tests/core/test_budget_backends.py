@@ -115,7 +115,8 @@ def test_a_command_the_stand_in_does_not_know_is_an_error_not_a_no_op() -> None:
 @pytest.mark.parametrize("backend", ["memory", "redis"])
 def test_a_combined_token_limit_from_openai_headers_holds_input_and_output_together(backend: str) -> None:
     # OpenAI's x-ratelimit-limit-tokens counts a call's input and output together: a call
-    # reserves both in one bucket, and what it did not use comes back
+    # reserves both in one bucket (which holds the minute), its expected use is paced by a
+    # bucket of one second, and what it did not use comes back to both
     from judgeq.ratelimit import policy
 
     clock = Clock()
@@ -126,16 +127,52 @@ def test_a_combined_token_limit_from_openai_headers_holds_input_and_output_toget
     )
     budget.observe({"x-ratelimit-limit-requests": "100000", "x-ratelimit-limit-tokens": "6000"})
     assert server_limits({"X-RateLimit-Limit-Tokens": "6000"}) == {"tokens": 6000}
-    rate = 6000 * policy.PACE / 60  # tokens a second
+    minute = 6000 * policy.PACE  # the reservation bucket, full
+    rate = minute / 60  # tokens a second; the pace bucket holds one second of them
     first = budget.acquire(3000, 2000)
-    assert first.wait == 0.0  # a full bucket lets a large call pass, in debt
+    assert first.wait == 0.0  # a full pace bucket lets a large call pass, in debt
     wait = budget.acquire(10, 10).wait
-    assert wait == pytest.approx((5000 - rate + 20) / rate, rel=0.02)  # the debt of 5,000 together
+    assert wait == pytest.approx((5000 - rate + 20) / rate, rel=0.02)  # its expected use: all 5,000
     budget.settle(Usage(3000, 2000), Usage(3000, 200), ok=True, epoch=first.epoch)  # 1,800 unused
-    assert budget.acquire(10, 10).wait == pytest.approx((3200 - rate + 20) / rate, rel=0.02)
+    use = 3200 / 5000  # learned from the first answer
+    assert budget.acquire(10, 10).wait == pytest.approx((3200 - rate + 20 * use) / rate, rel=0.02)
     state = budget.snapshot()
     assert "tokens" in state.levels and state.tokens_limit == 6000
+    assert state.levels["tokens"] == pytest.approx(minute - 3200)  # nothing of the refund dropped
     from producer.cli.budget import describe
 
     shown = "\n".join(describe(state))
-    assert "tokens (in+out) 6,000/min stated by the server; none ready now" in shown, shown
+    assert "tokens (in+out) 6,000/min stated by the server; 2,500.0 ready now" in shown, shown
+
+
+@pytest.mark.parametrize("latency", [0.2, 4.0])
+def test_an_output_limit_is_used_in_full_when_calls_use_a_fraction_of_max_tokens(latency: float) -> None:
+    # issue 28: max_tokens 1,000 reserved, 100 used; with a bucket of one second the refund of
+    # the 900 arrived when the bucket had refilled to its brim and was dropped (a judge of 4 s:
+    # 1 call in 4 s, a quarter of the limit); with the minute's bucket none is dropped, and the
+    # pace bucket keeps what calls use to the limit's share of each second
+    from judgeq.ratelimit import policy
+
+    clock = Clock()
+    budget = MemoryBudget("anthropic:m:abc", clock=clock)
+    budget.configure(Limits(otpm=6000))
+    per_second = 6000 * policy.PACE / 60  # 95 tokens
+    pending: list[tuple[float, Any]] = []  # (answered at, grant)
+    granted: list[float] = []
+    callers = 10
+    while clock.now < 1000.0 + 120:
+        for at, grant in [p for p in pending if p[0] <= clock.now]:
+            budget.settle(Usage(0, 1000), Usage(0, 100), ok=True, epoch=grant.epoch)
+            pending.remove((at, grant))
+        if len(pending) < callers:
+            grant = budget.acquire(0, 1000)
+            if grant.wait == 0.0:
+                granted.append(clock.now)
+                pending.append((clock.now + latency, grant))
+                continue
+        clock.now += 0.01
+    after = [t for t in granted if t >= 1060.0]  # the second minute
+    assert len(after) >= 0.98 * per_second * 60 / 100  # the limit's 57 calls (100 tokens each)
+    assert len(after) <= per_second * 60 / 100 + 2
+    # no second holds more than its share and one call (which may overdraw the pace bucket)
+    assert max(sum(1 for u in after if t <= u < t + 1.0) for t in after) <= 2

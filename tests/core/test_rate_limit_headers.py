@@ -385,14 +385,57 @@ def test_anthropic_cache_writes_count_and_cache_reads_do_not() -> None:
     assert levels[0] == pytest.approx(levels[1])  # 1,000 + 2,000 written; the 4,000 read are free
 
 
-def test_a_pause_longer_than_ten_minutes_is_held_to_ten() -> None:
-    from judgeq.ratelimit import MemoryBudget, Usage, policy
+def paused_for(seconds: float, clock: Any) -> Any:
+    """A fresh in-process budget whose server has just answered a congestion with
+    ``retry-after: seconds`` (three of twelve jobs refused)."""
+    from judgeq.ratelimit import MemoryBudget, Usage
 
-    now = [100.0]
-    budget = MemoryBudget(clock=lambda: now[0])
+    budget = MemoryBudget(clock=clock)
     granted = [budget.acquire(1, 1) for _ in range(12)]
     for g in granted[:9]:
         budget.settle(Usage(1, 1), Usage(1, 1), ok=True, epoch=g.epoch)
-    pauses = [budget.refused(Usage(1, 1), 3600.0, epoch=g.epoch, nth=1) for g in granted[9:]]
-    assert pauses[-1] == policy.MAX_PAUSE == 600.0  # the third refused job of twelve: congestion
-    assert budget.acquire(1, 1).wait == 600.0
+    pauses = [budget.refused(Usage(1, 1), seconds, epoch=g.epoch, nth=1) for g in granted[9:]]
+    assert pauses[-1] == min(seconds, 86_400.0)  # the third refused job of twelve: congestion
+    return budget
+
+
+def test_a_pause_of_an_hour_is_an_hour_and_a_job_it_would_outlast_ends_saying_so() -> None:
+    from judgeq.ratelimit import policy
+
+    clock = FakeClock(NOW)
+    budget = paused_for(3600.0, clock)
+    grant = budget.acquire(1, 1)
+    assert (grant.wait, grant.paused) == (3600.0, True)  # read in full, not held to ten minutes
+    answered = Replying(JudgeReply(text="{}", input_tokens=1, output_tokens=1))
+    out = call_with_retries(
+        answered, REQ, RetryPolicy(deadline=120.0), clock=clock, sleep=clock.sleep, budget=budget
+    )
+    assert out.reply is None and out.error is not None and out.error.reason == "rate_limited"
+    assert str(out.error) == (
+        "the judge's server asked every caller to wait 1h00m more (its retry-after on a congestion): "
+        "longer than the 2m00s left of this job's 120s deadline"
+    )
+    assert out.attempts == 0 and clock.now == NOW  # no call made, no time spent waiting
+    assert policy.MAX_PAUSE == 86_400.0  # a retry-after past a day is held to a day
+    assert paused_for(10.0**7, clock).acquire(1, 1).wait == policy.MAX_PAUSE
+
+
+def test_a_pause_shorter_than_the_time_a_job_has_left_is_waited_out() -> None:
+    clock = FakeClock(NOW)
+    budget = paused_for(90.0, clock)
+    answered = Replying(JudgeReply(text="{}", input_tokens=1, output_tokens=1))
+    out = call_with_retries(
+        answered, REQ, RetryPolicy(deadline=120.0), clock=clock, sleep=clock.sleep, budget=budget
+    )
+    assert out.reply is not None and clock.now >= NOW + 90.0
+    # the pace of a budget (not a pause) never ends a job, however long it asks to wait
+    from judgeq.ratelimit import Limits, MemoryBudget
+
+    slow = MemoryBudget(clock=clock)
+    slow.configure(Limits(rpm=1))
+    assert slow.acquire(1, 1).wait == 0.0
+    assert slow.acquire(1, 1).paused is False
+    out = call_with_retries(
+        answered, REQ, RetryPolicy(deadline=5.0), clock=clock, sleep=clock.sleep, budget=slow
+    )
+    assert out.reply is not None

@@ -10,12 +10,15 @@
 
 local C = {}
 local NAMES = {'burst', 'window', 'recent', 'min_refused', 'min_evidence', 'min_share', 'min_span', 'cut', 'grow',
-  'near', 'grow_near', 'clean', 'floor', 'default_retry_after', 'probe', 'probe_step', 'pace', 'horizon', 'ttl'}
+  'near', 'grow_near', 'clean', 'floor', 'default_retry_after', 'probe', 'probe_step', 'pace', 'horizon', 'token_hold',
+  'use_weight', 'ttl'}
 for i, name in ipairs(NAMES) do C[name] = tonumber(ARGV[i]) end
 local A = {}
 for i = #NAMES + 1, #ARGV do A[#A + 1] = ARGV[i] end
 
 local DIMS = {'requests', 'input-tokens', 'output-tokens', 'tokens'}  -- tokens: input and output together (learned only)
+local TOKEN_DIMS = {'input-tokens', 'output-tokens', 'tokens'}
+local IS_TOKENS = {['input-tokens'] = true, ['output-tokens'] = true, ['tokens'] = true}
 local STATE, CONFIG, STATS, RECENT, WAITING, RUN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
 local function f(x) return string.format('%.17g', x) end
@@ -73,10 +76,23 @@ local function effective(st, cfg)
   return lim
 end
 
+-- A token dimension has two buckets: 'lvl_' counts reservations (estimated input, max_tokens)
+-- and holds what the minute allows, so a refund of an unused reservation is never dropped;
+-- 'pac_' holds one burst and is charged what a call is expected to use (its reservation x the
+-- share of reservations calls used lately, 'use_'), corrected to what it used: no burst of
+-- real tokens passes a server's per-second enforcement. Requests: one bucket of one burst.
 local function capacity(d, l)
-  local c = l * C.burst / 60
-  if d == 'requests' then return math.max(c, 1) end
-  return c
+  if IS_TOKENS[d] then return l * C.token_hold / 60 end
+  return math.max(l * C.burst / 60, 1)
+end
+
+local function pace_capacity(l) return l * C.burst / 60 end
+
+-- the share of its reservation a call is expected to use, per token dimension (1 until known)
+local function uses(st)
+  local u = {}
+  for _, d in ipairs(TOKEN_DIMS) do u[d] = num(st['use_' .. d], 1) end
+  return u
 end
 
 local function refill(b, lim)
@@ -93,27 +109,48 @@ local function refill(b, lim)
       v = math.min(cap, v + elapsed * l / 60)
     end
     b['lvl_' .. d] = v
+    if IS_TOKENS[d] then
+      local pcap = pace_capacity(l)
+      local p = tonumber(b['pac_' .. d])
+      if p == nil then p = pcap else p = math.min(pcap, p + elapsed * l / 60) end
+      b['pac_' .. d] = p
+    end
   end
 end
 
-local function bucket_wait(b, need, lim)
+local function bucket_wait(b, need, lim, use)
   local wait = 0
   for d, l in pairs(lim) do
     local want = math.min(need[d], capacity(d, l))
     local v = b['lvl_' .. d]
     if v < want - 1e-6 then wait = math.max(wait, (want - v) * 60 / l) end
+    if IS_TOKENS[d] then
+      local pwant = math.min(need[d] * use[d], pace_capacity(l))
+      local p = b['pac_' .. d]
+      if p < pwant - 1e-6 then wait = math.max(wait, (pwant - p) * 60 / l) end
+    end
   end
   return wait
 end
 
-local function bucket_add(b, amounts)
+-- add amounts to the buckets of one kind ('lvl_' or 'pac_') that exist
+local function bucket_add(b, amounts, kind)
   for d, a in pairs(amounts) do
-    local v = tonumber(b['lvl_' .. d])
-    if v ~= nil then b['lvl_' .. d] = v + a end
+    local v = tonumber(b[kind .. d])
+    if v ~= nil then b[kind .. d] = v + a end
   end
 end
 
-local LEVELS = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens', 'lvl_tokens'}
+-- take a grant: its reservation from 'lvl_', what it is expected to use from 'pac_'
+local function bucket_take(b, need, lim, use)
+  for d, _ in pairs(lim) do
+    b['lvl_' .. d] = b['lvl_' .. d] - need[d]
+    if IS_TOKENS[d] then b['pac_' .. d] = b['pac_' .. d] - need[d] * use[d] end
+  end
+end
+
+local LEVELS = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens', 'lvl_tokens', 'pac_input-tokens',
+  'pac_output-tokens', 'pac_tokens'}
 
 -- per-second counts: 'a' granted, 'o' served, 'r' jobs refused (first refusal), 'q' 429s, 'x'
 -- refusals of jobs refused for themselves (again, with no congestion in between)
@@ -164,13 +201,22 @@ local function remember(mark)
   redis.call('EXPIRE', RECENT, C.ttl)
 end
 
-local function refund(amounts, fraction)
+-- give back to the reservation buckets 'back' and to the pace buckets 'pace' (per token
+-- dimension; negative: charge), the run's share bucket too
+local function refund(back, pace, fraction)
   local st = hgetall(STATE)
-  bucket_add(st, amounts)
+  bucket_add(st, back, 'lvl_')
+  bucket_add(st, pace, 'pac_')
   save(STATE, st, LEVELS)
   if fraction > 0 and redis.call('EXISTS', RUN) == 1 then
     local run = hgetall(RUN)
-    bucket_add(run, amounts)
+    bucket_add(run, back, 'lvl_')
+    bucket_add(run, pace, 'pac_')
     save(RUN, run, LEVELS)
   end
+end
+
+-- per token dimension, from input and output amounts
+local function token_amounts(input, output)
+  return {['input-tokens'] = input, ['output-tokens'] = output, ['tokens'] = input + output}
 end

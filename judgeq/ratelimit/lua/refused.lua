@@ -1,8 +1,13 @@
 -- refused: A = {now, input refund, output refund, retry-after ('' = none), epoch, nth (this job's
 -- refusals so far), the epoch of its first, share fraction}; returns the pause every caller
 -- takes ('0': none)
-refund({['input-tokens'] = tonumber(A[2]), ['output-tokens'] = tonumber(A[3]), ['tokens'] = tonumber(A[2]) + tonumber(A[3])},
-  tonumber(A[8]))
+do  -- the server used none of it
+  local reserved = token_amounts(tonumber(A[2]), tonumber(A[3]))
+  local use = uses(hgetall(STATE))
+  local pace = {}
+  for _, d in ipairs(TOKEN_DIMS) do pace[d] = reserved[d] * use[d] end
+  refund(reserved, pace, tonumber(A[8]))
+end
 redis.call('HSET', STATE, 'answered', 1)
 redis.call('EXPIRE', STATE, C.ttl)
 count('q')

@@ -1,12 +1,33 @@
--- settle: A = {now, input refund, output refund, ok (1/0), epoch, share fraction}
-refund({['input-tokens'] = tonumber(A[2]), ['output-tokens'] = tonumber(A[3]), ['tokens'] = tonumber(A[2]) + tonumber(A[3])},
-  tonumber(A[6]))
-redis.call('HSET', STATE, 'answered', 1)
+-- settle: A = {now, input reserved, output reserved, input used, output used, ok (1/0), epoch, share fraction}
+local reserved = token_amounts(tonumber(A[2]), tonumber(A[3]))
+local used = token_amounts(tonumber(A[4]), tonumber(A[5]))
+local ok = A[6] == '1'
+local st = hgetall(STATE)
+local use = uses(st)
+local back, pace = {}, {}
+for _, d in ipairs(TOKEN_DIMS) do
+  back[d] = reserved[d] - used[d]  -- the reservation, settled to what the call used
+  pace[d] = reserved[d] * use[d] - used[d]  -- what it was expected to use, settled the same way
+end
+refund(back, pace, tonumber(A[8]))
+local fields = {'answered', 1}
+if ok then  -- what calls use of their reservation, learned from answered calls
+  for _, d in ipairs(TOKEN_DIMS) do
+    if reserved[d] > 0 then
+      local r = used[d] / reserved[d]
+      if st['use_' .. d] ~= nil then r = (1 - C.use_weight) * use[d] + C.use_weight * r end
+      fields[#fields + 1] = 'use_' .. d
+      fields[#fields + 1] = f(r)
+    end
+  end
+end
+redis.call('HSET', STATE, unpack(fields))
 redis.call('EXPIRE', STATE, C.ttl)
-if A[4] ~= '1' then return 0 end
+if not ok then return 0 end
 count('o')
-local st, cfg = hgetall(STATE), hgetall(CONFIG)
-if tonumber(A[5]) == num(st['epoch'], 0) then remember(0) end
+local cfg
+st, cfg = hgetall(STATE), hgetall(CONFIG)
+if tonumber(A[7]) == num(st['epoch'], 0) then remember(0) end
 local ada, changed, peak = num(st['ada'], 0), num(st['changed'], -1e300), num(st['peak'], 1e300)
 if ada > 0 and adaptive_applies(st, cfg) and now - changed >= C.clean
     and num(st['bound'], -1e300) >= changed and not congested() then
