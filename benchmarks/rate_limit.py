@@ -21,7 +21,11 @@ holding the others back. Its 429s are counted without those calls (which are sho
 
 Printed per row: jobs graded, ``rate_limited`` nulls, requests, 429s (share of requests), and
 the requests the server admitted per minute as a share of N, after the first minute and after
-the first two. Required (issue 18): given, sliding and per-second: <= 2 % 429s, 0
+the first two. Beside them, the same row in the simulator (:mod:`judgeq.testing.budget_sim`:
+the same budget and retry loop, the same server model, 4 workers x 8 callers, the same jobs,
+on a virtual clock): its use of N after the first minute, its 429s and its ``rate_limited``
+nulls, and whether the two agree within 10 points (issue 28, point 3: a figure that does not
+agree is a bug in one of them). Required (issue 18): given, sliding and per-second: <= 2 % 429s, 0
 ``rate_limited``, >= 90 % of N after the first minute; adaptive, sliding: >= 85 % of N after
 the first two minutes, <= 5 % 429s, 0 ``rate_limited``.
 
@@ -48,6 +52,8 @@ from _harness import (
     workdir,
     write_batch,
 )
+
+from judgeq.testing.budget_sim import Cell, Scenario, Server, run
 
 MODELS = {"sliding": "sliding_window", "persecond": "per_second", "bucket": "token_bucket"}
 ROWS = (
@@ -125,6 +131,39 @@ def scenario(row: str, rpm: int, jobs: int, latency: float) -> dict[str, object]
     }
 
 
+def simulated(row: str, rpm: int, jobs: int, latency: float) -> Cell:
+    """The row in the simulator: the stand-in's server model, headers and ``retry-after``
+    (whole seconds until a request fits, at least 1; 0 for a job refused for itself), the
+    same workers, jobs and judge latency."""
+    budget, server = row.split("/")
+    server, _, refused = server.partition("+")
+    spec = Server(
+        rpm=rpm,
+        model=MODELS[server],
+        headers="none" if budget == "adaptive" else "anthropic",
+        retry_after="exact",
+        latency=latency,
+        own_retry_after=0.0,
+    )
+    return run(
+        Scenario(
+            row,
+            spec,
+            given=1.0 if budget == "given" else None,
+            workers=4,
+            concurrency=8,
+            jobs=jobs,
+            refused=0.05 if refused else 0.0,
+            kind="refused" if refused else "rate",
+        )
+    )
+
+
+def agree(real: float, sim: float) -> bool:
+    """Within 10 points (both shares); a figure not measured (nan) agrees with nothing."""
+    return not (math.isnan(real) or math.isnan(sim)) and abs(real - sim) <= 0.10
+
+
 def refused_note(r: dict[str, object], rpm: int) -> str:
     calls = int(r["requests"]) + int(r["refused_calls"])  # type: ignore[call-overload]
     per_minute = calls / (float(r["wall_s"]) / 60)  # type: ignore[arg-type]
@@ -150,9 +189,11 @@ def main() -> int:
     print(f"server limit N = {args.rpm}/min, 4 workers x 8 threads, {judge_ms:.0f} ms judge", flush=True)
     print(
         f"{'budget/server':<19} {'jobs':>5} {'graded':>6} {'rate_limited':>12} {'requests':>8} "
-        f"{'429s':>13} {'use>1min':>8} {'use>2min':>8} {'wall':>6}  verdict"
+        f"{'429s':>13} {'use>1min':>8} {'use>2min':>8} {'wall':>6}  verdict  "
+        f"| simulated: {'use>1min':>8} {'429s':>6} {'rl':>3}  agree"
     )
     ok = True
+    agreed = 0
     for row in args.rows.split(","):
         jobs = args.adaptive_jobs if row.startswith("adaptive") else args.jobs
         r = scenario(row, args.rpm, jobs, args.latency)
@@ -171,11 +212,15 @@ def main() -> int:
             )
             ok &= met
             verdict = "met" if met else "NOT MET"
+        sim = simulated(row, args.rpm, jobs, args.latency)
+        same = agree(u60, sim.used) and agree(q, sim.refused_share)
+        agreed += same
         print(
             f"{row:<19} {r['jobs']:>5} {r['graded']:>6} {limited:>12} {r['requests']:>8} "
             f"{r['429']:>6} ({100 * q:4.1f}%) {pct(u60):>8} {pct(u120):>8} "
-            f"{float(r['wall_s']):>5.0f}s  {verdict}"  # type: ignore[arg-type]
-            + (refused_note(r, args.rpm) if r["refused_jobs"] else ""),
+            f"{float(r['wall_s']):>5.0f}s  {verdict:<7}  "  # type: ignore[arg-type]
+            f"|            {pct(sim.used):>8} {pct(sim.refused_share):>6} {sim.rate_limited:>3}  "
+            f"{'yes' if same else 'NO'}" + (refused_note(r, args.rpm) if r["refused_jobs"] else ""),
             flush=True,
         )
     print(
@@ -183,6 +228,11 @@ def main() -> int:
         "the first minute;\n          adaptive (sliding): <= 5% 429s, no rate_limited, >= 85% of N "
         "after the first two minutes\n          (+refused: <= 5% 429s of the limit, no other "
         "rate_limited, 10 calls per job refused for itself)"
+    )
+    rows = len(args.rows.split(","))
+    print(
+        "simulated and real agree within 10 points (use of N after the first minute, 429s): "
+        f"{agreed} of {rows} rows"
     )
     print("OK" if ok else "NOT MET")
     return 0 if ok else 1

@@ -355,12 +355,13 @@ def test_adaptive_rate_grows_back_only_on_successes_after_clean_intervals(
             budget.settle(U, U, ok=False, epoch=g.epoch)
         clock.sleep(1.0)
     assert budget.snapshot().adaptive_rpm == pytest.approx(cut)
-    # successes while the rate holds callers back grow it: minutes, not hours, back to demand
-    for _ in range(600):
+    # successes while the rate holds callers back (asked 500 a second) grow it: minutes, not
+    # hours, back to demand
+    for _ in range(6000):
         g = budget.acquire(1, 1)
         if g.wait == 0.0:
             budget.settle(U, U, ok=True, epoch=g.epoch)
-        clock.sleep(0.05)
+        clock.sleep(0.002)
     grown = budget.snapshot().adaptive_rpm
     assert grown is not None and grown > cut * 1.2
 

@@ -53,7 +53,6 @@ NOT_YET = {
     "sliding_window/none/workers=1": "429s just over 2%",
     "sliding_window/none/workers=20": "62% used, 2.4% 429s",
     "token_bucket/none/outage-429": "82% of the limit a minute after",
-    "token_bucket/none/outage-down": "429s just over 2%",
 }
 
 

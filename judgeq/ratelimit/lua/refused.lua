@@ -51,7 +51,9 @@ if adaptive_applies(st, cfg) then
   -- since the budget was born) and the retry-after, if higher: what a window served in its
   -- minute is its limit
   local answered = 0
-  if w.o + w.x > 0 then answered = (w.o + w.x) / math.max(span, pause) end
+  if w.o + w.x > 0 then
+    if pause > C.window then answered = (w.o + w.x) / math.max(span, pause) else answered = (w.o + w.x) / span end
+  end
   if pause > C.window then
     local born = num(st['born'], now)
     local h = math.max(C.min_span, math.min(C.horizon, now - born))
