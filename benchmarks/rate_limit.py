@@ -134,7 +134,7 @@ def scenario(row: str, rpm: int, jobs: int, latency: float) -> dict[str, object]
 def simulated(row: str, rpm: int, jobs: int, latency: float) -> Cell:
     """The row in the simulator: the stand-in's server model, headers and ``retry-after``
     (whole seconds until a request fits, at least 1; 0 for a job refused for itself), the
-    same workers, jobs and judge latency."""
+    same workers, jobs (every 20th refused for itself) and judge latency."""
     budget, server = row.split("/")
     server, _, refused = server.partition("+")
     spec = Server(
@@ -154,6 +154,7 @@ def simulated(row: str, rpm: int, jobs: int, latency: float) -> Cell:
             concurrency=8,
             jobs=jobs,
             refused=0.05 if refused else 0.0,
+            refused_evenly=True,
             kind="refused" if refused else "rate",
         )
     )
@@ -213,13 +214,14 @@ def main() -> int:
             ok &= met
             verdict = "met" if met else "NOT MET"
         sim = simulated(row, args.rpm, jobs, args.latency)
-        same = agree(u60, sim.used) and agree(q, sim.refused_share)
+        sim_use = use_after(list(sim.admitted_at), args.rpm, 60.0)  # measured as the real run is
+        same = agree(u60, sim_use) and agree(q, sim.refused_share)
         agreed += same
         print(
             f"{row:<19} {r['jobs']:>5} {r['graded']:>6} {limited:>12} {r['requests']:>8} "
             f"{r['429']:>6} ({100 * q:4.1f}%) {pct(u60):>8} {pct(u120):>8} "
             f"{float(r['wall_s']):>5.0f}s  {verdict:<7}  "  # type: ignore[arg-type]
-            f"|            {pct(sim.used):>8} {pct(sim.refused_share):>6} {sim.rate_limited:>3}  "
+            f"|            {pct(sim_use):>8} {pct(sim.refused_share):>6} {sim.rate_limited:>3}  "
             f"{'yes' if same else 'NO'}" + (refused_note(r, args.rpm) if r["refused_jobs"] else ""),
             flush=True,
         )

@@ -245,6 +245,8 @@ def has_anthropic_credentials(settings: Settings) -> bool:
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
     if key is None and os.environ.get("ANTHROPIC_API_KEY") is not None:
         return False  # set but blank: no key (the SDK would send it as it is)
+    if key:  # a key is a credential: no need to import the SDK (0.6 s of a producer's start)
+        return True
     from judgeq.judges.anthropic import AnthropicJudge
 
     return AnthropicJudge(

@@ -42,18 +42,19 @@ congestion only makes its own job wait.
 **Adaptive rate** (no request limit configured or stated by the server). No limit until the
 first congestion; then the rate becomes :data:`CUT` x the lowest of the current rate, the rate
 granted in the window, and the rate the server answered (served, or refused a job for itself:
-those calls say nothing of its capacity): in the window, spread over the ``retry-after`` when
-that is longer; and when the ``retry-after`` is longer than the window (a sliding or calendar
-minute full for the rest of it says so), what it answered over the last :data:`HORIZON` (at
-most since the budget was born) spread over that time and the ``retry-after``, if that is
+those calls say nothing of its capacity) in the window; when the ``retry-after`` is longer than
+the window (a sliding or calendar minute full for the rest of it says so), what it answered in
+the window spread over the ``retry-after``, or what it answered over the last :data:`HORIZON`
+(at most since the budget was born) spread over that time and the ``retry-after``, if that is
 higher: what such a server served in its minute is its limit, while the window alone saw only
-the end of it. A rate not seen (nothing granted or answered) is left out; never below
-:data:`FLOOR`. After :data:`CLEAN` seconds without congestion while the rate was what held
-callers back, each successful call (never a failed one) may grow it: by :data:`GROW` up to
-:data:`NEAR` of the capacity estimated at the last cut, then by :data:`GROW_NEAR`: from the
-floor back to hundreds of requests a second in minutes. A known limit is not corrected by
-429s yet (issue 28: the simulator shows what that costs; making it a ceiling made jobs refused
-for themselves slow every run whose server states its limit).
+the end of it. A shorter ``retry-after`` is not spread over (a token bucket's whole-second
+``retry-after: 1`` spread a fifth of a second's answers over a second). A rate not seen (nothing
+granted or answered) is left out; never below :data:`FLOOR`. After :data:`CLEAN` seconds without
+congestion while the rate was what held callers back, each successful call (never a failed one)
+may grow it: by :data:`GROW` up to :data:`NEAR` of the capacity estimated at the last cut, then
+by :data:`GROW_NEAR`: from the floor back to hundreds of requests a second in minutes. A known
+limit is not corrected by 429s yet (issue 28: the simulator shows what that costs; making it a
+ceiling made jobs refused for themselves slow every run whose server states its limit).
 
 How this holds against every kind of server is measured by the simulator
 (:mod:`judgeq.testing.budget_sim`, ``python benchmarks/budget_sim.py``).

@@ -382,6 +382,9 @@ class Scenario:
     max_tokens: int = 1_024
     output_tokens: int = 200
     refused: float = 0.0
+    refused_evenly: bool = False
+    """The jobs refused for themselves: every ``1/refused``-th (as ``benchmarks/rate_limit.py``
+    picks them) instead of each at random."""
     names: tuple[str, ...] = ("claude-sonnet-4-5",)
     runs: int = 1
     judges: int = 1
@@ -426,6 +429,9 @@ class Cell:
     """When the last clean job (not refused for itself) ended."""
     baseline: float | None = None
     """With jobs refused for themselves: :attr:`clean_wall` of the same cell without them."""
+    admitted_at: tuple[float, ...] = ()
+    """When the servers admitted each request (virtual seconds, in order): to measure a cell
+    as ``benchmarks/rate_limit.py`` measures a real run."""
 
     def failures(self) -> list[str]:
         """The thresholds of issue 28 this cell misses (empty: it holds)."""
@@ -471,6 +477,8 @@ def _jobs(s: Scenario) -> list[_Job]:
         if s.judges > 1:
             model = f"judge-{i % s.judges}"
         own = rng.random() < s.refused
+        if s.refused_evenly:
+            own = s.refused > 0 and i % round(1 / s.refused) == 0
         if own and s.kind == "baseline":  # the same run without the jobs refused for themselves
             continue
         jobs.append(_Job(i, model, s.input_tokens, s.output_tokens, own, run=i % s.runs))
@@ -644,6 +652,7 @@ def _measure(
         total=len(jobs),
         kept_after=kept,
         clean_wall=max((j.ended for j in clean), default=0.0),
+        admitted_at=tuple(sorted(t for x in servers for t, _, _ in x.admitted)),
     )
 
 

@@ -45,14 +45,14 @@ if adaptive_applies(st, cfg) then
   -- (a rate not seen, with nothing granted or served, says nothing)
   local rate = math.huge
   if w.a > 0 then rate = math.min(rate, w.a / span) end
-  -- what the server answered (served, or refused a job for itself): in the last window, spread
-  -- over its retry-after when that is longer; and when the retry-after is longer than the
-  -- window (a window full for the rest of its minute says so), over the last horizon (at most
-  -- since the budget was born) and the retry-after, if higher: what a window served in its
-  -- minute is its limit
+  -- what the server answered (served, or refused a job for itself) in the last window; when
+  -- the retry-after is longer than the window (a window full for the rest of its minute says
+  -- so), spread over it, or over the last horizon (at most since the budget was born) and the
+  -- retry-after, if higher: what a window served in its minute is its limit
   local answered = 0
   if w.o + w.x > 0 then
-    if pause > C.window then answered = (w.o + w.x) / math.max(span, pause) else answered = (w.o + w.x) / span end
+    answered = (w.o + w.x) / span
+    if pause > C.window then answered = (w.o + w.x) / math.max(span, pause) end
   end
   if pause > C.window then
     local born = num(st['born'], now)
