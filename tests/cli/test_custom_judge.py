@@ -68,7 +68,7 @@ def run(tmp_path: Path, jobs: Path, **extra: str) -> subprocess.CompletedProcess
     )
     return subprocess.run(
         [sys.executable, "-m", "judgeq", "run", str(jobs), "--rubric", "quality",
-         "--judge", "python:custom_judge:make_judge", "--run-id", "custom", "--judge-deadline", "3"],
+         "--judge", "python:custom_judge:make_judge", "--run-id", "custom", "--judge-deadline", "10"],
         capture_output=True, text=True, env=env, timeout=180,
     )  # fmt: skip
 
@@ -83,7 +83,9 @@ def test_a_custom_judge_grades_with_judgeqs_retries_and_nulls(tmp_path: Path, se
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "r" / "custom" / "report.json").read_text())
     assert report["judge"]["provider"] == "python" and report["judge"]["model"] == "custom_judge:make_judge"
-    assert report["counts"]["graded"] == len(rows) - 1
+    # (the deadline bounds the failing job's retries; 3 s was too short for a loaded machine:
+    # three other jobs once ended as nulls)
+    assert report["counts"]["graded"] == len(rows) - 1, report["counts"]
     assert report["counts"]["null_by_reason"] == {"api_error": 1}  # retried, then its null
     assert report["overall"]["mean"] == pytest.approx(6.0)
     busy = [c for c in Service.calls if "[[busy]]" in c["user"]]
