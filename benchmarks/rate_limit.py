@@ -53,9 +53,9 @@ from _harness import (
     write_batch,
 )
 
-from judgeq.testing.budget_sim import Cell, Scenario, Server, run
+from judgeq.testing.budget_sim import BENCHMARK_MODELS as MODELS
+from judgeq.testing.budget_sim import benchmark_row, use_after
 
-MODELS = {"sliding": "sliding_window", "persecond": "per_second", "bucket": "token_bucket"}
 ROWS = (
     "given/sliding",
     "given/persecond",
@@ -77,19 +77,6 @@ REQUIRED = {
 """Row: (use of N measured after so many seconds, at least; 429s of the limit, at most). The
 ``+refused`` row is held to no use of N: the calls of its jobs refused for themselves take the
 budget's requests (a server may count a refused request) but none of the server's window."""
-
-
-def use_after(times: list[float], rpm: int, skip: float) -> float:
-    """Admitted requests a minute after the first ``skip`` seconds, as a share of ``rpm``
-    (nan when the run ended within 10 s of that)."""
-    times = sorted(times)
-    if len(times) < 2:
-        return math.nan
-    start, end = times[0] + skip, times[-1]
-    if end - start < 10:
-        return math.nan
-    n = sum(1 for t in times if start <= t <= end)
-    return n / ((end - start) / 60.0) / rpm
 
 
 def scenario(row: str, rpm: int, jobs: int, latency: float) -> dict[str, object]:
@@ -129,35 +116,6 @@ def scenario(row: str, rpm: int, jobs: int, latency: float) -> dict[str, object]
         "use120": use_after(times, rpm, 120.0),
         "wall_s": report["wall_s"],
     }
-
-
-def simulated(row: str, rpm: int, jobs: int, latency: float) -> Cell:
-    """The row in the simulator: the stand-in's server model, headers and ``retry-after``
-    (whole seconds until a request fits, at least 1; 0 for a job refused for itself), the
-    same workers, jobs (every 20th refused for itself) and judge latency."""
-    budget, server = row.split("/")
-    server, _, refused = server.partition("+")
-    spec = Server(
-        rpm=rpm,
-        model=MODELS[server],
-        headers="none" if budget == "adaptive" else "anthropic",
-        retry_after="exact",
-        latency=latency,
-        own_retry_after=0.0,
-    )
-    return run(
-        Scenario(
-            row,
-            spec,
-            given=1.0 if budget == "given" else None,
-            workers=4,
-            concurrency=8,
-            jobs=jobs,
-            refused=0.05 if refused else 0.0,
-            refused_evenly=True,
-            kind="refused" if refused else "rate",
-        )
-    )
 
 
 def agree(real: float, sim: float) -> bool:
@@ -213,7 +171,7 @@ def main() -> int:
             )
             ok &= met
             verdict = "met" if met else "NOT MET"
-        sim = simulated(row, args.rpm, jobs, args.latency)
+        sim = benchmark_row(row, args.rpm, jobs, args.latency)
         sim_use = use_after(list(sim.admitted_at), args.rpm, 60.0)  # measured as the real run is
         same = agree(u60, sim_use) and agree(q, sim.refused_share)
         agreed += same

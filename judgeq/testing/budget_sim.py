@@ -41,13 +41,16 @@ from judgeq.ratelimit import Limits, MemoryBudget, budget_key
 from judgeq.testing.limits import Limiter, make_limit
 
 __all__ = [
+    "BENCHMARK_MODELS",
     "Cell",
     "Scenario",
     "Server",
     "VirtualTime",
+    "benchmark_row",
     "matrix",
     "run",
     "table",
+    "use_after",
 ]
 
 EPOCH = 1_800_000_000.0
@@ -787,3 +790,54 @@ def run_all(cells: Sequence[Scenario], processes: int = 1) -> list[Cell]:
 
     with ProcessPoolExecutor(processes) as pool:
         return list(pool.map(run, cells, chunksize=1))
+
+
+# ----------------------------------------------------------------------------- the real benchmark's rows
+
+BENCHMARK_MODELS = {"sliding": "sliding_window", "persecond": "per_second", "bucket": "token_bucket"}
+"""``benchmarks/rate_limit.py``'s server names and the limit models they stand for."""
+
+
+def use_after(times: Sequence[float], rpm: float, skip: float) -> float:
+    """Requests admitted a minute after the first ``skip`` seconds (from the first admission
+    to the last), as a share of ``rpm``; nan when that span is under 10 s. How
+    ``benchmarks/rate_limit.py`` measures a real run, and the simulated one beside it."""
+    ordered = sorted(times)
+    if len(ordered) < 2:
+        return math.nan
+    start, end = ordered[0] + skip, ordered[-1]
+    if end - start < 10:
+        return math.nan
+    n = sum(1 for t in ordered if start <= t <= end)
+    return n / ((end - start) / 60.0) / rpm
+
+
+def benchmark_row(row: str, rpm: int, jobs: int, latency: float) -> Cell:
+    """A row of ``benchmarks/rate_limit.py`` (``BUDGET/SERVER[+refused]``: ``given``,
+    ``learned`` or ``adaptive``; ``sliding``, ``persecond`` or ``bucket``) in the simulator: the
+    stand-in's server model, headers and ``retry-after`` (whole seconds until a request fits, at
+    least 1; 0 for a job refused for itself), 4 workers x 8 callers, the same jobs (every 20th
+    refused for itself) and judge latency."""
+    budget, server = row.split("/")
+    server, _, refused = server.partition("+")
+    spec = Server(
+        rpm=rpm,
+        model=BENCHMARK_MODELS[server],
+        headers="none" if budget == "adaptive" else "anthropic",
+        retry_after="exact",
+        latency=latency,
+        own_retry_after=0.0,
+    )
+    return run(
+        Scenario(
+            row,
+            spec,
+            given=1.0 if budget == "given" else None,
+            workers=4,
+            concurrency=8,
+            jobs=jobs,
+            refused=0.05 if refused else 0.0,
+            refused_evenly=True,
+            kind="refused" if refused else "rate",
+        )
+    )
