@@ -5,16 +5,15 @@
 -- KEYS (every operation): 1 state hash, 2 configured limits hash (no expiry), 3 per-second
 -- stats hash, 4 list of this epoch's recent answers (1 refused, 0 served), 5 zset of waiting
 -- callers, 6 the run's share bucket hash (all of one judge share a hash tag: one cluster slot).
--- ARGV: the policy's constants (see CONSTANTS in redis.py), then 'now' ('' = Redis's clock),
--- then the operation's own arguments.
+-- CONSTANTS: the policy's constants (CONSTANTS in scripts.py, which writes this table before
+-- this file). ARGV: 'now' ('' = Redis's clock), then the operation's own arguments.
 
 local C = {}
 local NAMES = {'burst', 'window', 'recent', 'min_refused', 'min_evidence', 'min_share', 'min_span', 'cut', 'grow',
   'near', 'grow_near', 'clean', 'floor', 'default_retry_after', 'probe', 'probe_step', 'pace', 'horizon', 'token_hold',
   'use_weight', 'ttl'}
-for i, name in ipairs(NAMES) do C[name] = tonumber(ARGV[i]) end
-local A = {}
-for i = #NAMES + 1, #ARGV do A[#A + 1] = ARGV[i] end
+for i, name in ipairs(NAMES) do C[name] = CONSTANTS[i] end
+local A = ARGV
 
 local DIMS = {'requests', 'input-tokens', 'output-tokens', 'tokens'}  -- tokens: input and output together (learned only)
 local TOKEN_DIMS = {'input-tokens', 'output-tokens', 'tokens'}
