@@ -20,6 +20,7 @@ import anthropic
 import pytest
 from pydantic import BaseModel, Field
 
+from judgeq.testing.clock import ManualClock
 from judgeq.testing.fake_anthropic import FakeMessagesAPI, generate_from_schema, parse_directives
 
 MODEL = "claude-haiku-4-5"
@@ -427,20 +428,7 @@ def test_input_token_limit() -> None:
 # ----------------------------------------------------------------------------- limit models
 
 
-class FakeClock:
-    """The stand-in's rate-limit clock, moved by hand: the tests do not depend on machine speed."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-def limited(clock: FakeClock, model: str, **kwargs: Any) -> FakeMessagesAPI:
+def limited(clock: ManualClock, model: str, **kwargs: Any) -> FakeMessagesAPI:
     """A stand-in that is not serving: its admission logic, tested directly."""
     return FakeMessagesAPI(api_key="k", limit_model=model, clock=clock, **kwargs)
 
@@ -477,11 +465,11 @@ def test_limit_models_differ_on_the_same_arrivals() -> None:
     per second (max(1, 5 // 60) = 1 a second) admits it."""
     outcome = {}
     for model in ("token_bucket", "sliding_window", "per_second"):
-        clock = FakeClock()
+        clock = ManualClock(1000.0)
         fake = limited(clock, model, rpm=5)
         for _ in range(5):
             assert admitted(fake) == 0.0, model
-            clock.advance(10)
+            clock.sleep(10)
         outcome[model] = admitted(fake)
     assert outcome["token_bucket"] == 0.0
     assert outcome["sliding_window"] == pytest.approx(10.0)
@@ -489,22 +477,22 @@ def test_limit_models_differ_on_the_same_arrivals() -> None:
 
 
 def test_sliding_window_admits_exactly_n_in_any_60_seconds() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     fake = limited(clock, "sliding_window", rpm=5)
     for _ in range(5):  # a burst of the whole limit at once
         assert admitted(fake) == 0.0
-    clock.advance(30)
+    clock.sleep(30)
     assert admitted(fake) == pytest.approx(30.0)  # until the oldest slides out, at 60 s
-    clock.advance(29.9)
+    clock.sleep(29.9)
     assert admitted(fake) == pytest.approx(0.1)
-    clock.advance(0.1)  # 60 s after the burst: the whole burst has slid out
+    clock.sleep(0.1)  # 60 s after the burst: the whole burst has slid out
     for _ in range(5):
         assert admitted(fake) == 0.0
     assert admitted(fake) == pytest.approx(60.0)
     refused = [clock.now]
     # spread arrivals: a request every 7 s for 10 minutes
     for _ in range(86):
-        clock.advance(7)
+        clock.sleep(7)
         if admitted(fake) > 0.0:
             refused.append(clock.now)
     assert_exactly(fake, refused, 5, 60.0)
@@ -512,100 +500,100 @@ def test_sliding_window_admits_exactly_n_in_any_60_seconds() -> None:
 
 
 def test_sliding_window_retry_after_waits_for_the_oldest_to_slide_out() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     fake = limited(clock, "sliding_window", rpm=3)
     for _ in range(3):
         assert admitted(fake) == 0.0
-        clock.advance(10)
+        clock.sleep(10)
     # at 30 s: full; the oldest (0 s) slides out at 60 s; the next (10 s) at 70 s
     assert admitted(fake) == pytest.approx(30.0)
-    clock.advance(30)
+    clock.sleep(30)
     assert admitted(fake) == 0.0
     assert admitted(fake) == pytest.approx(10.0)
     assert len(fake.accepted_times()) == 4
 
 
 def test_sliding_window_counts_input_and_output_tokens() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     fake = limited(clock, "sliding_window", itpm=100)
     assert admitted(fake, 60) == 0.0
-    clock.advance(5)
+    clock.sleep(5)
     assert admitted(fake, 40) == 0.0
-    clock.advance(5)
+    clock.sleep(5)
     assert admitted(fake, 1) == pytest.approx(50.0)  # the first 60 slide out at 60 s
-    clock.advance(50)
+    clock.sleep(50)
     assert admitted(fake, 60) == 0.0 and admitted(fake, 1) == pytest.approx(5.0)
-    clock.advance(120)
+    clock.sleep(120)
     assert admitted(fake, 500) == 0.0  # larger than the limit: admitted by an empty window
     assert admitted(fake, 1) == pytest.approx(60.0)
 
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     fake = limited(clock, "sliding_window", otpm=50)
     start = clock.now
     assert admitted(fake, max_tokens=40) == 0.0  # max_tokens reserved on admission ...
     assert admitted(fake, max_tokens=20) == pytest.approx(60.0)
-    clock.advance(5)
+    clock.sleep(5)
     fake._spend_output(start, 40, 10)  # ... settled to what the answer used
     assert admitted(fake, max_tokens=40) == 0.0
-    clock.advance(15)
+    clock.sleep(15)
     assert admitted(fake, max_tokens=20) == pytest.approx(45.0)  # 40 at 5 s slide out at 65 s
 
 
 def test_per_second_admits_n_over_60_in_any_second() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     fake = limited(clock, "per_second", rpm=180)  # 3 a second
     assert [admitted(fake) for _ in range(4)][:3] == [0.0, 0.0, 0.0]
     assert admitted(fake) == pytest.approx(1.0)
-    clock.advance(0.5)
+    clock.sleep(0.5)
     assert admitted(fake) == pytest.approx(0.5)
-    clock.advance(0.5)
+    clock.sleep(0.5)
     assert [admitted(fake) for _ in range(3)] == [0.0, 0.0, 0.0]
     # arrivals every 50 ms for 10 s, each asking until it is refused
     refused = []
     for _ in range(200):
-        clock.advance(0.05)
+        clock.sleep(0.05)
         while admitted(fake) == 0.0:
             pass
         refused.append(clock.now)
     assert_exactly(fake, refused, 3, 1.0)
     # a per-minute limit below 60 is one request a second
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     fake = limited(clock, "per_second", rpm=30)
     assert admitted(fake) == 0.0 and admitted(fake) == pytest.approx(1.0)
-    clock.advance(1.0)
+    clock.sleep(1.0)
     assert admitted(fake) == 0.0
 
 
 def test_per_second_tokens_and_a_single_large_request() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     fake = limited(clock, "per_second", itpm=6000)  # 100 input tokens a second
     assert admitted(fake, 40) == 0.0 and admitted(fake, 40) == 0.0
     assert admitted(fake, 40) > 0.0  # 120 > 100
     assert admitted(fake, 20) == 0.0  # exactly 100
-    clock.advance(1.0)
+    clock.sleep(1.0)
     assert admitted(fake, 300) == 0.0  # larger than a second's share: its second is empty
     assert admitted(fake, 1) == pytest.approx(1.0)
-    clock.advance(0.5)
+    clock.sleep(0.5)
     assert admitted(fake, 1) == pytest.approx(0.5)
-    clock.advance(0.5)
+    clock.sleep(0.5)
     assert admitted(fake, 40) == 0.0
     assert admitted(fake, 300) == pytest.approx(1.0)  # large: waits for an empty second
 
 
 def test_token_bucket_unchanged() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     fake = limited(clock, "token_bucket", rpm=60, itpm=600)
     assert all(admitted(fake) == 0.0 for _ in range(60))  # full: a burst of the whole limit
     assert admitted(fake) == pytest.approx(1.0)  # refilled at 1 a second
-    clock.advance(1.0)
+    clock.sleep(1.0)
     assert admitted(fake) == 0.0 and admitted(fake) > 0.0
-    clock.advance(60)
+    clock.sleep(60)
     assert admitted(fake, 900) == 0.0  # larger than the limit: a full bucket admits it
     assert admitted(fake, 10) == pytest.approx((10 + 300) / 10)  # overdrawn by 300
 
 
 def test_window_models_through_the_sdk_with_headers() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     with FakeMessagesAPI(api_key="k", rpm=3, itpm=6000, limit_model="sliding_window", clock=clock) as fake:
         c = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0)
         kwargs: dict[str, Any] = {
@@ -616,7 +604,7 @@ def test_window_models_through_the_sdk_with_headers() -> None:
         raw = []
         for _ in range(3):
             raw.append(c.messages.with_raw_response.create(**kwargs))
-            clock.advance(10)
+            clock.sleep(10)
         assert [int(r.headers["anthropic-ratelimit-requests-remaining"]) for r in raw] == [2, 1, 0]
         head = raw[0].headers
         assert head["anthropic-ratelimit-requests-limit"] == "3"
@@ -627,7 +615,7 @@ def test_window_models_through_the_sdk_with_headers() -> None:
             c.messages.create(**kwargs)
         assert info.value.response.headers["retry-after"] == "30"
         assert info.value.response.headers["anthropic-ratelimit-requests-remaining"] == "0"
-        clock.advance(30)
+        clock.sleep(30)
         assert c.messages.create(**kwargs).content
 
         # the same server, now per second (set over /_fake/config): 180 a minute, 3 a second
@@ -646,7 +634,7 @@ def test_window_models_through_the_sdk_with_headers() -> None:
         with pytest.raises(anthropic.RateLimitError) as info:
             c.messages.create(**kwargs)
         assert info.value.response.headers["retry-after"] == "1"
-        clock.advance(1.0)
+        clock.sleep(1.0)
         assert c.messages.create(**kwargs).content
         stats = fake.stats()
         assert stats["count_429"] == 2 and stats["rate_limited"] == 2 and stats["injected_429"] == 0
@@ -663,7 +651,7 @@ def test_window_models_through_the_sdk_with_headers() -> None:
 
 @pytest.mark.parametrize("model", ["token_bucket", "sliding_window", "per_second"])
 def test_no_limit_headers_but_retry_after(model: str) -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     with FakeMessagesAPI(api_key="k", rpm=1, limit_model=model, limit_headers=False, clock=clock) as fake:
         c = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0)
         kwargs: dict[str, Any] = {
@@ -684,7 +672,7 @@ def test_no_limit_headers_but_retry_after(model: str) -> None:
 def test_injected_429_with_retry_after_0_takes_nothing_from_the_limits(model: str) -> None:
     """``[[fake:429,retry_after=0]]``: a request refused for itself, every time, with its own
     retry-after; the limits never see it, so the one request a minute is still there."""
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     with FakeMessagesAPI(api_key="k", rpm=1, limit_model=model, clock=clock) as fake:
         c = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0)
         for _ in range(3):

@@ -201,9 +201,8 @@ local function remember(mark)
 end
 
 -- give back to the reservation buckets 'back' and to the pace buckets 'pace' (per token
--- dimension; negative: charge), the run's share bucket too
-local function refund(back, pace, fraction)
-  local st = hgetall(STATE)
+-- dimension; negative: charge), the run's share bucket too; st: the state as the caller read it
+local function refund(st, back, pace, fraction)
   bucket_add(st, back, 'lvl_')
   bucket_add(st, pace, 'pac_')
   save(STATE, st, LEVELS)

@@ -1,12 +1,13 @@
--- refused: A = {now, input refund, output refund, retry-after ('' = none), epoch, nth (this job's
+-- refused: A = {now, input reserved, output reserved, retry-after ('' = none), epoch, nth (this job's
 -- refusals so far), the epoch of its first, share fraction}; returns the pause every caller
 -- takes ('0': none)
 do  -- the server used none of it
   local reserved = token_amounts(tonumber(A[2]), tonumber(A[3]))
-  local use = uses(hgetall(STATE))
+  local st = hgetall(STATE)
+  local use = uses(st)
   local pace = {}
   for _, d in ipairs(TOKEN_DIMS) do pace[d] = reserved[d] * use[d] end
-  refund(reserved, pace, tonumber(A[8]))
+  refund(st, reserved, pace, tonumber(A[8]))
 end
 redis.call('HSET', STATE, 'answered', 1)
 redis.call('EXPIRE', STATE, C.ttl)

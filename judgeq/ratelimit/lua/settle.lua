@@ -9,7 +9,7 @@ for _, d in ipairs(TOKEN_DIMS) do
   back[d] = reserved[d] - used[d]  -- the reservation, settled to what the call used
   pace[d] = reserved[d] * use[d] - used[d]  -- what it was expected to use, settled the same way
 end
-refund(back, pace, tonumber(A[8]))
+refund(st, back, pace, tonumber(A[8]))
 local fields = {'answered', 1}
 if ok then  -- what calls use of their reservation, learned from answered calls
   for _, d in ipairs(TOKEN_DIMS) do
