@@ -197,12 +197,18 @@ def call_with_retries(
     end = start + policy.deadline
     attempts = 0
     refusals = 0  # 429s under a budget: not attempts
-    first_epoch = -1  # the epoch of this job's first 429
+    previous_epoch = -1  # the epoch of this job's last 429 ...
+    refused_at = start  # ... when it came ...
+    own_epoch = -1  # ... the epoch it was judged refused for itself in (-1: it was not) ...
+    first_epoch = -1  # ... or of its first refusal, when that was its last
+    lent = 0  # requests its refusals were charged (given back if one is judged its own)
     errors: list[str] = []
     last: JudgeError | None = None
     reserve = Usage(estimate_input_tokens(request.size_chars()), request.max_tokens)
     while attempts - refusals < policy.max_attempts:
         epoch = 0
+        held = reserve  # what the grant took from the budget (nothing when it was free)
+        free = False
         if gate is not None:
             before = clock()
             gate.acquire()
@@ -211,7 +217,15 @@ def call_with_retries(
             if budget is not None:
                 left = end - clock()
                 try:
-                    waited, epoch = wait_for_budget(budget, reserve, share, sleep=sleep, longest_pause=left)
+                    waited, grant = wait_for_budget(
+                        budget,
+                        reserve,
+                        share,
+                        sleep=sleep,
+                        longest_pause=left,
+                        own_epoch=own_epoch,
+                        first_epoch=first_epoch,
+                    )
                 except PausedPastDeadline as paused:
                     last = JudgeRateLimited(
                         f"the judge's server asked every caller to wait {fmt_duration(paused.pause)} "
@@ -220,12 +234,15 @@ def call_with_retries(
                     )
                     errors.append(last.reason)
                     break
+                epoch, free = grant.epoch, grant.free
+                if free:
+                    held = Usage(0, 0)
                 end += waited
                 if waited > 0 and observed():
                     emit(BudgetWaited(provider_of(judge), judge.model, waited))
             remaining = end - clock()
             if remaining < policy.min_attempt_time:
-                if budget is not None:  # granted but never sent: give it back
+                if budget is not None and not free:  # granted but never sent: give it back
                     budget.settle(reserve, Usage(0, 0), ok=False, epoch=epoch, share=share)
                 break
             attempts += 1
@@ -241,7 +258,12 @@ def call_with_retries(
                     budget.observe(exc.headers)
                     if not isinstance(exc, JudgeRateLimited):  # the input may have been read
                         budget.settle(
-                            reserve, Usage(reserve.input_tokens, 0), ok=False, epoch=epoch, share=share
+                            held,
+                            Usage(reserve.input_tokens, 0),
+                            ok=False,
+                            epoch=epoch,
+                            share=share,
+                            free=free,
                         )
             else:
                 if observed():
@@ -254,7 +276,9 @@ def call_with_retries(
                         else reply.limit_input_tokens,
                         reply.output_tokens,
                     )
-                    budget.settle(reserve, used, ok=True, epoch=epoch, share=share)
+                    budget.settle(
+                        held, used, ok=True, epoch=epoch, share=share, free=free, first=attempts == 1
+                    )
                 return CallOutcome(reply, None, attempts, clock() - start, errors)
         finally:
             if gate is not None:
@@ -262,10 +286,22 @@ def call_with_retries(
         errors.append(exc.reason)
         if budget is not None and isinstance(exc, JudgeRateLimited):
             refusals += 1
-            first_epoch = epoch if refusals == 1 else first_epoch
-            budget.refused(
-                reserve, exc.retry_after, epoch=epoch, nth=refusals, first_epoch=first_epoch, share=share
+            refusal = budget.refused(
+                held,
+                exc.retry_after,
+                epoch=epoch,
+                nth=refusals,
+                previous_epoch=previous_epoch,
+                since=clock() - refused_at,
+                share=share,
+                free=free,
+                lent=lent,
             )
+            previous_epoch, refused_at = epoch, clock()
+            lent = 0 if refusal.own else lent + 1
+            # its next call may go free (Budget.acquire) when no congestion came since
+            own_epoch = epoch if refusal.own else -1
+            first_epoch = epoch if refusals == 1 else -1
             last = exc
             if refusals >= policy.max_rate_limited:
                 break

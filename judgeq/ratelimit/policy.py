@@ -33,18 +33,28 @@ which leaves out a limit whose window it finds longer than a minute). A run may 
 was refused so far. Congestion is decided from refused *jobs*, not refused calls, over the last
 :data:`RECENT` jobs answered since the last congestion (refused for the first time, or served):
 at least :data:`MIN_REFUSED` of them refused, and :data:`MIN_SHARE`, out of at least
-:data:`MIN_EVIDENCE`. A job refused again with no congestion in between is taken out of that
-count: the server refuses that request for itself, and it must not slow the others. Refusals of
-calls granted before the last congestion was acted on (an older epoch: :class:`Grant`) are no
-news. On congestion every caller pauses for the server's ``retry-after``; a refusal that is no
-congestion only makes its own job wait.
+:data:`MIN_EVIDENCE`, over and above the share of jobs the server refuses for themselves
+(learned, :data:`OWN_WEIGHT`). Refusals of calls granted before the last congestion was acted
+on (an older epoch: :class:`Grant`) are no news. On congestion every caller pauses for the
+server's ``retry-after``; a refusal that is no congestion only makes its own job wait.
+
+**Jobs refused for themselves** (a request the server refuses whatever the load: too large, a
+gateway's policy). A job refused again (under the adaptive rate twice again, with no congestion
+in between), while the server served at least as many fresh jobs as it refused over the time
+since, is judged refused for itself (:class:`Refusal`): its mark is taken out of the congestion
+count; the server counted none of its calls, so their requests are given back; and its next
+calls go free (:attr:`Grant.free`: no wait in line, nothing taken, charged only if served).
+Under a known request limit its second call goes free too (it tells whether the job is its
+own). Before, such jobs' first refusals read as congestion and their calls took the budget's
+requests and held its callers in line: 10 % of them collapsed a run to 13 % of its server's
+limit (no headers), or to 40 % (a known limit).
 
 **Adaptive rate** (no request limit configured or stated by the server). No limit until the
 first congestion; then the rate becomes :data:`CUT` x the lowest of the current rate, the rate
-granted in the window, and the rate the server answered (served, or refused a job for itself:
-those calls say nothing of its capacity) in the window; when the ``retry-after`` is longer than
-the window (a sliding or calendar minute full for the rest of it says so), what it answered in
-the window spread over the ``retry-after``, or what it answered over the last :data:`HORIZON`
+granted in the window (less the calls of jobs refused for themselves), and the rate the server
+served in the window; when the ``retry-after`` is longer than the window (a sliding or calendar
+minute full for the rest of it says so), what it served in the window spread over the
+``retry-after``, or what it served over the last :data:`HORIZON`
 (at most since the budget was born) spread over that time and the ``retry-after``, if that is
 higher: what such a server served in its minute is its limit, while the window alone saw only
 the end of it. A shorter ``retry-after`` is not spread over (a token bucket's whole-second
@@ -53,8 +63,7 @@ granted or answered) is left out; never below :data:`FLOOR`. After :data:`CLEAN`
 congestion while the rate was what held callers back, each successful call (never a failed one)
 may grow it: by :data:`GROW` up to :data:`NEAR` of the capacity estimated at the last cut, then
 by :data:`GROW_NEAR`: from the floor back to hundreds of requests a second in minutes. A known
-limit is not corrected by 429s yet (issue 28: the simulator shows what that costs; making it a
-ceiling made jobs refused for themselves slow every run whose server states its limit).
+limit is not corrected by 429s yet (issue 28: the simulator shows what that costs).
 
 How this holds against every kind of server is measured by the simulator
 (:mod:`judgeq.testing.budget_sim`, ``python benchmarks/budget_sim.py``).
@@ -88,6 +97,7 @@ __all__ = [
     "MIN_SPAN",
     "NEAR",
     "NO_LIMITS",
+    "OWN_WEIGHT",
     "PACE",
     "PROBE",
     "PROBE_STEP",
@@ -100,6 +110,7 @@ __all__ = [
     "Grant",
     "Limits",
     "PausedPastDeadline",
+    "Refusal",
     "Share",
     "Usage",
     "budget_key",
@@ -138,7 +149,13 @@ MIN_SHARE = 0.10
 """... and at least this share of them ..."""
 MIN_EVIDENCE = 10
 """... of at least this many answers (a few jobs refused at once, with nothing else answered
-yet, are no evidence)."""
+yet, are no evidence) ..."""
+OWN_WEIGHT = 0.02
+"""... over and above the share of jobs the server refuses for themselves, learned per job
+(a job refused again with no congestion in between counts 1, a served job 0) with this
+weight: when 10 % of jobs are refused for themselves, 10 % of recent jobs refused is no
+congestion (simulated, 10 % of such jobs behind a server with no headers: the rate collapsed
+to 13 % of the limit while a fixed share counted them as congestion)."""
 MIN_SPAN = 0.1
 """Seconds: the shortest span a rate is measured over (at the very start of a budget)."""
 CUT = 0.75
@@ -231,6 +248,21 @@ class Grant(NamedTuple):
     wait: float
     epoch: int
     paused: bool = False
+    free: bool = False
+    """Granted without taking anything from the buckets: the job's last call was refused for
+    itself in this epoch (:class:`Refusal`), and another such call costs the server nothing.
+    Its outcome is reported with ``free=True``: a call served is charged then (its request and
+    what it used), one refused for itself again costs nothing, and one refused for the limits
+    is charged its request."""
+
+
+class Refusal(NamedTuple):
+    """What :meth:`Budget.refused` answers: the ``pause`` every caller now takes (0.0: no
+    congestion), and whether the job was judged refused ``own``-ly (for itself): its next call
+    may then be asked for with ``own_epoch`` (:meth:`Budget.acquire`)."""
+
+    pause: float
+    own: bool = False
 
 
 class PausedPastDeadline(Exception):
@@ -290,16 +322,41 @@ class Budget(Protocol):
 
     name: str
 
-    def acquire(self, input_tokens: int, output_tokens: int, share: Share | None = None) -> Grant:
-        """Reserve one request and these tokens (see :class:`Grant`)."""
+    def acquire(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        share: Share | None = None,
+        *,
+        own_epoch: int = -1,
+        first_epoch: int = -1,
+    ) -> Grant:
+        """Reserve one request and these tokens (see :class:`Grant`). ``own_epoch``: the epoch
+        in which the job's last call was judged refused for itself (-1: it was not); while the
+        budget is still in that epoch and not paused, the call is granted free at once: it
+        neither waits for the pace nor takes from it (a job refused for itself held a caller for
+        ten waits in line, and 10 % of such jobs held most of a run's callers). ``first_epoch``:
+        the epoch of the job's first refusal, when that was its last: under a known request
+        limit its second call goes free the same way (that one tells whether the job is refused
+        for itself; under the adaptive rate, where refusals are the measure, it waits)."""
         ...
 
     def settle(
-        self, reserved: Usage, used: Usage, *, ok: bool, epoch: int, share: Share | None = None
+        self,
+        reserved: Usage,
+        used: Usage,
+        *,
+        ok: bool,
+        epoch: int,
+        share: Share | None = None,
+        free: bool = False,
+        first: bool = False,
     ) -> None:
         """Reconcile a granted reservation with what the attempt used (refund or charge);
-        ``ok``: the judge answered (only that counts as served and grows the adaptive rate).
-        Not called for a 429 (:meth:`refused`)."""
+        ``ok``: the judge answered (only that counts as served and grows the adaptive rate);
+        ``free``: the grant was free (:attr:`Grant.free`; nothing reserved): its request is
+        charged too; ``first``: the job's first call (a fresh job served tells that the server
+        serves: :meth:`refused`). Not called for a 429 (:meth:`refused`)."""
         ...
 
     def refused(
@@ -309,16 +366,24 @@ class Budget(Protocol):
         *,
         epoch: int,
         nth: int = 1,
-        first_epoch: int = -1,
+        previous_epoch: int = -1,
+        since: float = 0.0,
         share: Share | None = None,
-    ) -> float:
+        free: bool = False,
+        lent: int = 0,
+    ) -> Refusal:
         """The server answered 429 to a granted reservation (its tokens are refunded; the request
-        stays spent). ``nth``: how many times this job has been refused, this time
-        included; ``first_epoch``: the epoch of its first refusal (a job refused again with no
-        congestion in between is refused for itself). Only a job's first refusal is news: a
-        job refused again after a congestion was acted on is one the pause did not help, and
-        counting it again made jobs refused for themselves collapse the rate, epoch after
-        epoch. Returns the pause every caller now takes (0.0 when this is no congestion)."""
+        stays spent, unless the job is refused for itself). ``nth``: how many times this job
+        has been refused, this time included; ``previous_epoch`` and ``since``: the epoch of
+        its previous refusal and the seconds since it; ``free``: the grant was free; ``lent``:
+        the requests this job's earlier refusals were charged. A job refused again (under the
+        adaptive rate, twice again with no congestion in between), while the server served at
+        least as many fresh jobs as it refused since, is refused for itself: the server counted
+        none of that call, so its request is given back, and the ``lent`` ones too, and the job
+        is counted in the share of such jobs (:data:`OWN_WEIGHT`). Only a job's first refusal is
+        news: a job refused again after a congestion was acted on is one the pause did not
+        help, and counting it again made jobs refused for themselves collapse the rate, epoch
+        after epoch. See :class:`Refusal` for the answer."""
         ...
 
     def observe(self, headers: Mapping[str, str]) -> None:
@@ -356,8 +421,11 @@ def wait_for_budget(
     sleep: Callable[[float], None],
     max_step: float = 1.0,
     longest_pause: float = math.inf,
-) -> tuple[float, int]:
-    """Block until ``budget`` grants ``reserve``: the seconds waited and the grant's epoch.
+    own_epoch: int = -1,
+    first_epoch: int = -1,
+) -> tuple[float, Grant]:
+    """Block until ``budget`` grants ``reserve``: the seconds waited and the grant
+    (``own_epoch``, ``first_epoch``: see :meth:`Budget.acquire`).
 
     Sleeps at most ``max_step`` at a time, so a caller notices a budget freed early (another
     worker's refund). Raises :class:`PausedPastDeadline` when the budget is paused for longer
@@ -365,11 +433,13 @@ def wait_for_budget(
     for every caller, and waiting it out would hold the job past its deadline."""
     waited = 0.0
     while True:
-        wait, epoch, paused = budget.acquire(reserve.input_tokens, reserve.output_tokens, share)
-        if wait <= 0.0:
-            return waited, epoch
-        if paused and wait > longest_pause:
-            raise PausedPastDeadline(wait)
-        step = min(wait, max_step)
+        grant = budget.acquire(
+            reserve.input_tokens, reserve.output_tokens, share, own_epoch=own_epoch, first_epoch=first_epoch
+        )
+        if grant.wait <= 0.0:
+            return waited, grant
+        if grant.paused and grant.wait > longest_pause:
+            raise PausedPastDeadline(grant.wait)
+        step = min(grant.wait, max_step)
         sleep(step)
         waited += step

@@ -30,7 +30,7 @@ from typing import Any
 import redis
 
 from judgeq.ratelimit.headers import long_window_limits
-from judgeq.ratelimit.policy import BudgetState, Grant, Limits, Share, Usage, server_limits
+from judgeq.ratelimit.policy import BudgetState, Grant, Limits, Refusal, Share, Usage, server_limits
 from judgeq.ratelimit.scripts import OPERATIONS, ScriptBudget, budget_keys, script_text
 from judgeq.redis_connect import store_errors
 
@@ -103,16 +103,34 @@ class RedisBudget(ScriptBudget):
             self._listed_at = now
 
     @store_errors
-    def acquire(self, input_tokens: int, output_tokens: int, share: Share | None = None) -> Grant:
-        grant = super().acquire(input_tokens, output_tokens, share)
+    def acquire(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        share: Share | None = None,
+        *,
+        own_epoch: int = -1,
+        first_epoch: int = -1,
+    ) -> Grant:
+        grant = super().acquire(
+            input_tokens, output_tokens, share, own_epoch=own_epoch, first_epoch=first_epoch
+        )
         self._list(grant.epoch)
         return grant
 
     @store_errors
     def settle(
-        self, reserved: Usage, used: Usage, *, ok: bool, epoch: int, share: Share | None = None
+        self,
+        reserved: Usage,
+        used: Usage,
+        *,
+        ok: bool,
+        epoch: int,
+        share: Share | None = None,
+        free: bool = False,
+        first: bool = False,
     ) -> None:
-        super().settle(reserved, used, ok=ok, epoch=epoch, share=share)
+        super().settle(reserved, used, ok=ok, epoch=epoch, share=share, free=free, first=first)
 
     @store_errors
     def refused(
@@ -122,11 +140,22 @@ class RedisBudget(ScriptBudget):
         *,
         epoch: int,
         nth: int = 1,
-        first_epoch: int = -1,
+        previous_epoch: int = -1,
+        since: float = 0.0,
         share: Share | None = None,
-    ) -> float:
+        free: bool = False,
+        lent: int = 0,
+    ) -> Refusal:
         return super().refused(
-            reserved, retry_after, epoch=epoch, nth=nth, first_epoch=first_epoch, share=share
+            reserved,
+            retry_after,
+            epoch=epoch,
+            nth=nth,
+            previous_epoch=previous_epoch,
+            since=since,
+            share=share,
+            free=free,
+            lent=lent,
         )
 
     @store_errors

@@ -30,6 +30,7 @@ from judgeq.ratelimit.policy import (
     BudgetState,
     Grant,
     Limits,
+    Refusal,
     Share,
     Usage,
     server_limits,
@@ -62,6 +63,7 @@ CONSTANTS = (
     policy.HORIZON,
     policy.TOKEN_SECONDS,
     policy.USE_WEIGHT,
+    policy.OWN_WEIGHT,
     TTL,
 )
 """In the order ``lua/common.lua`` reads them."""
@@ -121,19 +123,35 @@ class ScriptBudget:
         given = ["" if now is None else _arg(now), *map(_arg, args)]
         return self._run(op, keys, now, given)
 
-    def acquire(self, input_tokens: int, output_tokens: int, share: Share | None = None) -> Grant:
+    def acquire(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        share: Share | None = None,
+        *,
+        own_epoch: int = -1,
+        first_epoch: int = -1,
+    ) -> Grant:
         fraction = share.fraction if share is not None else 0
-        wait, epoch, *paused = self._call(
-            "acquire", share, self._caller(), input_tokens, output_tokens, fraction
+        wait, epoch, paused, free = self._call(
+            "acquire", share, self._caller(), input_tokens, output_tokens, fraction, own_epoch, first_epoch
         )
-        return Grant(float(_text(wait)), int(epoch), bool(paused and int(paused[0])))
+        return Grant(float(_text(wait)), int(epoch), bool(int(paused)), bool(int(free)))
 
     def _caller(self) -> str:
         """Who asks (a waiting caller is counted once)."""
         raise NotImplementedError
 
     def settle(
-        self, reserved: Usage, used: Usage, *, ok: bool, epoch: int, share: Share | None = None
+        self,
+        reserved: Usage,
+        used: Usage,
+        *,
+        ok: bool,
+        epoch: int,
+        share: Share | None = None,
+        free: bool = False,
+        first: bool = False,
     ) -> None:
         self._call(
             "settle",
@@ -145,6 +163,8 @@ class ScriptBudget:
             1 if ok else 0,
             epoch,
             share.fraction if share is not None else 0,
+            1 if free else 0,
+            1 if first else 0,
         )
 
     def refused(
@@ -154,10 +174,13 @@ class ScriptBudget:
         *,
         epoch: int,
         nth: int = 1,
-        first_epoch: int = -1,
+        previous_epoch: int = -1,
+        since: float = 0.0,
         share: Share | None = None,
-    ) -> float:
-        pause = self._call(
+        free: bool = False,
+        lent: int = 0,
+    ) -> Refusal:
+        pause, own = self._call(
             "refused",
             share,
             reserved.input_tokens,
@@ -165,10 +188,13 @@ class ScriptBudget:
             "" if retry_after is None else min(float(retry_after), policy.MAX_PAUSE),
             epoch,
             nth,
-            first_epoch,
+            previous_epoch,
             share.fraction if share is not None else 0,
+            since,
+            1 if free else 0,
+            lent,
         )
-        return float(_text(pause))
+        return Refusal(float(_text(pause)), bool(int(own)))
 
     def observe(self, headers: Mapping[str, str]) -> None:
         learned = server_limits(headers)

@@ -13,6 +13,7 @@ from judgeq.ratelimit import (
     Grant,
     Limits,
     MemoryBudget,
+    Refusal,
     Share,
     Usage,
     budget_key,
@@ -62,11 +63,11 @@ def granted_in(budget: Budget, clock: FakeClock, seconds: float, step: float = 0
 
 
 def serve(budget: Budget, n: int) -> None:
-    """``n`` calls granted and answered."""
+    """``n`` fresh jobs' calls granted and answered."""
     for _ in range(n):
         grant = budget.acquire(10, 10)
         assert grant.wait == 0.0
-        budget.settle(U, U, ok=True, epoch=grant.epoch)
+        budget.settle(U, U, ok=True, epoch=grant.epoch, first=True)
 
 
 # ---------------------------------------------------------------- known limits: paced, no burst
@@ -242,9 +243,15 @@ def test_a_job_refused_for_itself_is_not_congestion(make: Make, clock: FakeClock
     serve(budget, 30)
     for _ in range(5):  # five jobs, each refused again and again while the others are served
         first = budget.acquire(10, 10).epoch
+        lent = 0  # as call_with_retries counts: requests charged to its refusals so far
         for nth in range(1, 11):
-            pause = budget.refused(U, 0.0, epoch=first, nth=nth, first_epoch=first)
-            assert pause == 0.0
+            refusal = budget.refused(
+                U, 0.0, epoch=first, nth=nth, previous_epoch=first if nth > 1 else -1, since=1.0, lent=lent
+            )
+            assert refusal.pause == 0.0
+            # judged refused for itself on its third refusal (the adaptive rate's evidence)
+            assert refusal.own is (nth >= 3)
+            lent = 0 if refusal.own else lent + 1
         serve(budget, 6)
     assert budget.snapshot().adaptive_rpm is None  # no limit was made up
     assert all(grants(budget, 100))
@@ -259,11 +266,11 @@ def test_congestion_pauses_every_caller_for_retry_after_once_per_episode(
     epochs = [budget.acquire(10, 10).epoch for _ in range(10)]
     for e in epochs[:7]:
         budget.settle(U, U, ok=True, epoch=e)
-    pauses = [budget.refused(U, 5.0, epoch=e, nth=1) for e in epochs[7:]]
+    pauses = [budget.refused(U, 5.0, epoch=e, nth=1).pause for e in epochs[7:]]
     assert pauses == [0.0, 0.0, 5.0]  # the third refused job of ten answered: congestion
     assert budget.acquire(10, 10).wait == pytest.approx(5.0)
     # the calls still in flight from before are refused too: no news, no second pause
-    assert budget.refused(U, 30.0, epoch=epochs[0], nth=1) == 0.0
+    assert budget.refused(U, 30.0, epoch=epochs[0], nth=1).pause == 0.0
     clock.sleep(5.0)
     assert budget.acquire(10, 10).wait == 0.0
     assert budget.snapshot().configured.rpm == 6000  # a known limit is not cut
@@ -282,7 +289,7 @@ def test_adaptive_rate_is_cut_from_what_the_server_served_never_below_the_floor(
         budget.settle(U, U, ok=True, epoch=g.epoch)
         epochs.append(g.epoch)
     epochs = [budget.acquire(10, 10).epoch for _ in range(10)]
-    pauses = [budget.refused(U, 58.0, epoch=e, nth=1) for e in epochs[:3]]
+    pauses = [budget.refused(U, 58.0, epoch=e, nth=1).pause for e in epochs[:3]]
     assert pauses[-1] == 58.0
     # ~200 served spread over the 58 s the server stays full: 3.4 a second, cut to 3/4 of it
     rpm = budget.snapshot().adaptive_rpm
@@ -316,7 +323,7 @@ def test_a_few_jobs_refused_at_once_with_nothing_else_answered_are_no_evidence(
     clock.sleep(policy.PROBE)
     grants_ += [budget.acquire(1, 1) for _ in range(2)]
     for g in grants_:
-        assert budget.refused(U, 0.0, epoch=g.epoch, nth=1) == 0.0
+        assert budget.refused(U, 0.0, epoch=g.epoch, nth=1).pause == 0.0
     assert budget.snapshot().adaptive_rpm is None
     assert all(grants(budget, 50))
 
@@ -331,7 +338,7 @@ def test_a_cut_with_nothing_served_starts_from_the_rate_sent_not_the_floor(
     for _ in range(80):  # 8 a second granted for 10 s, every one refused
         clock.sleep(0.125)
         epochs.append(budget.acquire(1, 1).epoch)
-    pauses = [budget.refused(U, 0.0, epoch=e, nth=1) for e in epochs]
+    pauses = [budget.refused(U, 0.0, epoch=e, nth=1).pause for e in epochs]
     assert pauses.count(0.0) == len(pauses)  # a retry-after of 0: no pause, but a cut ...
     rpm = budget.snapshot().adaptive_rpm
     assert rpm is not None and rpm == pytest.approx(0.75 * 8 * 60, rel=0.1)  # ... from 8 a second
@@ -430,7 +437,7 @@ def test_wait_for_budget_waits_in_steps_and_returns_the_time_waited() -> None:
     clock = FakeClock()
     budget = MemoryBudget(clock=clock)
     budget.configure(Limits(rpm=60))
-    assert wait_for_budget(budget, Usage(1, 1), sleep=clock.sleep) == (0.0, 0)
+    assert wait_for_budget(budget, Usage(1, 1), sleep=clock.sleep) == (0.0, Grant(0.0, 0))
     waited, _ = wait_for_budget(budget, Usage(1, 1), sleep=clock.sleep, max_step=0.25)
     assert waited == pytest.approx(1 / policy.PACE, abs=0.25)
 
@@ -472,6 +479,140 @@ def test_a_budget_written_after_a_reset_still_expires(clock: FakeClock) -> None:
     assert all(r.ttl(k) > 0 for k in r.keys("judgeq:budget:*"))
 
 
+def level(budget: Budget) -> float:
+    return budget.snapshot().levels["requests"]
+
+
+def test_under_a_known_limit_a_job_refused_for_itself_costs_no_request_and_goes_free(
+    make: Make, clock: FakeClock
+) -> None:
+    budget = make(clock)
+    budget.configure(Limits(rpm=600))  # 10 a second
+    for _ in range(20):  # fresh jobs served, one every 0.2 s: the server serves
+        serve(budget, 1)
+        clock.sleep(0.2)
+    before = level(budget)
+    g = budget.acquire(10, 10)  # the job's first call takes a request ...
+    assert g.wait == 0.0 and not g.free
+    first = budget.refused(U, 1.0, epoch=g.epoch, nth=1)
+    assert first == Refusal(0.0, own=False)  # ... one refusal tells nothing yet
+    assert level(budget) == pytest.approx(before - 1)
+    while budget.acquire(10, 10).wait == 0.0:  # the others empty the bucket meanwhile
+        pass
+    empty = level(budget)
+    # its second call goes at once, though the bucket is empty, and takes nothing
+    g2 = budget.acquire(10, 10, first_epoch=g.epoch)
+    assert g2.wait == 0.0 and g2.free and level(budget) == pytest.approx(empty)
+    second = budget.refused(
+        Usage(0, 0), 1.0, epoch=g2.epoch, nth=2, previous_epoch=g.epoch, since=1.0, free=True, lent=1
+    )
+    assert second == Refusal(0.0, own=True)  # refused for itself: its first request comes back
+    assert level(budget) == pytest.approx(empty + 1)
+    # judged so, its next calls go free too; one the server serves after all is charged then
+    g3 = budget.acquire(10, 10, own_epoch=g2.epoch)
+    assert g3.free
+    budget.settle(Usage(0, 0), U, ok=True, epoch=g3.epoch, free=True)
+    assert level(budget) == pytest.approx(empty)
+    # a free call refused for the limits is charged its request too
+    g4 = budget.acquire(10, 10, own_epoch=g2.epoch)
+    assert g4.free
+    budget.refused(Usage(0, 0), 1.0, epoch=g4.epoch, nth=1, free=True)
+    assert level(budget) == pytest.approx(empty - 1)
+
+
+def test_a_job_is_not_judged_refused_for_itself_while_the_server_refuses_fresh_jobs(
+    make: Make, clock: FakeClock
+) -> None:
+    # a storm: fresh jobs refused, none served: a job refused again and again is the storm's,
+    # not its own (its requests stay spent, its calls wait in line)
+    budget = make(clock)
+    for _ in range(5):
+        serve(budget, 1)
+        clock.sleep(0.1)
+    clock.sleep(10.0)  # (out of the window)
+    previous, lent = -1, 0
+    for nth in range(1, 6):
+        for _ in range(3):  # fresh jobs refused around it
+            f = budget.acquire(10, 10)
+            budget.refused(U, 0.0, epoch=f.epoch, nth=1)
+        g = budget.acquire(10, 10)
+        refusal = budget.refused(
+            U, 0.0, epoch=g.epoch, nth=nth, previous_epoch=previous, since=1.0, lent=lent
+        )
+        assert refusal.own is False
+        previous, lent = g.epoch, lent + 1
+        clock.sleep(1.0)
+    # and the same job, refused while fresh jobs are served (the cut rate's pace), is
+    clock.sleep(10.0)
+    for _ in range(5):
+        while (g := budget.acquire(10, 10)).wait > 0.0:
+            clock.sleep(g.wait)
+        budget.settle(U, U, ok=True, epoch=g.epoch, first=True)
+    while (g := budget.acquire(10, 10)).wait > 0.0:
+        clock.sleep(g.wait)
+    refusal = budget.refused(U, 0.0, epoch=g.epoch, nth=6, previous_epoch=g.epoch, since=1.0, lent=lent)
+    assert refusal.own is True
+
+
+def test_jobs_refused_for_themselves_raise_the_share_of_refusals_that_is_congestion(
+    make: Make, clock: FakeClock
+) -> None:
+    # one job in five is judged refused for itself (no limit known): learned, fresh refusals at
+    # that share (each such job's first) are no congestion; half of fresh jobs refused still is
+    budget = make(clock)
+
+    def granted() -> Grant:
+        while (g := budget.acquire(10, 10)).wait > 0.0:
+            clock.sleep(g.wait)
+        return g
+
+    def refused_for_itself() -> None:
+        first = granted().epoch
+        budget.refused(U, 0.0, epoch=first, nth=1)
+        lent = 1
+        for nth in (2, 3):
+            g = granted()
+            refusal = budget.refused(
+                U, 0.0, epoch=g.epoch, nth=nth, previous_epoch=first, since=1.0, lent=lent
+            )
+            lent, first = (0 if refusal.own else lent + 1), g.epoch
+        assert refusal.own
+
+    for i in range(1, 201):
+        clock.sleep(0.1)
+        if i % 5:
+            budget.settle(U, U, ok=True, epoch=granted().epoch, first=True)
+        else:
+            refused_for_itself()
+    # the same jobs, each judged 25 answers after its first refusal (its retries waited): five
+    # or so of the last 30 answers stand refused, congestion by the fixed share alone
+    before = budget.snapshot()
+    pending: list[tuple[int, int]] = []
+    for i in range(1, 301):
+        clock.sleep(0.1)
+        g = granted()
+        if i % 5:
+            budget.settle(U, U, ok=True, epoch=g.epoch, first=True)
+        else:
+            assert budget.refused(U, 2.0, epoch=g.epoch, nth=1).pause == 0.0
+            pending.append((i + 25, g.epoch))
+        while pending and pending[0][0] <= i:
+            _, first = pending.pop(0)
+            g = granted()
+            refusal = budget.refused(U, 2.0, epoch=g.epoch, nth=2, previous_epoch=first, since=2.5, lent=1)
+            g = granted()
+            refusal = budget.refused(U, 2.0, epoch=g.epoch, nth=3, previous_epoch=g.epoch, since=1.0, lent=2)
+            assert refusal.own and refusal.pause == 0.0
+    assert budget.snapshot().adaptive_rpm == before.adaptive_rpm
+    pauses = []
+    for _ in range(12):  # half of the fresh jobs refused
+        pauses.append(budget.refused(U, 2.0, epoch=granted().epoch, nth=1).pause)
+        if pauses[-1]:
+            break
+        budget.settle(U, U, ok=True, epoch=granted().epoch, first=True)
+    assert pauses[-1] == 2.0
+
+
 def test_a_job_refused_again_in_a_later_epoch_is_no_news_and_takes_no_other_mark(
     make: Make, clock: FakeClock
 ) -> None:
@@ -482,16 +623,20 @@ def test_a_job_refused_again_in_a_later_epoch_is_no_news_and_takes_no_other_mark
             clock.sleep(g.wait)
         return g
 
-    def refuse(nth: int = 1, first_epoch: int | None = None) -> float:
+    def refuse(nth: int = 1, previous_epoch: int | None = None) -> float:
         g = granted()
         return budget.refused(
-            U, 0.0, epoch=g.epoch, nth=nth, first_epoch=g.epoch if first_epoch is None else first_epoch
-        )
+            U,
+            0.0,
+            epoch=g.epoch,
+            nth=nth,
+            previous_epoch=g.epoch if previous_epoch is None else previous_epoch,
+        ).pause
 
     for _ in range(20):
         budget.settle(U, U, ok=True, epoch=granted().epoch)
     old = granted().epoch
-    budget.refused(U, 0.0, epoch=old, nth=1, first_epoch=old)
+    budget.refused(U, 0.0, epoch=old, nth=1, previous_epoch=old)
     refuse()
     refuse()  # 3 of 23 refused: congestion
     assert granted().epoch == old + 1
@@ -501,7 +646,7 @@ def test_a_job_refused_again_in_a_later_epoch_is_no_news_and_takes_no_other_mark
     refuse()
     # the first job, refused again in this epoch: no news (its mark was the old epoch's), and the
     # two fresh marks stay: a third fresh refusal makes a congestion again
-    refuse(nth=2, first_epoch=old)
+    refuse(nth=2, previous_epoch=old)
     refuse()
     assert granted().epoch == old + 2
 
@@ -515,7 +660,7 @@ def _refuse_jobs(budget: Budget, clock: FakeClock, n: int, retry_after: float | 
     for _ in range(n):
         while (g := budget.acquire(1, 1)).wait > 0.0:
             clock.sleep(g.wait)
-        pause = budget.refused(U, retry_after, epoch=g.epoch, nth=1)
+        pause = budget.refused(U, retry_after, epoch=g.epoch, nth=1).pause
     return pause
 
 
@@ -540,5 +685,5 @@ def test_a_congestion_in_the_budgets_first_second_reads_no_empty_window(make: Ma
     budget.configure(Limits(rpm=6000))
     first = budget.acquire(1, 1)
     clock.sleep(0.5)
-    pauses = [budget.refused(U, 40.0, epoch=first.epoch, nth=1) for _ in range(10)]
+    pauses = [budget.refused(U, 40.0, epoch=first.epoch, nth=1).pause for _ in range(10)]
     assert 40.0 in pauses

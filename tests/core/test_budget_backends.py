@@ -24,14 +24,35 @@ class Clock:
 
 
 ops = st.one_of(
-    st.tuples(st.just("acquire"), st.integers(0, 3000), st.integers(0, 800), st.booleans()),
-    st.tuples(st.just("settle"), st.integers(0, 3000), st.booleans(), st.integers(0, 3), st.booleans()),
+    # (input, output, shared, own_epoch, first_epoch)
+    st.tuples(
+        st.just("acquire"),
+        st.integers(0, 3000),
+        st.integers(0, 800),
+        st.booleans(),
+        st.integers(-1, 3),
+        st.integers(-1, 3),
+    ),
+    # (used, ok, epoch, shared, free, first call)
+    st.tuples(
+        st.just("settle"),
+        st.integers(0, 3000),
+        st.booleans(),
+        st.integers(0, 3),
+        st.booleans(),
+        st.booleans(),
+        st.booleans(),
+    ),
+    # (retry-after, epoch, nth, previous epoch, seconds since, free, lent)
     st.tuples(
         st.just("refused"),
         st.one_of(st.none(), st.floats(0, 5)),
         st.integers(0, 3),
-        st.integers(1, 3),
+        st.integers(1, 4),
         st.integers(-1, 3),
+        st.sampled_from([0.0, 0.5, 3.0, 12.0]),
+        st.booleans(),
+        st.integers(0, 3),
     ),
     st.tuples(st.just("observe"), st.sampled_from([0, 30, 60, 600]), st.integers(0, 100)),
     st.tuples(st.just("configure"), st.one_of(st.none(), st.sampled_from([30, 120, 600]))),
@@ -44,21 +65,34 @@ def apply(budget: MemoryBudget | RedisBudget, clock: Clock, op: tuple[Any, ...])
     name = op[0]
     share = Share("run-1", 0.5)
     if name == "acquire":
-        _, inp, out, shared = op
-        return budget.acquire(int(inp), int(out), share if shared else None)
+        _, inp, out, shared, own_epoch, first_epoch = op
+        return budget.acquire(
+            int(inp), int(out), share if shared else None, own_epoch=own_epoch, first_epoch=first_epoch
+        )
     if name == "settle":
-        _, used, ok, epoch, shared = op
+        _, used, ok, epoch, shared, free, first = op
         budget.settle(
-            Usage(3000, 800),
+            Usage(0, 0) if free else Usage(3000, 800),
             Usage(int(used), 100),
             ok=bool(ok),
             epoch=int(epoch),
             share=share if shared else None,
+            free=free,
+            first=first,
         )
         return None
     if name == "refused":
-        _, retry, epoch, nth, first = op
-        return budget.refused(Usage(100, 50), retry, epoch=int(epoch), nth=int(nth), first_epoch=int(first))
+        _, retry, epoch, nth, previous, since, free, lent = op
+        return budget.refused(
+            Usage(0, 0) if free else Usage(100, 50),
+            retry,
+            epoch=int(epoch),
+            nth=int(nth),
+            previous_epoch=int(previous),
+            since=since,
+            free=free,
+            lent=lent,
+        )
     if name == "observe":
         _, limit, remaining = op
         if limit:

@@ -20,39 +20,37 @@ from judgeq.testing.limits import FixedWindow, make_limit
 
 NOT_YET = {
     # a known limit is never corrected by 429s: given too high, or stated 10**6 too high
-    "token_bucket/none/given=3.0": "a limit given 3x too high: 64% 429s",
-    "token_bucket/inflated/given=3.0": "a limit given 3x too high: 64% 429s",
-    "token_bucket/inflated/given=None": "a limit stated 10**6 too high: 80% 429s, 105 rate_limited",
-    "sliding_window/none/given=3.0": "a limit given 3x too high: 4% 429s",
-    "sliding_window/inflated/given=3.0": "a limit given 3x too high: 4% 429s",
+    "token_bucket/none/given=3.0": "a limit given 3x too high: 55% 429s",
+    "token_bucket/inflated/given=3.0": "a limit given 3x too high: 55% 429s",
+    "token_bucket/inflated/given=None": "a limit stated 10**6 too high: 80% 429s, 104 rate_limited",
+    "sliding_window/none/given=3.0": "a limit given 3x too high: 6% 429s",
+    "sliding_window/inflated/given=3.0": "a limit given 3x too high: 6% 429s",
     "sliding_window/inflated/given=None": "a limit stated 10**6 too high: 11% 429s",
-    "per_second/none/given=3.0": "a limit given 3x too high: 71% 429s",
-    "per_second/inflated/given=3.0": "a limit given 3x too high: 71% 429s",
-    "per_second/inflated/given=None": "a limit stated 10**6 too high: 88% 429s, 137 rate_limited",
+    "per_second/none/given=3.0": "a limit given 3x too high: 74% 429s",
+    "per_second/inflated/given=3.0": "a limit given 3x too high: 74% 429s",
+    "per_second/inflated/given=None": "a limit stated 10**6 too high: 88% 429s, 133 rate_limited",
     # learned from 429s alone
-    "token_bucket/none/given=None": "6% 429s while the first minute's burst is learned",
+    "token_bucket/none/given=None": "8.7% 429s while the first minute's burst is learned",
     "per_second/none/given=None": "71% used, 3.4% 429s",
     "concurrency/none/given=None": "a limit on calls in flight: 50% used, 3.4% 429s",
     # retry-after too short (0, 1, 2, none) on a full window: storms; 30 s: a pause per congestion
     "sliding_window/none/retry-after=none": "a full window refuses a third of requests",
-    "sliding_window/none/retry-after=0.0": "a full window refuses 46% of requests",
-    "sliding_window/none/retry-after=1.0": "27% 429s, 58% used",
-    "sliding_window/none/retry-after=2.0": "30% 429s, 80% used",
+    "sliding_window/none/retry-after=0.0": "a full window refuses 58% of requests",
+    "sliding_window/none/retry-after=1.0": "32% 429s, 29% used",
+    "sliding_window/none/retry-after=2.0": "54% 429s",
     "sliding_window/none/retry-after=30.0": "a 30-s pause per congestion: 68% used",
-    # jobs refused for themselves with a retry-after above 0
-    "token_bucket/none/refused=5%": "their first refusals read as congestion: the rate falls",
-    "sliding_window/none/refused=5%": "their first refusals read as congestion: the rate falls",
-    "token_bucket/none/refused=10%": "collapse",
-    "sliding_window/none/refused=10%": "collapse",
-    "token_bucket/none/refused=20%": "collapse",
-    "sliding_window/none/refused=20%": "collapse",
-    "token_bucket/anthropic/refused=10%": "their calls take the budget's requests: 40% used",
-    "sliding_window/anthropic/refused=10%": "their calls take the budget's requests: 40% used",
-    "token_bucket/none/given=1.0/refused=10%": "their calls take the budget's requests: 40% used",
-    "token_bucket/per_day": "no per-minute request limit stated: learned from 429s, 9.9% 429s",
+    # jobs refused for themselves (with a retry-after above 0) behind a server that states no
+    # limit: no longer a collapse (13% and 3% used before, jobs unfinished after 30 minutes), but
+    # the adaptive rate's start and its growth past the limit still cost 429s
+    "token_bucket/none/refused=5%": "9.5% 429s",
+    "sliding_window/none/refused=5%": "85% used, 3.2% 429s",
+    "token_bucket/none/refused=10%": "8.3% 429s",
+    "sliding_window/none/refused=10%": "8.9% 429s",
+    "sliding_window/none/refused=20%": "9.7% 429s",
+    "token_bucket/per_day": "no per-minute request limit stated: learned from 429s, 21% 429s",
     "sliding_window/none/workers=1": "429s just over 2%",
     "sliding_window/none/workers=20": "62% used, 2.4% 429s",
-    "token_bucket/none/outage-429": "88% of the limit a minute after",
+    "token_bucket/none/outage-429": "67% of the limit a minute after",
 }
 
 

@@ -394,7 +394,7 @@ def paused_for(seconds: float, clock: Any) -> Any:
     granted = [budget.acquire(1, 1) for _ in range(12)]
     for g in granted[:9]:
         budget.settle(Usage(1, 1), Usage(1, 1), ok=True, epoch=g.epoch)
-    pauses = [budget.refused(Usage(1, 1), seconds, epoch=g.epoch, nth=1) for g in granted[9:]]
+    pauses = [budget.refused(Usage(1, 1), seconds, epoch=g.epoch, nth=1).pause for g in granted[9:]]
     assert pauses[-1] == min(seconds, 86_400.0)  # the third refused job of twelve: congestion
     return budget
 

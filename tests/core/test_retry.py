@@ -16,7 +16,7 @@ from judgeq import (
 )
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import RetryPolicy, call_with_retries
-from judgeq.ratelimit import Limits, MemoryBudget
+from judgeq.ratelimit import Limits, MemoryBudget, policy
 
 REQ = JudgeRequest(system=("s",), user="u", output_schema={})
 
@@ -257,3 +257,23 @@ def test_a_job_refused_for_itself_does_not_slow_the_others() -> None:
             call_with_retries(ok, REQ, RetryPolicy(), clock=clock, sleep=clock.sleep, budget=budget)
     state = budget.snapshot()
     assert state.adaptive_rpm is None and state.paused_for == 0.0
+
+
+def test_under_a_known_limit_a_job_refused_for_itself_waits_in_no_line() -> None:
+    # 6 a minute: a request every 10.5 s at the pace. A job the server refuses whatever the load,
+    # right after jobs it served: from its second call on it goes without waiting for the
+    # budget (Budget.acquire's own_epoch and first_epoch; test_budget.py: what it gives back)
+    clock = FakeClock()
+    budget = MemoryBudget(clock=clock)
+    budget.configure(Limits(rpm=6))
+    ok = Scripted(clock, [], cost=0.5)
+    for _ in range(2):
+        assert call_with_retries(ok, REQ, RetryPolicy(), clock=clock, sleep=clock.sleep, budget=budget).reply
+    bad = Scripted(clock, [JudgeRateLimited("429", retry_after=0.2)] * 50, cost=0.05)
+    start = clock.now
+    out = call_with_retries(bad, REQ, RetryPolicy(), clock=clock, sleep=clock.sleep, budget=budget)
+    assert out.error is not None and out.error.reason == "rate_limited"
+    assert len(bad.timeouts) == 10
+    # its ten calls and their retry-afters, and one wait for the pace (before its first call):
+    # it was 10.5 s before each call
+    assert clock.now - start <= 10 * 0.05 + 9 * 0.2 + 60 / 6 / policy.PACE + 0.01

@@ -1,5 +1,8 @@
--- acquire: A = {now, caller, input tokens, output tokens, share fraction (0: none)}
--- returns {wait (string), epoch, 1 when the wait is a pause (a congestion's retry-after) else 0}
+-- acquire: A = {now, caller, input tokens, output tokens, share fraction (0: none), the epoch in
+-- which the job's last call was refused for itself (-1: none), the epoch of its first refusal
+-- when that was its last (-1: none)}
+-- returns {wait (string), epoch, 1 when the wait is a pause (a congestion's retry-after) else 0,
+-- 1 when granted free else 0}
 local caller, fraction = A[2], tonumber(A[5])
 local need = {['requests'] = 1, ['input-tokens'] = tonumber(A[3]), ['output-tokens'] = tonumber(A[4]),
   ['tokens'] = tonumber(A[3]) + tonumber(A[4])}
@@ -11,11 +14,18 @@ local function waiting(w, fields, paused)
   redis.call('ZREMRANGEBYSCORE', WAITING, '-inf', now)
   redis.call('ZADD', WAITING, now + w, caller)
   redis.call('EXPIRE', WAITING, C.ttl)
-  return {f(w), epoch, paused or 0}
+  return {f(w), epoch, paused or 0, 0}
 end
 
 local pause = num(st['pause'], 0)
 if now < pause then return waiting(pause - now, nil, 1) end
+-- refused for itself in this epoch, or for the first time under a known request limit: free
+-- (charged if served)
+if tonumber(A[6]) == epoch or (tonumber(A[7]) == epoch and not adaptive_applies(st, cfg)) then
+  count('a')
+  redis.call('ZREM', WAITING, caller)
+  return {'0', epoch, 0, 1}
+end
 local lim = effective(st, cfg)
 if next(lim) == nil and st['answered'] == nil then  -- one call alone may find the server's limits
   if st['probe'] == nil then
@@ -54,4 +64,4 @@ if st['born'] == nil then st['born'] = now end
 save(STATE, st, fields)
 count('a')
 redis.call('ZREM', WAITING, caller)
-return {'0', epoch, 0}
+return {'0', epoch, 0, 0}

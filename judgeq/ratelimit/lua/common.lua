@@ -11,7 +11,7 @@
 local C = {}
 local NAMES = {'burst', 'window', 'recent', 'min_refused', 'min_evidence', 'min_share', 'min_span', 'cut', 'grow',
   'near', 'grow_near', 'clean', 'floor', 'default_retry_after', 'probe', 'probe_step', 'pace', 'horizon', 'token_hold',
-  'use_weight', 'ttl'}
+  'use_weight', 'own_weight', 'ttl'}
 for i, name in ipairs(NAMES) do C[name] = CONSTANTS[i] end
 local A = ARGV
 
@@ -151,8 +151,8 @@ end
 local LEVELS = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens', 'lvl_tokens', 'pac_input-tokens',
   'pac_output-tokens', 'pac_tokens'}
 
--- per-second counts: 'a' granted, 'o' served, 'r' jobs refused (first refusal), 'q' 429s, 'x'
--- refusals of jobs refused for themselves (again, with no congestion in between)
+-- per-second counts: 'a' granted, 'o' served, 'f' served at a job's first call, 'r' jobs refused
+-- (first refusal), 'q' 429s, 'x' refusals of jobs judged refused for themselves
 local function count(what)
   local sec = math.floor(now)
   local lo = tonumber(redis.call('HGET', STATS, 'lo'))
@@ -161,7 +161,7 @@ local function count(what)
     redis.call('HSET', STATS, 'lo', sec)
   elseif sec - lo > 70 then
     for s = lo, sec - 61 do
-      redis.call('HDEL', STATS, s .. ':a', s .. ':o', s .. ':r', s .. ':q', s .. ':x')
+      redis.call('HDEL', STATS, s .. ':a', s .. ':o', s .. ':f', s .. ':r', s .. ':q', s .. ':x')
     end
     redis.call('HSET', STATS, 'lo', sec - 60)
   end
@@ -172,8 +172,8 @@ end
 -- sums over the whole seconds from 'first' to now
 local function window(first)
   local sec = math.floor(now)
-  local names = {'a', 'o', 'r', 'q', 'x'}
-  local out = {a = 0, o = 0, r = 0, q = 0, x = 0}
+  local names = {'a', 'o', 'f', 'r', 'q', 'x'}
+  local out = {a = 0, o = 0, f = 0, r = 0, q = 0, x = 0}
   local fields = {}
   for s = first, sec do
     for _, k in ipairs(names) do fields[#fields + 1] = s .. ':' .. k end
@@ -187,11 +187,24 @@ local function window(first)
   return out
 end
 
-local function congested()
+-- congestion: of the recent answers, more refused than the thresholds over and above the share
+-- of jobs the server refuses for themselves ('own', learned)
+local function congested(st)
   local marks = redis.call('LRANGE', RECENT, 0, -1)
   local refused = 0
   for _, m in ipairs(marks) do refused = refused + tonumber(m) end
-  return #marks >= C.min_evidence and refused >= C.min_refused and refused >= C.min_share * #marks
+  local own = num(st['own'], 0) * #marks
+  return #marks >= C.min_evidence and refused >= C.min_refused + own and refused >= (C.min_share * #marks) + own
+end
+
+-- learn the share of jobs refused for themselves ('own'): 1 for such a job, 0 for a job served;
+-- a weighted mean, exact from the first job on (its weights' sum in 'own_n')
+local function learn_own(st, x)
+  local keep = 1 - C.own_weight
+  local n = keep * num(st['own_n'], 0) + 1
+  local q = (keep * num(st['own_n'], 0) * num(st['own'], 0) + x) / n
+  st['own'], st['own_n'] = q, n
+  redis.call('HSET', STATE, 'own', f(q), 'own_n', f(n))
 end
 
 local function remember(mark)

@@ -1,34 +1,58 @@
--- refused: A = {now, input reserved, output reserved, retry-after ('' = none), epoch, nth (this job's
--- refusals so far), the epoch of its first, share fraction}; returns the pause every caller
--- takes ('0': none)
-do  -- the server used none of it
-  local reserved = token_amounts(tonumber(A[2]), tonumber(A[3]))
-  local st = hgetall(STATE)
+-- refused: A = {now, input reserved, output reserved, retry-after ('' = none), epoch, nth (this
+-- job's refusals so far), the epoch of its previous refusal, share fraction, seconds since its
+-- previous refusal, free grant (1/0), requests its earlier refusals were charged}; returns {the
+-- pause every caller takes ('0': none), 1 when the job was judged refused for itself else 0}
+local nth, epoch_sent, previous_epoch = tonumber(A[6]), tonumber(A[5]), tonumber(A[7])
+local free, lent = A[10] == '1', tonumber(A[11])
+local st, cfg = hgetall(STATE), hgetall(CONFIG)
+local known = not adaptive_applies(st, cfg)
+-- Refused for itself: refused again (under the adaptive rate, whose refusals are its measure,
+-- twice again, a second or more after the last, with no congestion in between) while the
+-- server served at least as many fresh jobs (at their first call) as it refused over the time
+-- since the job's previous refusal (at least a window, and a few calls' time at the limit): in
+-- a storm fresh jobs are refused too, or none come, every caller held by retries. The server
+-- counted none of such a call, its request included: it is given back, and so are the requests
+-- the job's earlier refusals were charged. Any other 429's request stays spent (a free call's
+-- is charged): a storm must not speed the callers up.
+local calm, own = false, false
+if nth >= 2 then
+  -- (a window that holds a few calls at the request limit's pace: 10 s at 18 a minute)
+  local rpm = effective(st, cfg)['requests'] or 0
+  local span = math.max(C.window, tonumber(A[9]), rpm > 0 and 3 * 60 / rpm or 0)
+  local w = window(math.floor(now - math.min(span, 60)))
+  calm = w.f > 0 and w.r <= w.f
+  own = calm and (known or (nth >= 3 and previous_epoch == epoch_sent and tonumber(A[9]) >= 1))
+end
+local function answer(pause) return {pause, own and 1 or 0} end
+do
+  local back = token_amounts(tonumber(A[2]), tonumber(A[3]))  -- (a free grant reserved none)
   local use = uses(st)
   local pace = {}
-  for _, d in ipairs(TOKEN_DIMS) do pace[d] = reserved[d] * use[d] end
-  refund(st, reserved, pace, tonumber(A[8]))
+  for _, d in ipairs(TOKEN_DIMS) do pace[d] = back[d] * use[d] end
+  local taken = free and 0 or 1
+  if own then back['requests'] = taken + lent else back['requests'] = taken - 1 end
+  refund(st, back, pace, tonumber(A[8]))
 end
 redis.call('HSET', STATE, 'answered', 1)
 redis.call('EXPIRE', STATE, C.ttl)
 count('q')
-local nth = tonumber(A[6])
 if nth == 1 then
   count('r')
-elseif tonumber(A[7]) == tonumber(A[5]) then
-  count('x')  -- refused again with no congestion in between: for itself
+elseif own then
+  count('x')
 end
-local st, cfg = hgetall(STATE), hgetall(CONFIG)
+local first = own and lent > 0  -- judged so for the first time
+if first then learn_own(st, 1) end
 local epoch = num(st['epoch'], 0)
-if tonumber(A[5]) ~= epoch then return '0' end  -- sent before the last congestion was acted on
+if epoch_sent ~= epoch then return answer('0') end  -- sent before the last congestion was acted on
 if nth == 1 then
   remember(1)
-elseif nth == 2 and tonumber(A[7]) == epoch then
-  -- refused again with no congestion in between: refused for itself, not news (its mark
-  -- becomes a 0 at the old end, as memory.py does)
+elseif ((nth == 2 and calm) or first) and previous_epoch == epoch then
+  -- refused again while the server serves fresh jobs, with no congestion in between (or judged
+  -- refused for itself): not news (its mark becomes a 0 at the old end, as memory.py does)
   if redis.call('LREM', RECENT, -1, 1) == 1 then redis.call('RPUSH', RECENT, 0) end
 end
-if not congested() then return '0' end
+if not congested(st) then return answer('0') end
 local pause = C.default_retry_after
 if A[4] ~= '' then pause = math.max(0, tonumber(A[4])) end
 redis.call('HSET', STATE, 'pause', f(math.max(num(st['pause'], 0), now + pause)), 'epoch', epoch + 1)
@@ -45,21 +69,21 @@ if adaptive_applies(st, cfg) then
   end
   -- (a rate not seen, with nothing granted or served, says nothing)
   local rate = math.huge
-  if w.a > 0 then rate = math.min(rate, w.a / span) end
+  if w.a - w.x > 0 then rate = math.min(rate, (w.a - w.x) / span) end
   -- what the server answered (served, or refused a job for itself) in the last window; when
   -- the retry-after is longer than the window (a window full for the rest of its minute says
   -- so), spread over it, or over the last horizon (at most since the budget was born) and the
   -- retry-after, if higher: what a window served in its minute is its limit
   local answered = 0
-  if w.o + w.x > 0 then
-    answered = (w.o + w.x) / span
-    if pause > C.window then answered = (w.o + w.x) / math.max(span, pause) end
+  if w.o > 0 then
+    answered = w.o / span
+    if pause > C.window then answered = w.o / math.max(span, pause) end
   end
   if pause > C.window then
     local born = num(st['born'], now)
     local h = math.max(C.min_span, math.min(C.horizon, now - born))
     local m = window(math.floor(now - h) + 1)
-    if m.o + m.x > 0 then answered = math.max(answered, (m.o + m.x) / (h + pause)) end
+    if m.o > 0 then answered = math.max(answered, m.o / (h + pause)) end
   end
   if answered > 0 then rate = math.min(rate, answered) end
   local ada = num(st['ada'], 0)
@@ -77,4 +101,4 @@ if adaptive_applies(st, cfg) then
   redis.call('HSET', STATE, unpack(fields))
 end
 redis.call('EXPIRE', STATE, C.ttl)
-return f(pause)
+return answer(f(pause))

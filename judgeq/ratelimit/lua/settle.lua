@@ -1,4 +1,5 @@
--- settle: A = {now, input reserved, output reserved, input used, output used, ok (1/0), epoch, share fraction}
+-- settle: A = {now, input reserved, output reserved, input used, output used, ok (1/0), epoch, share fraction,
+-- free grant (1/0), the job's first call (1/0)}
 local reserved = token_amounts(tonumber(A[2]), tonumber(A[3]))
 local used = token_amounts(tonumber(A[4]), tonumber(A[5]))
 local ok = A[6] == '1'
@@ -9,6 +10,7 @@ for _, d in ipairs(TOKEN_DIMS) do
   back[d] = reserved[d] - used[d]  -- the reservation, settled to what the call used
   pace[d] = reserved[d] * use[d] - used[d]  -- what it was expected to use, settled the same way
 end
+if A[9] == '1' then back['requests'] = -1 end  -- a free grant (nothing reserved): its request too
 refund(st, back, pace, tonumber(A[8]))
 local fields = {'answered', 1}
 if ok then  -- what calls use of their reservation, learned from answered calls
@@ -25,12 +27,14 @@ redis.call('HSET', STATE, unpack(fields))
 redis.call('EXPIRE', STATE, C.ttl)
 if not ok then return 0 end
 count('o')
+if A[10] == '1' then count('f') end
 local cfg
 st, cfg = hgetall(STATE), hgetall(CONFIG)
+learn_own(st, 0)
 if tonumber(A[7]) == num(st['epoch'], 0) then remember(0) end
 local ada, changed, peak = num(st['ada'], 0), num(st['changed'], -1e300), num(st['peak'], 1e300)
 if ada > 0 and adaptive_applies(st, cfg) and now - changed >= C.clean
-    and num(st['bound'], -1e300) >= changed and not congested() then
+    and num(st['bound'], -1e300) >= changed and not congested(st) then
   local near = ada >= C.near * peak
   if near then ada = ada * C.grow_near else ada = math.min(ada * C.grow, C.near * peak) end
   if ada >= 2 * peak then redis.call('HSET', STATE, 'peak', f(ada)) end
