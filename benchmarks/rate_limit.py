@@ -66,6 +66,7 @@ ROWS = (
     "adaptive/persecond",
     "adaptive/bucket",
     "adaptive/sliding+refused",
+    "learned/bucket+refused",
 )
 REQUIRED = {
     # row: (share of N after, at least; most 429s)
