@@ -49,8 +49,10 @@ own). Before, such jobs' first refusals read as congestion and their calls took 
 requests and held its callers in line: 10 % of them collapsed a run to 13 % of its server's
 limit (no headers), or to 40 % (a known limit).
 
-**Adaptive rate** (no request limit configured or stated by the server). No limit until the
-first congestion; then the rate becomes :data:`CUT` x the lowest of the current rate, the rate
+**Adaptive rate.** A request limit given or stated is a ceiling, never a promise: a gateway
+forwards its upstream's ``x-ratelimit-limit-requests: 1000000000`` and a ``--rpm`` may be
+wrong. No adaptive rate until the first congestion (the known limit, if any, paces); then the
+rate becomes :data:`CUT` x the lowest of the current rate, the known limit, the rate
 granted in the window (less the calls of jobs refused for themselves), and the rate the server
 served in the window; when the ``retry-after`` is longer than the window (a sliding or calendar
 minute full for the rest of it says so), what it served in the window spread over the
@@ -62,8 +64,11 @@ the end of it. A shorter ``retry-after`` is not spread over (a token bucket's wh
 granted or answered) is left out; never below :data:`FLOOR`. After :data:`CLEAN` seconds without
 congestion while the rate was what held callers back, each successful call (never a failed one)
 may grow it: by :data:`GROW` up to :data:`NEAR` of the capacity estimated at the last cut, then
-by :data:`GROW_NEAR`: from the floor back to hundreds of requests a second in minutes. A known
-limit is not corrected by 429s yet (issue 28: the simulator shows what that costs).
+by :data:`GROW_NEAR`: from the floor back to hundreds of requests a second in minutes; back
+at the known limit, it is dropped and the known limit paces again. (Until issue 28 a known
+limit switched adaptation off: ``--rpm 1000`` against a 300/min server, no headers, had 78 %
+of its requests refused; making it a ceiling then made jobs refused for themselves slow every
+run whose server states its limit, until they were told apart.)
 
 How this holds against every kind of server is measured by the simulator
 (:mod:`judgeq.testing.budget_sim`, ``python benchmarks/budget_sim.py``).
@@ -290,7 +295,8 @@ class BudgetState:
     configured: Limits = NO_LIMITS
     server: Limits = NO_LIMITS
     adaptive_rpm: float | None = None
-    """The adaptive request rate (requests a minute), None while no limit applies."""
+    """The adaptive request rate (requests a minute) while it paces (below the known limit, if
+    any), else None."""
     levels: dict[str, float] = field(default_factory=dict)
     """Each limited bucket's level now (what may be sent at once)."""
     paused_for: float = 0.0
@@ -309,11 +315,11 @@ class BudgetState:
         for dim, given, stated in zip(
             DIMENSIONS, self.configured.as_tuple(), self.server.as_tuple(), strict=True
         ):
-            known = [x for x in (given, stated) if x]
+            known = [float(x) for x in (given, stated) if x]
+            if dim == "requests" and self.adaptive_rpm:
+                known.append(self.adaptive_rpm)
             if known:
-                out[dim] = float(min(known))
-            elif dim == "requests" and self.adaptive_rpm:
-                out[dim] = self.adaptive_rpm
+                out[dim] = min(known)
         return out
 
 

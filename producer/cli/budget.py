@@ -204,7 +204,8 @@ def describe(state: BudgetState) -> list[str]:
         if stated:
             parts.append(f"{stated:,}/min stated by the server")
         if dim == "requests" and state.adaptive_rpm:
-            parts.append(f"{state.adaptive_rpm:,.0f}/min adaptive (no limit known; found from 429s)")
+            why = "429s under it: cut below it" if given or stated else "no limit known; found from 429s"
+            parts.append(f"{state.adaptive_rpm:,.0f}/min adaptive ({why})")
         applies = effective.get(dim)
         if not parts:
             parts.append("none known" if dim != "requests" else "none known (adaptive: no 429 yet)")

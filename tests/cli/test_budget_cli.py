@@ -263,3 +263,22 @@ def test_reset_with_a_key_the_workers_do_not_hold_names_their_budget(
         f"(listed for anthropic:claude-x with another key: {workers.name})\n"
     )
     assert budget_names(r) == [workers.name]  # left as it was
+
+
+def test_budget_says_why_an_adaptive_rate_paces(r: CountingRedis, clock: FakeClock) -> None:
+    # learned with no limit known, or cut below a limit given: each says which
+    from judgeq.ratelimit import BudgetState
+
+    plain = worker_budget(r, clock, "anthropic:claude-x", "sk-ant-SECRET")
+    congest(plain, clock)
+    lines = budget_cli.describe(plain.snapshot())
+    assert any("/min adaptive (no limit known; found from 429s)" in line for line in lines), lines
+    given = worker_budget(r, clock, "anthropic:claude-y", "sk-ant-SECRET")
+    given.configure(Limits(rpm=6000))
+    congest(given, clock)
+    state: BudgetState = given.snapshot()
+    assert state.adaptive_rpm is not None and state.effective()["requests"] == state.adaptive_rpm < 6000
+    lines = budget_cli.describe(state)
+    assert any(
+        "6,000/min set" in line and "adaptive (429s under it: cut below it)" in line for line in lines
+    ), lines

@@ -385,6 +385,43 @@ def test_the_adaptive_rate_gives_way_to_the_servers_word(make: Make, clock: Fake
     assert state.adaptive_rpm is None and state.server.rpm == 6000
 
 
+@pytest.mark.parametrize("how", ["given", "stated"])
+def test_a_known_limit_is_a_ceiling_a_429_storm_under_it_cuts_the_pace(clock: FakeClock, how: str) -> None:
+    # --rpm 600 (or a gateway stating it) against a server that serves 120 a minute: refusals
+    # under the known limit cut the pace below it; grown back to it, the known limit paces again
+    # (in process: test_budget_backends.py holds Redis to the same answers)
+    budget = MemoryBudget(clock=clock)
+    if how == "given":
+        budget.configure(Limits(rpm=600))
+    else:
+        budget.observe({"anthropic-ratelimit-requests-limit": "600"})
+    served, start = 0, clock.now
+    for _ in range(400):  # 20 s asking 20 a second: the server serves 2 a second of them
+        g = budget.acquire(1, 1)
+        if g.wait == 0.0:
+            if served < (clock.now - start) * 2:
+                budget.settle(U, U, ok=True, epoch=g.epoch, first=True)
+                served += 1
+            else:
+                budget.refused(U, 1.0, epoch=g.epoch, nth=1)
+        clock.sleep(0.05)
+    state = budget.snapshot()
+    assert state.adaptive_rpm is not None and state.adaptive_rpm < 150  # cut below 600 x PACE
+    assert state.effective()["requests"] == state.adaptive_rpm
+    # the server allows the known limit again: the rate grows back, and once there the known
+    # limit paces (no adaptive rate left to drag)
+    for second in range(1200):  # asking 12 a second, above the cut rate
+        for _ in range(12):
+            g = budget.acquire(1, 1)
+            if g.wait == 0.0:
+                budget.settle(U, U, ok=True, epoch=g.epoch, first=True)
+            clock.sleep(1 / 12)
+        if second % 30 == 0 and budget.snapshot().adaptive_rpm is None:
+            break
+    state = budget.snapshot()
+    assert state.adaptive_rpm is None and state.effective()["requests"] == 600
+
+
 def test_snapshot_counts_the_last_minute(make: Make, clock: FakeClock) -> None:
     budget = make(clock)
     serve(budget, 12)

@@ -54,22 +54,30 @@ local function save(key, t, fields)
   redis.call('EXPIRE', key, C.ttl)
 end
 
-local function adaptive_applies(st, cfg)
-  return num(cfg['requests'], 0) <= 0 and num(st['srv_requests'], 0) <= 0
+-- the known limit of a dimension (a minute): the lower of configured and stated (0: none)
+local function known_limit(st, cfg, d)
+  local c, s = num(cfg[d], 0), num(st['srv_' .. d], 0)
+  if c > 0 and s > 0 then return math.min(c, s) end
+  return math.max(c, s)
 end
 
--- the rate each bucket refills at (a minute): the lower of configured and stated, paced; else
--- the adaptive request rate
+-- whether the adaptive request rate is what paces requests: no request limit is known, or the
+-- rate was cut below the known one (a limit given or stated is a ceiling, never a promise)
+local function adaptive_applies(st, cfg)
+  local ada = num(st['ada'], 0)
+  local known = C.pace * known_limit(st, cfg, 'requests')
+  return known <= 0 or (ada > 0 and ada < known)
+end
+
+-- the rate each bucket refills at (a minute): the lower of configured and stated, paced; for
+-- requests, the adaptive rate when it is lower
 local function effective(st, cfg)
   local lim = {}
   for _, d in ipairs(DIMS) do
-    local c, s = num(cfg[d], 0), num(st['srv_' .. d], 0)
-    local l = s
-    if c > 0 and s > 0 then l = math.min(c, s) elseif c > 0 then l = c end
-    if l > 0 then
-      lim[d] = C.pace * l
-    elseif d == 'requests' and num(st['ada'], 0) > 0 then
-      lim[d] = num(st['ada'], 0)
+    local l = known_limit(st, cfg, d)
+    if l > 0 then lim[d] = C.pace * l end
+    if d == 'requests' and num(st['ada'], 0) > 0 then
+      lim[d] = math.min(lim[d] or math.huge, num(st['ada'], 0))
     end
   end
   return lim

@@ -57,7 +57,7 @@ local pause = C.default_retry_after
 if A[4] ~= '' then pause = math.max(0, tonumber(A[4])) end
 redis.call('HSET', STATE, 'pause', f(math.max(num(st['pause'], 0), now + pause)), 'epoch', epoch + 1)
 redis.call('DEL', RECENT)
-if adaptive_applies(st, cfg) then
+do  -- the adaptive rate is cut (below a known limit too: a ceiling, never a promise)
   -- the rates of this epoch's calls in the last window (whole seconds: the stats')
   local begin = math.max(num(st['began'], now), math.floor(now) - math.ceil(C.window) + 1)
   local span = math.max(now - begin, C.min_span)
@@ -88,6 +88,8 @@ if adaptive_applies(st, cfg) then
   if answered > 0 then rate = math.min(rate, answered) end
   local ada = num(st['ada'], 0)
   if ada > 0 then rate = math.min(rate, ada / 60) end
+  local known = C.pace * known_limit(st, cfg, 'requests')
+  if known > 0 then rate = math.min(rate, known / 60) end
   local fields = {'changed', f(now), 'began', f(now + pause)}
   if rate < math.huge then
     local peak = 60 * rate

@@ -38,6 +38,12 @@ if ada > 0 and adaptive_applies(st, cfg) and now - changed >= C.clean
   local near = ada >= C.near * peak
   if near then ada = ada * C.grow_near else ada = math.min(ada * C.grow, C.near * peak) end
   if ada >= 2 * peak then redis.call('HSET', STATE, 'peak', f(ada)) end
-  redis.call('HSET', STATE, 'ada', f(ada), 'changed', f(now))
+  local known = C.pace * known_limit(st, cfg, 'requests')
+  if known > 0 and ada >= known then  -- back at the known limit: it paces again
+    redis.call('HDEL', STATE, 'ada')
+    redis.call('HSET', STATE, 'changed', f(now))
+  else
+    redis.call('HSET', STATE, 'ada', f(ada), 'changed', f(now))
+  end
 end
 return 1
