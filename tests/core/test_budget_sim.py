@@ -33,9 +33,9 @@ NOT_YET = {
     "per_second/none/given=None": "71% used, 3.4% 429s",
     "concurrency/none/given=None": "a limit on calls in flight: 50% used, 3.4% 429s",
     # retry-after too short (0, 1, 2, none) on a full window: storms; 30 s: a pause per congestion
-    "sliding_window/none/retry-after=none": "a full window refuses a third of requests",
-    "sliding_window/none/retry-after=0.0": "a full window refuses 58% of requests",
-    "sliding_window/none/retry-after=1.0": "32% 429s, 29% used",
+    "sliding_window/none/retry-after=none": "23% 429s, 44% used",
+    "sliding_window/none/retry-after=0.0": "a full window refuses 60% of requests",
+    "sliding_window/none/retry-after=1.0": "51% 429s",
     "sliding_window/none/retry-after=2.0": "54% 429s",
     "sliding_window/none/retry-after=30.0": "a 30-s pause per congestion: 68% used",
     # jobs refused for themselves (with a retry-after above 0) behind a server that states no
@@ -44,11 +44,11 @@ NOT_YET = {
     "token_bucket/none/refused=5%": "9.5% 429s",
     "sliding_window/none/refused=5%": "85% used, 3.2% 429s",
     "token_bucket/none/refused=10%": "8.3% 429s",
-    "sliding_window/none/refused=10%": "8.9% 429s",
-    "sliding_window/none/refused=20%": "9.7% 429s",
-    "token_bucket/per_day": "no per-minute request limit stated: learned from 429s, 21% 429s",
+    "sliding_window/none/refused=10%": "10.8% 429s",
+    "sliding_window/none/refused=20%": "10.8% 429s",
+    "token_bucket/per_day": "no per-minute request limit stated: learned from 429s, 24% 429s",
     "sliding_window/none/workers=1": "429s just over 2%",
-    "sliding_window/none/workers=20": "62% used, 2.4% 429s",
+    "sliding_window/none/workers=20": "72% used, 5.3% 429s",
     "token_bucket/none/outage-429": "67% of the limit a minute after",
 }
 
@@ -239,6 +239,29 @@ def test_the_right_limit_given_is_held_to_half_a_percent_of_429s() -> None:
     assert right.failures() == ["429s 0.6% > 0.5%"]
     learned = _cell(refused_share=0.006)
     assert learned.failures() == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(5))
+def test_jobs_refused_for_themselves_in_the_first_wave_do_not_cut_the_rate(seed: int) -> None:
+    # 96 callers sent at once (no limit, 200 ms judge), 5.5 % of the jobs refused for themselves
+    # in 50 ms: their refusals come back before the others' answers, and nine of the first ten
+    # answers read as congestion; the rate was cut to 146 a minute 0.3 s in and a 4-s run took
+    # 3 to 4 minutes (a job held past Celery's visibility timeout is delivered twice)
+    s = Scenario(
+        "first wave",
+        Server(rpm=None, latency=0.2, headers="none", own_retry_after=0.05),
+        workers=2,
+        concurrency=48,
+        jobs=300,
+        refused=0.055,
+        kind="rate",
+        horizon=600.0,
+        seed=seed,
+    )
+    cell = run(s)
+    assert set(cell.nulls) <= {"rate_limited"}  # (those refused for themselves)
+    assert cell.wall < 10.0, cell.wall
 
 
 def test_a_job_refused_for_itself_may_take_ten_calls_not_eleven() -> None:

@@ -20,7 +20,7 @@ if nth >= 2 then
   local rpm = effective(st, cfg)['requests'] or 0
   local span = math.max(C.window, tonumber(A[9]), rpm > 0 and 3 * 60 / rpm or 0)
   local w = window(math.floor(now - math.min(span, 60)))
-  calm = w.f > 0 and w.r <= w.f
+  calm = w.r <= math.max(w.f, (w.a - w.q) / 2)
   own = calm and (known or (nth >= 3 and previous_epoch == epoch_sent and tonumber(A[9]) >= 1))
 end
 local function answer(pause) return {pause, own and 1 or 0} end
@@ -53,6 +53,11 @@ elseif ((nth == 2 and calm) or first) and previous_epoch == epoch then
   if redis.call('LREM', RECENT, -1, 1) == 1 then redis.call('RPUSH', RECENT, 0) end
 end
 if not congested(st) then return answer('0') end
+do  -- refusals come back before the answers of the calls sent with them: while most of this
+  -- epoch's calls are still out, its first refusals are no evidence yet
+  local e = window(math.floor(num(st['began'], now)))
+  if e.a - e.o - e.q > e.o + e.q then return answer('0') end
+end
 local pause = C.default_retry_after
 if A[4] ~= '' then pause = math.max(0, tonumber(A[4])) end
 redis.call('HSET', STATE, 'pause', f(math.max(num(st['pause'], 0), now + pause)), 'epoch', epoch + 1)
