@@ -30,7 +30,7 @@ from typing import Any
 import redis
 
 from judgeq.ratelimit.headers import long_window_limits
-from judgeq.ratelimit.policy import BudgetState, Grant, Limits, Refusal, Share, Usage, server_limits
+from judgeq.ratelimit.policy import BudgetState, Grant, Limits, server_limits
 from judgeq.ratelimit.scripts import OPERATIONS, ScriptBudget, budget_keys, script_text
 from judgeq.redis_connect import store_errors
 
@@ -68,8 +68,12 @@ class RedisBudget(ScriptBudget):
         self._listed_at: float | None = None
         self._epoch = 0
 
+    @store_errors  # (every operation's script: Redis failing is the store failing, never the job)
     def _run(self, op: str, keys: list[str], now: float | None, args: list[str]) -> Any:
         return self._ops[op](keys=keys, args=args)
+
+    def _granted(self, grant: Grant) -> None:
+        self._list(grant.epoch)
 
     def _caller(self) -> str:
         return f"{os.getpid()}:{threading.get_ident()}"
@@ -77,6 +81,7 @@ class RedisBudget(ScriptBudget):
     def _now(self) -> float:
         return self._clock() if self._clock is not None else time.monotonic()
 
+    @store_errors
     def _list(self, epoch: int) -> None:
         """Add this budget's name to :data:`NAMES` (``judgeq budget`` lists it) after an acquire
         that returned ``epoch``: the first time in this process, again every :data:`RELIST`
@@ -103,62 +108,6 @@ class RedisBudget(ScriptBudget):
             self._listed_at = now
 
     @store_errors
-    def acquire(
-        self,
-        input_tokens: int,
-        output_tokens: int,
-        share: Share | None = None,
-        *,
-        own_epoch: int = -1,
-        first_epoch: int = -1,
-    ) -> Grant:
-        grant = super().acquire(
-            input_tokens, output_tokens, share, own_epoch=own_epoch, first_epoch=first_epoch
-        )
-        self._list(grant.epoch)
-        return grant
-
-    @store_errors
-    def settle(
-        self,
-        reserved: Usage,
-        used: Usage,
-        *,
-        ok: bool,
-        epoch: int,
-        share: Share | None = None,
-        free: bool = False,
-        first: bool = False,
-    ) -> None:
-        super().settle(reserved, used, ok=ok, epoch=epoch, share=share, free=free, first=first)
-
-    @store_errors
-    def refused(
-        self,
-        reserved: Usage,
-        retry_after: float | None,
-        *,
-        epoch: int,
-        nth: int = 1,
-        previous_epoch: int = -1,
-        since: float = 0.0,
-        share: Share | None = None,
-        free: bool = False,
-        lent: int = 0,
-    ) -> Refusal:
-        return super().refused(
-            reserved,
-            retry_after,
-            epoch=epoch,
-            nth=nth,
-            previous_epoch=previous_epoch,
-            since=since,
-            share=share,
-            free=free,
-            lent=lent,
-        )
-
-    @store_errors
     def observe(self, headers: Mapping[str, str]) -> None:
         learned = server_limits(headers)
         for dim in long_window_limits(headers):  # (forgotten as per-minute limits)
@@ -174,10 +123,6 @@ class RedisBudget(ScriptBudget):
     def configure(self, limits: Limits | None) -> None:
         super().configure(limits)
         self.r.sadd(NAMES, self.name)
-
-    @store_errors
-    def snapshot(self) -> BudgetState:
-        return super().snapshot()
 
 
 def read_state(client: redis.Redis, name: str, clock: Callable[[], float] | None = None) -> BudgetState:

@@ -136,7 +136,12 @@ class ScriptBudget:
         wait, epoch, paused, free = self._call(
             "acquire", share, self._caller(), input_tokens, output_tokens, fraction, own_epoch, first_epoch
         )
-        return Grant(float(_text(wait)), int(epoch), bool(int(paused)), bool(int(free)))
+        grant = Grant(float(_text(wait)), int(epoch), bool(int(paused)), bool(int(free)))
+        self._granted(grant)
+        return grant
+
+    def _granted(self, grant: Grant) -> None:
+        """A backend's own step after each acquire (none here)."""
 
     def _caller(self) -> str:
         """Who asks (a waiting caller is counted once)."""

@@ -210,3 +210,25 @@ def test_an_output_limit_is_used_in_full_when_calls_use_a_fraction_of_max_tokens
     assert len(after) <= per_second * 60 / 100 + 2
     # no second holds more than its share and one call (which may overdraw the pace bucket)
     assert max(sum(1 for u in after if t <= u < t + 1.0) for t in after) <= 2
+
+
+def test_redis_failing_under_any_budget_call_is_the_store_failing_never_the_job() -> None:
+    # every operation goes through one script call: Redis down there is a StoreError (the job's
+    # message goes back), never an exception that would end the job as an internal_error null
+    from judgeq import StoreError
+
+    server = fakeredis.FakeServer()
+    budget = RedisBudget(fakeredis.FakeRedis(server=server, decode_responses=True), "anthropic:m:abc")
+    grant = budget.acquire(10, 10)
+    server.connected = False
+    calls = [
+        lambda: budget.acquire(10, 10),
+        lambda: budget.settle(Usage(10, 10), Usage(5, 5), ok=True, epoch=grant.epoch),
+        lambda: budget.refused(Usage(10, 10), 1.0, epoch=grant.epoch),
+        lambda: budget.observe({"anthropic-ratelimit-requests-limit": "60"}),
+        lambda: budget.configure(Limits(rpm=60)),
+        lambda: budget.snapshot(),
+    ]
+    for call in calls:
+        with pytest.raises(StoreError, match="Redis failed during grading"):
+            call()
