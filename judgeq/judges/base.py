@@ -242,8 +242,8 @@ def call_with_retries(
                     emit(BudgetWaited(provider_of(judge), judge.model, waited))
             remaining = end - clock()
             if remaining < policy.min_attempt_time:
-                if budget is not None and not free:  # granted but never sent: give it back
-                    budget.settle(reserve, Usage(0, 0), ok=False, epoch=epoch, share=share)
+                if budget is not None:  # granted but never sent: give it back (a free grant took none)
+                    budget.settle(held, Usage(0, 0), ok=False, epoch=epoch, share=share)
                 break
             attempts += 1
             cut_short = remaining < policy.timeout

@@ -23,6 +23,7 @@ from judgeq.ratelimit import (
 )
 from judgeq.ratelimit import redis as redis_budget
 from judgeq.ratelimit.redis import RedisBudget, budget_names, read_state, reset_budget
+from judgeq.ratelimit.scripts import budget_keys
 from judgeq.testing.clock import ManualClock as FakeClock
 
 NONE = Limits()
@@ -724,3 +725,90 @@ def test_a_congestion_in_the_budgets_first_second_reads_no_empty_window(make: Ma
     clock.sleep(0.5)
     pauses = [budget.refused(U, 40.0, epoch=first.epoch, nth=1).pause for _ in range(10)]
     assert 40.0 in pauses
+
+
+# ------------------------------------------------- review of issue 28's second session
+
+
+def test_congestion_is_read_after_a_long_quiet_epoch(make: Make, clock: FakeClock) -> None:
+    # 25 minutes of light traffic with no congestion, then a storm: the epoch's calls are counted
+    # over the last minute only (a window over the whole epoch asked Redis for 9,000 fields)
+    budget = make(clock)
+    for _ in range(300):
+        serve(budget, 1)
+        clock.sleep(5.0)
+    pauses = []
+    for _ in range(12):
+        g = budget.acquire(10, 10)
+        pauses.append(budget.refused(U, 2.0, epoch=g.epoch, nth=1).pause)
+    assert max(pauses) == 2.0
+
+
+def test_calls_that_failed_are_answered_not_still_out(make: Make, clock: FakeClock) -> None:
+    # 5xx and timeouts mixed with 429s: the failed calls count as answered, so the refusals are
+    # read as congestion (they counted as still out, and no congestion was read)
+    budget = make(clock)
+    serve(budget, 10)
+    for _ in range(40):
+        g = budget.acquire(10, 10)
+        budget.settle(U, Usage(10, 0), ok=False, epoch=g.epoch)
+    pauses = []
+    for _ in range(10):
+        g = budget.acquire(10, 10)
+        pauses.append(budget.refused(U, 2.0, epoch=g.epoch, nth=1).pause)
+    assert max(pauses) == 2.0
+
+
+def test_a_job_takes_its_own_mark_out_of_the_congestion_count_once(make: Make, clock: FakeClock) -> None:
+    # one job refused three times while fresh jobs are served: its mark is taken out at its
+    # second refusal, and its third (judged refused for itself) takes no other job's out
+    budget = make(clock)
+    serve(budget, 10)
+    other = budget.acquire(10, 10)
+    budget.refused(U, 0.0, epoch=other.epoch, nth=1)  # another job's refusal: a mark that stays
+    g = budget.acquire(10, 10)
+    budget.refused(U, 0.0, epoch=g.epoch, nth=1)
+    clock.sleep(1.0)
+    serve(budget, 2)
+    r2 = budget.refused(
+        U, 0.0, epoch=budget.acquire(10, 10).epoch, nth=2, previous_epoch=g.epoch, since=1.0, lent=1
+    )
+    clock.sleep(1.0)
+    serve(budget, 2)
+    r3 = budget.refused(
+        U, 0.0, epoch=budget.acquire(10, 10).epoch, nth=3, previous_epoch=g.epoch, since=1.0, lent=2
+    )
+    assert not r2.own and r3.own
+    assert marks(budget) == 1  # the other job's stands (it was taken out too)
+
+
+def marks(budget: Budget) -> int:
+    """The refusal marks among the budget's recent answers (its congestion count)."""
+    key = budget_keys(budget.name)[3]
+    if isinstance(budget, RedisBudget):
+        return sum(int(m) for m in budget.r.lrange(key, 0, -1))
+    assert isinstance(budget, MemoryBudget)
+    read = budget._lua.eval(
+        "function(k) local n = 0; for _, m in ipairs(redis.call('LRANGE', k, 0, -1)) do"
+        " n = n + tonumber(m) end; return n end"
+    )
+    return int(read(key))
+
+
+def test_a_worker_setting_the_same_limit_again_keeps_the_rate_learned_under_it(
+    make: Make, clock: FakeClock
+) -> None:
+    budget = make(clock)
+    budget.configure(Limits(rpm=6000))
+    for _ in range(20):
+        serve(budget, 1)
+        clock.sleep(0.02)
+    epoch = budget.acquire(1, 1).epoch
+    for _ in range(3):
+        budget.refused(U, 1.0, epoch=epoch, nth=1)
+    cut = budget.snapshot().adaptive_rpm
+    assert cut is not None and cut < 6000
+    budget.configure(Limits(rpm=6000))  # another worker starts with the same --rpm
+    assert budget.snapshot().adaptive_rpm == cut
+    budget.configure(Limits(rpm=3000))  # a new limit starts afresh
+    assert budget.snapshot().adaptive_rpm is None

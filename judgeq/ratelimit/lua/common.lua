@@ -159,8 +159,9 @@ end
 local LEVELS = {'at', 'lvl_requests', 'lvl_input-tokens', 'lvl_output-tokens', 'lvl_tokens', 'pac_input-tokens',
   'pac_output-tokens', 'pac_tokens'}
 
--- per-second counts: 'a' granted, 'o' served, 'f' served at a job's first call, 'r' jobs refused
--- (first refusal), 'q' 429s, 'x' refusals of jobs judged refused for themselves
+-- per-second counts: 'a' granted, 'o' served, 'f' served at a job's first call, 'd' done without
+-- an answer (failed, or never sent), 'r' jobs refused (first refusal), 'q' 429s, 'x' refusals
+-- of jobs judged refused for themselves
 local function count(what)
   local sec = math.floor(now)
   local lo = tonumber(redis.call('HGET', STATS, 'lo'))
@@ -169,7 +170,7 @@ local function count(what)
     redis.call('HSET', STATS, 'lo', sec)
   elseif sec - lo > 70 then
     for s = lo, sec - 61 do
-      redis.call('HDEL', STATS, s .. ':a', s .. ':o', s .. ':f', s .. ':r', s .. ':q', s .. ':x')
+      redis.call('HDEL', STATS, s .. ':a', s .. ':o', s .. ':f', s .. ':d', s .. ':r', s .. ':q', s .. ':x')
     end
     redis.call('HSET', STATS, 'lo', sec - 60)
   end
@@ -180,8 +181,8 @@ end
 -- sums over the whole seconds from 'first' to now
 local function window(first)
   local sec = math.floor(now)
-  local names = {'a', 'o', 'f', 'r', 'q', 'x'}
-  local out = {a = 0, o = 0, f = 0, r = 0, q = 0, x = 0}
+  local names = {'a', 'o', 'f', 'd', 'r', 'q', 'x'}
+  local out = {a = 0, o = 0, f = 0, d = 0, r = 0, q = 0, x = 0}
   local fields = {}
   for s = first, sec do
     for _, k in ipairs(names) do fields[#fields + 1] = s .. ':' .. k end

@@ -5,8 +5,10 @@ local given = {}
 for i = 3, #A, 2 do
   given[#given + 1] = A[i]
   given[#given + 1] = A[i + 1]
-  if A[i] == 'requests' and tonumber(A[i + 1]) > 0 then
-    redis.call('HDEL', STATE, 'ada')  -- a request limit replaces the adaptive rate
+  if A[i] == 'requests' and tonumber(A[i + 1]) ~= tonumber(redis.call('HGET', CONFIG, 'requests')) then
+    -- a new request limit starts afresh; the same one set again (each worker does, as it
+    -- starts) keeps what 429s under it taught
+    redis.call('HDEL', STATE, 'ada')
   end
 end
 if #given > 0 then redis.call('HSET', CONFIG, unpack(given)) end

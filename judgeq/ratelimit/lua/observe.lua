@@ -1,9 +1,12 @@
 -- observe: A = {now, then per stated dimension: name, limit, remaining ('' = not stated)}
 local st, cfg = hgetall(STATE), hgetall(CONFIG)
 st['answered'] = '1'
-local changed = false
+local changed, requests = false, false
 for i = 2, #A, 3 do
-  if tonumber(st['srv_' .. A[i]]) ~= tonumber(A[i + 1]) then changed = true end
+  if tonumber(st['srv_' .. A[i]]) ~= tonumber(A[i + 1]) then
+    changed = true
+    if A[i] == 'requests' then requests = true end
+  end
   st['srv_' .. A[i]] = A[i + 1]
 end
 if not changed then
@@ -12,7 +15,7 @@ if not changed then
 end
 local fields = {'answered', 'srv_requests', 'srv_input-tokens', 'srv_output-tokens', 'srv_tokens', 'ada'}
 for _, k in ipairs(LEVELS) do fields[#fields + 1] = k end
-if st['srv_requests'] ~= nil then
+if requests then  -- a new stated request limit starts afresh (a cut under the old one is no news of it)
   redis.call('HDEL', STATE, 'ada')
   st['ada'] = nil
 end

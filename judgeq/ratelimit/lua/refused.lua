@@ -47,16 +47,18 @@ local epoch = num(st['epoch'], 0)
 if epoch_sent ~= epoch then return answer('0') end  -- sent before the last congestion was acted on
 if nth == 1 then
   remember(1)
-elseif ((nth == 2 and calm) or first) and previous_epoch == epoch then
-  -- refused again while the server serves fresh jobs, with no congestion in between (or judged
-  -- refused for itself): not news (its mark becomes a 0 at the old end, as memory.py does)
+elseif nth == 2 and calm and previous_epoch == epoch then
+  -- refused again while the server serves fresh jobs, with no congestion since its first
+  -- refusal (its mark is this epoch's): not news (the mark becomes a 0 at the old end, as
+  -- memory.py does)
   if redis.call('LREM', RECENT, -1, 1) == 1 then redis.call('RPUSH', RECENT, 0) end
 end
 if not congested(st) then return answer('0') end
 do  -- refusals come back before the answers of the calls sent with them: while most of this
   -- epoch's calls are still out, its first refusals are no evidence yet
-  local e = window(math.floor(num(st['began'], now)))
-  if e.a - e.o - e.q > e.o + e.q then return answer('0') end
+  local e = window(math.max(math.floor(num(st['began'], now)), math.floor(now) - 59))
+  local answered = e.o + e.q + e.d
+  if e.a - answered > answered then return answer('0') end
 end
 local pause = C.default_retry_after
 if A[4] ~= '' then pause = math.max(0, tonumber(A[4])) end

@@ -25,7 +25,10 @@ if ok then  -- what calls use of their reservation, learned from answered calls
 end
 redis.call('HSET', STATE, unpack(fields))
 redis.call('EXPIRE', STATE, C.ttl)
-if not ok then return 0 end
+if not ok then
+  count('d')
+  return 0
+end
 count('o')
 if A[10] == '1' then count('f') end
 local cfg
