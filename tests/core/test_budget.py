@@ -730,6 +730,11 @@ def test_a_congestion_in_the_budgets_first_second_reads_no_empty_window(make: Ma
 # ------------------------------------------------- review of issue 28's second session
 
 
+def fresh_refusals(budget: Budget, n: int) -> list[float]:
+    """``n`` fresh jobs granted and refused (``retry-after: 2``): the pauses the budget answers."""
+    return [budget.refused(U, 2.0, epoch=budget.acquire(10, 10).epoch, nth=1).pause for _ in range(n)]
+
+
 def test_congestion_is_read_after_a_long_quiet_epoch(make: Make, clock: FakeClock) -> None:
     # 25 minutes of light traffic with no congestion, then a storm: the epoch's calls are counted
     # over the last minute only (a window over the whole epoch asked Redis for 9,000 fields)
@@ -737,11 +742,7 @@ def test_congestion_is_read_after_a_long_quiet_epoch(make: Make, clock: FakeCloc
     for _ in range(300):
         serve(budget, 1)
         clock.sleep(5.0)
-    pauses = []
-    for _ in range(12):
-        g = budget.acquire(10, 10)
-        pauses.append(budget.refused(U, 2.0, epoch=g.epoch, nth=1).pause)
-    assert max(pauses) == 2.0
+    assert max(fresh_refusals(budget, 12)) == 2.0
 
 
 def test_calls_that_failed_are_answered_not_still_out(make: Make, clock: FakeClock) -> None:
@@ -752,11 +753,7 @@ def test_calls_that_failed_are_answered_not_still_out(make: Make, clock: FakeClo
     for _ in range(40):
         g = budget.acquire(10, 10)
         budget.settle(U, Usage(10, 0), ok=False, epoch=g.epoch)
-    pauses = []
-    for _ in range(10):
-        g = budget.acquire(10, 10)
-        pauses.append(budget.refused(U, 2.0, epoch=g.epoch, nth=1).pause)
-    assert max(pauses) == 2.0
+    assert max(fresh_refusals(budget, 10)) == 2.0
 
 
 def test_a_job_takes_its_own_mark_out_of_the_congestion_count_once(make: Make, clock: FakeClock) -> None:

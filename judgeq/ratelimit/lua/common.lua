@@ -206,14 +206,13 @@ local function congested(st)
   return #marks >= C.min_evidence and refused >= C.min_refused + own and refused >= (C.min_share * #marks) + own
 end
 
--- learn the share of jobs refused for themselves ('own'): 1 for such a job, 0 for a job served;
--- a weighted mean, exact from the first job on (its weights' sum in 'own_n')
-local function learn_own(st, x)
+-- the share of jobs refused for themselves ('own') learned from one more job: x 1 for such a
+-- job, 0 for a job served; a weighted mean, exact from the first job on (its weights' sum in
+-- 'own_n'). Returns the new 'own' and 'own_n' (the caller writes them with its other fields).
+local function own_share(st, x)
   local keep = 1 - C.own_weight
   local n = keep * num(st['own_n'], 0) + 1
-  local q = (keep * num(st['own_n'], 0) * num(st['own'], 0) + x) / n
-  st['own'], st['own_n'] = q, n
-  redis.call('HSET', STATE, 'own', f(q), 'own_n', f(n))
+  return (keep * num(st['own_n'], 0) * num(st['own'], 0) + x) / n, n
 end
 
 local function remember(mark)

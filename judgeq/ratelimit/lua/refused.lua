@@ -42,7 +42,11 @@ elseif own then
   count('x')
 end
 local first = own and lent > 0  -- judged so for the first time
-if first then learn_own(st, 1) end
+if first then
+  local q, n = own_share(st, 1)
+  st['own'] = q
+  redis.call('HSET', STATE, 'own', f(q), 'own_n', f(n))
+end
 local epoch = num(st['epoch'], 0)
 if epoch_sent ~= epoch then return answer('0') end  -- sent before the last congestion was acted on
 if nth == 1 then

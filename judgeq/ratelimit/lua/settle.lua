@@ -13,7 +13,9 @@ end
 if A[9] == '1' then back['requests'] = -1 end  -- a free grant (nothing reserved): its request too
 refund(st, back, pace, tonumber(A[8]))
 local fields = {'answered', 1}
-if ok then  -- what calls use of their reservation, learned from answered calls
+if ok then  -- a job served ('own': see refused), and what calls use of their reservation
+  local q, n = own_share(st, 0)
+  for _, v in ipairs({'own', f(q), 'own_n', f(n)}) do fields[#fields + 1] = v end
   for _, d in ipairs(TOKEN_DIMS) do
     if reserved[d] > 0 then
       local r = used[d] / reserved[d]
@@ -33,7 +35,6 @@ count('o')
 if A[10] == '1' then count('f') end
 local cfg
 st, cfg = hgetall(STATE), hgetall(CONFIG)
-learn_own(st, 0)
 if tonumber(A[7]) == num(st['epoch'], 0) then remember(0) end
 local ada, changed, peak = num(st['ada'], 0), num(st['changed'], -1e300), num(st['peak'], 1e300)
 if ada > 0 and adaptive_applies(st, cfg) and now - changed >= C.clean
