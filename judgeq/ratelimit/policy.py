@@ -39,7 +39,21 @@ comes back before the answers of the calls sent with it: 96 callers sent at once
 first 10 answers were refusals of jobs refused for themselves, and the cut made a 4-s run take
 4 minutes). Refusals of calls granted before the last congestion was acted on (an older epoch:
 :class:`Grant`) are no news. On congestion every caller pauses for the
-server's ``retry-after``; a refusal that is no congestion only makes its own job wait.
+server's ``retry-after``; a refusal that is no congestion only makes its own job wait. A job
+refused again is news too when the server served nothing over the time since and refused
+others' calls as well: in a full window every caller holds a job it retries, no fresh job
+comes, and the storm went unseen (jobs spent their refusals while the pace stayed where the
+burst had put it).
+
+**A closed server.** A congestion at which none of the epoch's calls was served (a window
+counting a minute is full; a gateway with no deployment left refuses everything) is waited out
+whatever the ``retry-after`` says: every caller pauses until the oldest answer of the last
+minute is a minute old (its slot frees), and the pace is cut from what that minute served
+(at least :data:`MIN_EVIDENCE` answers), which is what such a minute allows. Closed again with
+nothing served since: no news of the rate (no cut), the pause doubles, up to
+:data:`HORIZON`. (Simulated, a full sliding minute answering ``retry-after`` 0, 1, 2 s or none:
+27-71 % of the limit used and up to 36 clean jobs ``rate_limited`` before; 91-99 % and none
+after.)
 
 **Jobs refused for themselves** (a request the server refuses whatever the load: too large, a
 gateway's policy). A job refused again (under the adaptive rate twice again, with no congestion

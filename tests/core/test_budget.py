@@ -345,6 +345,89 @@ def test_a_cut_with_nothing_served_starts_from_the_rate_sent_not_the_floor(
     assert rpm is not None and rpm == pytest.approx(0.75 * 8 * 60, rel=0.1)  # ... from 8 a second
 
 
+def test_a_closed_server_pauses_until_its_minute_frees_and_paces_at_what_the_minute_served(
+    make: Make, clock: FakeClock
+) -> None:
+    # a gateway counting a sliding minute, no headers, retry-after 1: 40 served in 10 s, then
+    # it is full and refuses every call (of several jobs) for the rest of its minute
+    budget = make(clock)
+    start = clock.now
+    for _ in range(40):
+        serve(budget, 1)
+        clock.sleep(0.25)
+    clock.sleep(1.0)
+    pauses: list[float] = []
+    for _ in range(200):  # 8 a second, none served
+        grant = budget.acquire(1, 1)
+        if grant.wait > 0:
+            clock.sleep(grant.wait)
+            continue
+        clock.sleep(0.125)
+        p = budget.refused(U, 1.0, epoch=grant.epoch, nth=1).pause
+        if p > 0:
+            pauses.append(p)
+            if p > 1.0:
+                break
+    # the first congestion's calls were sent with the served ones: the retry-after's second;
+    # then none of an epoch's calls served: the pause lasts until the first answer of that
+    # minute is a minute old ...
+    assert pauses[0] == 1.0 and len(pauses) == 2
+    pause = pauses[1]
+    assert clock.now + pause == pytest.approx(start + 60.0, abs=1.5)
+    # ... and the pace is cut from what the minute served (40), not from the 8 a second sent
+    rpm = budget.snapshot().adaptive_rpm
+    assert rpm is not None and rpm == pytest.approx(0.75 * 40, rel=0.1)
+    # closed again, nothing served since: no news of the rate (not cut again); the pause doubles
+    # (at most a minute)
+    clock.sleep(pause)
+    pauses = []
+    for _ in range(60):
+        clock.sleep(0.5)
+        grant = budget.acquire(1, 1)
+        if grant.wait > 0:
+            continue
+        r = budget.refused(U, 1.0, epoch=grant.epoch, nth=1).pause
+        if r > 0:
+            pauses.append(r)
+            break
+    assert pauses and pauses[0] == pytest.approx(min(policy.HORIZON, 2 * pause), rel=0.1)
+    assert budget.snapshot().adaptive_rpm == pytest.approx(rpm)
+
+
+def test_jobs_refused_again_with_nothing_served_are_a_storm_though_no_fresh_job_comes(
+    make: Make, clock: FakeClock
+) -> None:
+    # every caller holds a job refused once before; the server serves none of them: their
+    # refusals are news (before, only a fresh job's first refusal was, and none came)
+    budget = make(clock)
+    serve(budget, 30)
+    clock.sleep(30.0)
+    pauses = []
+    for i in range(40):
+        clock.sleep(0.1)
+        grant = budget.acquire(1, 1)
+        if grant.wait > 0:
+            clock.sleep(grant.wait)
+            continue
+        pauses.append(budget.refused(U, 1.0, epoch=grant.epoch, nth=2 + i // 16, since=1.6).pause)
+    assert any(p > 0 for p in pauses)
+
+
+def test_one_job_refused_again_and_again_with_nothing_else_running_is_no_storm(
+    make: Make, clock: FakeClock
+) -> None:
+    budget = make(clock)
+    serve(budget, 30)
+    clock.sleep(30.0)
+    since = 0.0
+    for nth in range(1, 11):
+        grant = budget.acquire(1, 1)
+        assert budget.refused(U, 1.0, epoch=grant.epoch, nth=nth, since=since).pause == 0.0
+        since = 0.5 * 2 ** (nth - 1)
+        clock.sleep(since)
+    assert budget.snapshot().adaptive_rpm is None
+
+
 def test_adaptive_rate_grows_back_only_on_successes_after_clean_intervals(
     make: Make, clock: FakeClock
 ) -> None:

@@ -14,13 +14,14 @@ local known = not adaptive_applies(st, cfg)
 -- counted none of such a call, its request included: it is given back, and so are the requests
 -- the job's earlier refusals were charged. Any other 429's request stays spent (a free call's
 -- is charged): a storm must not speed the callers up.
-local calm, own = false, false
+local calm, own, served, others = false, false, -1, 0
 if nth >= 2 then
   -- (a window that holds a few calls at the request limit's pace: 10 s at 18 a minute)
   local rpm = effective(st, cfg)['requests'] or 0
   local span = math.max(C.window, tonumber(A[9]), rpm > 0 and 3 * 60 / rpm or 0)
   local w = window(math.floor(now - math.min(span, 60)))
-  calm = w.r <= math.max(w.f, (w.a - w.q) / 2)
+  served, others = w.o, w.q - nth
+  calm = w.o > 0 and w.r <= math.max(w.f, (w.a - w.q) / 2)
   own = calm and (known or (nth >= 3 and previous_epoch == epoch_sent and tonumber(A[9]) >= 1))
 end
 local function answer(pause) return {pause, own and 1 or 0} end
@@ -56,6 +57,12 @@ elseif nth == 2 and calm and previous_epoch == epoch then
   -- refusal (its mark is this epoch's): not news (the mark becomes a 0 at the old end, as
   -- memory.py does)
   if redis.call('LREM', RECENT, -1, 1) == 1 then redis.call('RPUSH', RECENT, 0) end
+elseif served == 0 and others >= C.min_refused then
+  -- refused again while the server served nothing over the time since (a few calls' time at
+  -- the pace, at least a window) and refused others' calls too: a storm's news, though no
+  -- fresh job comes to tell it (every caller is held by its retries); one job alone, refused
+  -- with nothing else running, is none
+  remember(1)
 end
 if not congested(st) then return answer('0') end
 do  -- refusals come back before the answers of the calls sent with them: while most of this
@@ -66,13 +73,48 @@ do  -- refusals come back before the answers of the calls sent with them: while 
 end
 local pause = C.default_retry_after
 if A[4] ~= '' then pause = math.max(0, tonumber(A[4])) end
+-- the rates of this epoch's calls in the last window (whole seconds: the stats')
+local begin = math.max(num(st['began'], now), math.floor(now) - math.ceil(C.window) + 1)
+local span = math.max(now - begin, C.min_span)
+local w = window(math.floor(begin))
+-- Closed: the server served none of this epoch's calls and nothing at all in the window (a
+-- window counting a minute is full, or every call is refused: a gateway with no deployment
+-- left), whatever its retry-after says. The first time, what it served in the last minute is
+-- what its minute allows: the pace is cut to that, and every caller pauses until the oldest
+-- of those answers is a minute old (its slot frees), not the retry-after's second. Closed
+-- again with nothing served since (an outage): no news of the rate; the pause doubles.
+local closed_rate, closed = nil, false
+if w.a - w.x > 0 then
+  closed = true
+  for _, m in ipairs(redis.call('LRANGE', RECENT, 0, -1)) do
+    if m == '0' then closed = false end
+  end
+end
+if closed then
+  local shut = num(st['shut'], 0)
+  if shut > 0 then
+    pause = math.max(pause, math.min(C.horizon, 2 * shut))
+  else
+    local sec = math.floor(now)
+    local m = window(sec - 59)
+    closed = m.o >= C.min_evidence  -- (a few answers in a minute tell no minute's limit)
+    if closed then
+      closed_rate = m.o / 60
+      local names = {}
+      for s = sec - 59, sec do names[#names + 1] = s .. ':o' end
+      for i, v in ipairs(redis.call('HMGET', STATS, unpack(names))) do
+        if num(v, 0) > 0 then
+          pause = math.max(pause, (sec - 59 + i - 1) + 60 - now)
+          break
+        end
+      end
+    end
+  end
+  if closed then redis.call('HSET', STATE, 'shut', f(math.max(pause, C.default_retry_after))) end
+end
 redis.call('HSET', STATE, 'pause', f(math.max(num(st['pause'], 0), now + pause)), 'epoch', epoch + 1)
 redis.call('DEL', RECENT)
 do  -- the adaptive rate is cut (below a known limit too: a ceiling, never a promise)
-  -- the rates of this epoch's calls in the last window (whole seconds: the stats')
-  local begin = math.max(num(st['began'], now), math.floor(now) - math.ceil(C.window) + 1)
-  local span = math.max(now - begin, C.min_span)
-  local w = window(math.floor(begin))
   if w.a == 0 and w.o == 0 then  -- slow calls: nothing of this epoch's in the window; the minute
     begin = math.max(num(st['began'], now), math.floor(now) - 59)
     span = math.max(now - begin, C.min_span)
@@ -80,7 +122,7 @@ do  -- the adaptive rate is cut (below a known limit too: a ceiling, never a pro
   end
   -- (a rate not seen, with nothing granted or served, says nothing)
   local rate = math.huge
-  if w.a - w.x > 0 then rate = math.min(rate, (w.a - w.x) / span) end
+  if w.a - w.x > 0 and not closed then rate = math.min(rate, (w.a - w.x) / span) end
   -- what the server answered (served, or refused a job for itself) in the last window; when
   -- the retry-after is longer than the window (a window full for the rest of its minute says
   -- so), spread over it, or over the last horizon (at most since the budget was born) and the
@@ -96,11 +138,14 @@ do  -- the adaptive rate is cut (below a known limit too: a ceiling, never a pro
     local m = window(math.floor(now - h) + 1)
     if m.o > 0 then answered = math.max(answered, m.o / (h + pause)) end
   end
+  if closed then answered = closed_rate or 0 end
   if answered > 0 then rate = math.min(rate, answered) end
   local ada = num(st['ada'], 0)
-  if ada > 0 then rate = math.min(rate, ada / 60) end
   local known = C.pace * known_limit(st, cfg, 'requests')
-  if known > 0 then rate = math.min(rate, known / 60) end
+  if not (closed and closed_rate == nil) then  -- (closed again: no news of the rate)
+    if ada > 0 then rate = math.min(rate, ada / 60) end
+    if known > 0 then rate = math.min(rate, known / 60) end
+  end
   local fields = {'changed', f(now), 'began', f(now + pause)}
   if rate < math.huge then
     local peak = 60 * rate

@@ -15,7 +15,7 @@ refund(st, back, pace, tonumber(A[8]))
 local fields = {'answered', 1}
 if ok then  -- a job served ('own': see refused), and what calls use of their reservation
   local q, n = own_share(st, 0)
-  for _, v in ipairs({'own', f(q), 'own_n', f(n)}) do fields[#fields + 1] = v end
+  for _, v in ipairs({'own', f(q), 'own_n', f(n), 'shut', 0}) do fields[#fields + 1] = v end
   for _, d in ipairs(TOKEN_DIMS) do
     if reserved[d] > 0 then
       local r = used[d] / reserved[d]
