@@ -159,16 +159,6 @@ def _emit_call(judge: Judge, outcome: str, seconds: float, reply: JudgeReply | N
     )
 
 
-def _server_delay(exc: JudgeError) -> float | None:
-    """The wait the server asked for, or None: none asked, or ``retry-after: 0``, which the
-    provider SDKs do not take either (anthropic's and openai's ``_calculate_retry_timeout``
-    obey a ``retry-after`` only above 0 and back off otherwise; the simulator showed why:
-    jobs answered ``retry-after: 0`` by a full gateway spent their 10 refusals in half a
-    second)."""
-    ra = exc.retry_after
-    return ra if ra is not None and ra > 0 else None
-
-
 def _backoff(policy: RetryPolicy, attempt: int, rng: random.Random) -> float:
     step = min(policy.max_delay, policy.base_delay * 2.0 ** (attempt - 1))
     return float(step * (0.5 + rng.random() / 2))
@@ -317,13 +307,7 @@ def call_with_retries(
                 break
             # this job waits the server's word (at most max_delay: a longer wait for everyone is
             # the budget's pause); whether every caller waits is the budget's call
-            # (a job judged refused for itself takes the server's word even at 0: waiting longer
-            # only holds its caller, and its calls cost the budget nothing)
-            delay = (
-                exc.retry_after
-                if refusal.own and exc.retry_after is not None
-                else _server_delay(exc) or _backoff(policy, refusals, rng)
-            )
+            delay = exc.retry_after if exc.retry_after is not None else _backoff(policy, refusals, rng)
             delay = min(delay, policy.max_delay)
             sleep(delay)
             end += delay
@@ -334,7 +318,7 @@ def call_with_retries(
             last = exc
         if not exc.retryable:
             break
-        delay = _server_delay(exc) or _backoff(policy, attempts, rng)
+        delay = exc.retry_after if exc.retry_after is not None else _backoff(policy, attempts, rng)
         if clock() + delay + policy.min_attempt_time > end:
             break
         sleep(delay)

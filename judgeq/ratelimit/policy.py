@@ -51,9 +51,9 @@ whatever the ``retry-after`` says: every caller pauses until the oldest answer o
 minute is a minute old (its slot frees), and the pace is cut from what that minute served
 (at least :data:`MIN_EVIDENCE` answers), which is what such a minute allows. Closed again with
 nothing served since: no news of the rate (no cut), the pause doubles, up to
-:data:`HORIZON`. (Simulated, a full sliding minute answering ``retry-after`` 0, 1, 2 s or none:
-27-71 % of the limit used and up to 36 clean jobs ``rate_limited`` before; 91-99 % and none
-after.)
+:data:`HORIZON`. (Simulated, a full sliding minute answering ``retry-after`` 1, 2 s or none: 27-44 % of the
+limit used and up to 17 clean jobs ``rate_limited`` before, 93-99 % and none after; answering
+0: 71 % and 36 before, 94 % and 10 after.)
 
 **Jobs refused for themselves** (a request the server refuses whatever the load: too large, a
 gateway's policy). A job refused again (under the adaptive rate twice again, with no congestion

@@ -241,22 +241,6 @@ def test_a_429_without_retry_after_backs_off_exponentially() -> None:
     assert len(clock.sleeps) == 3 and clock.sleeps[0] < clock.sleeps[1] < clock.sleeps[2]
 
 
-def test_a_429_with_retry_after_0_backs_off_as_the_provider_sdks_do() -> None:
-    # anthropic's and openai's clients obey a retry-after only above 0; retried at once, a job
-    # answered 0 by a full gateway spent its 10 refusals in half a second
-    for budget in (None, MemoryBudget(clock=FakeClock())):
-        clock = FakeClock()
-        if budget is not None:
-            budget = MemoryBudget(clock=clock)
-        judge = Scripted(clock, [JudgeRateLimited("429", retry_after=0.0)] * 3)
-        out = call_with_retries(
-            judge, REQ, RetryPolicy(), clock=clock, sleep=clock.sleep, budget=budget, rng=random.Random(1)
-        )
-        assert out.reply is not None
-        waits = [s for s in clock.sleeps if s > 0]
-        assert len(waits) >= 3 and waits[0] >= 0.25 and waits[0] < waits[1] < waits[2]
-
-
 def test_a_job_refused_for_itself_does_not_slow_the_others() -> None:
     # ten calls of one job refused with retry-after 0 while others are served: no pause, no
     # limit made up for everyone
