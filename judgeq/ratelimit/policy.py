@@ -41,7 +41,8 @@ first 10 answers were refusals of jobs refused for themselves, and the cut made 
 :class:`Grant`) are no news. On congestion every caller pauses for the
 server's ``retry-after``; a refusal that is no congestion only makes its own job wait. A job
 refused again is news too when the server served nothing over the time since and refused
-others' calls as well: in a full window every caller holds a job it retries, no fresh job
+others' calls as well, at least three times as many as that job's before (several jobs, not
+one or two left at a run's end): in a full window every caller holds a job it retries, no fresh job
 comes, and the storm went unseen (jobs spent their refusals while the pace stayed where the
 burst had put it).
 
@@ -53,7 +54,7 @@ minute is a minute old (its slot frees), and the pace is cut from what that minu
 nothing served since: no news of the rate (no cut), the pause doubles, up to
 :data:`HORIZON`. (Simulated, a full sliding minute answering ``retry-after`` 1, 2 s or none: 27-44 % of the
 limit used and up to 17 clean jobs ``rate_limited`` before, 93-99 % and none after; answering
-0: 71 % and 36 before, 94 % and 10 after.)
+0: 71 % and 36 before, 95 % and 4 after.)
 
 **Jobs refused for themselves** (a request the server refuses whatever the load: too large, a
 gateway's policy). A job refused again (under the adaptive rate twice again, with no congestion

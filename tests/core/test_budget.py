@@ -394,6 +394,49 @@ def test_a_closed_server_pauses_until_its_minute_frees_and_paces_at_what_the_min
     assert budget.snapshot().adaptive_rpm == pytest.approx(rpm)
 
 
+def test_a_server_that_served_some_of_the_epochs_calls_is_not_closed_though_refusals_followed(
+    make: Make, clock: FakeClock
+) -> None:
+    # 100 calls sent at once, 5 served, then 45 refused: the served answers' marks are pushed out
+    # of the recent answers, but the server is no closed window (a second reviewer's case: taken
+    # for closed, every caller paused 54 s and the pace was cut to 19/min)
+    budget = make(clock)
+    serve(budget, 20)
+    clock.sleep(1.0)
+    sent = [budget.acquire(1, 1) for _ in range(100)]
+    assert all(g.wait == 0.0 for g in sent)
+    clock.sleep(0.2)
+    for g in sent[:5]:
+        budget.settle(U, U, ok=True, epoch=g.epoch, first=True)
+    pauses = [budget.refused(U, 1.0, epoch=g.epoch, nth=1).pause for g in sent[5:50]]
+    assert max(pauses) == 1.0  # the retry-after: a congestion, no closed window
+    rpm = budget.snapshot().adaptive_rpm
+    assert rpm is not None and rpm > 60
+
+
+def test_two_jobs_refused_for_themselves_with_nothing_else_running_cut_nothing(
+    make: Make, clock: FakeClock
+) -> None:
+    # the tail of a run: two jobs the server refuses whatever the load, retried (retry-after 1)
+    # with nothing else running; no pace is learned for the judge's next runs
+    budget = make(clock)
+    serve(budget, 30)
+    clock.sleep(10.0)
+    state = {0: [1, -1, clock.now], 1: [1, -1, clock.now]}  # nth, previous epoch, refused at
+    for _ in range(9):
+        for job in (0, 1):
+            nth, previous, at = state[job]
+            grant = budget.acquire(1, 1)
+            clock.sleep(grant.wait)
+            budget.refused(
+                U, 1.0, epoch=grant.epoch, nth=nth, previous_epoch=previous, since=clock.now - at,
+                free=grant.free,
+            )  # fmt: skip
+            state[job] = [nth + 1, grant.epoch, clock.now]
+            clock.sleep(0.5)
+    assert budget.snapshot().adaptive_rpm is None
+
+
 def test_jobs_refused_again_with_nothing_served_are_a_storm_though_no_fresh_job_comes(
     make: Make, clock: FakeClock
 ) -> None:

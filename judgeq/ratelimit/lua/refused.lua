@@ -20,7 +20,9 @@ if nth >= 2 then
   local rpm = effective(st, cfg)['requests'] or 0
   local span = math.max(C.window, tonumber(A[9]), rpm > 0 and 3 * 60 / rpm or 0)
   local w = window(math.floor(now - math.min(span, 60)))
-  served, others = w.o, w.q - nth
+  -- (the window was read before this refusal is counted: others' refusals are the rest, less
+  -- those of jobs already judged refused for themselves)
+  served, others = w.o, w.q - (nth - 1) - w.x
   calm = w.o > 0 and w.r <= math.max(w.f, (w.a - w.q) / 2)
   own = calm and (known or (nth >= 3 and previous_epoch == epoch_sent and tonumber(A[9]) >= 1))
 end
@@ -57,11 +59,13 @@ elseif nth == 2 and calm and previous_epoch == epoch then
   -- refusal (its mark is this epoch's): not news (the mark becomes a 0 at the old end, as
   -- memory.py does)
   if redis.call('LREM', RECENT, -1, 1) == 1 then redis.call('RPUSH', RECENT, 0) end
-elseif served == 0 and others >= C.min_refused then
+elseif served == 0 and others >= math.max(C.min_refused, 3 * (nth - 1)) then
   -- refused again while the server served nothing over the time since (a few calls' time at
-  -- the pace, at least a window) and refused others' calls too: a storm's news, though no
-  -- fresh job comes to tell it (every caller is held by its retries); one job alone, refused
-  -- with nothing else running, is none
+  -- the pace, at least a window) and refused others' calls too, at least three times as many
+  -- as this job's before (several jobs, not one or two): a storm's news, though no fresh job
+  -- comes to tell it (every caller is held by its retries). One or two jobs refused for
+  -- themselves at a run's end, with nothing else running, are none (a second reviewer's case:
+  -- two of them cut the pace to 60/min for the judge's next runs)
   remember(1)
 end
 if not congested(st) then return answer('0') end
@@ -77,19 +81,15 @@ if A[4] ~= '' then pause = math.max(0, tonumber(A[4])) end
 local begin = math.max(num(st['began'], now), math.floor(now) - math.ceil(C.window) + 1)
 local span = math.max(now - begin, C.min_span)
 local w = window(math.floor(begin))
--- Closed: the server served none of this epoch's calls and nothing at all in the window (a
--- window counting a minute is full, or every call is refused: a gateway with no deployment
--- left), whatever its retry-after says. The first time, what it served in the last minute is
+-- Closed: the server served none of this epoch's calls (counted in 'eserved': the recent
+-- marks keep only the last few answers, and quick refusals push the served ones out) while it
+-- refused them (a window counting a minute is full, or every call is refused: a gateway with
+-- no deployment left), whatever its retry-after says. The first time, what it served in the last minute is
 -- what its minute allows: the pace is cut to that, and every caller pauses until the oldest
 -- of those answers is a minute old (its slot frees), not the retry-after's second. Closed
 -- again with nothing served since (an outage): no news of the rate; the pause doubles.
 local closed_rate, closed = nil, false
-if w.a - w.x > 0 then
-  closed = true
-  for _, m in ipairs(redis.call('LRANGE', RECENT, 0, -1)) do
-    if m == '0' then closed = false end
-  end
-end
+if w.a - w.x > 0 and num(st['eserved'], 0) == 0 then closed = true end
 if closed then
   local shut = num(st['shut'], 0)
   if shut > 0 then
@@ -112,7 +112,7 @@ if closed then
   end
   if closed then redis.call('HSET', STATE, 'shut', f(math.max(pause, C.default_retry_after))) end
 end
-redis.call('HSET', STATE, 'pause', f(math.max(num(st['pause'], 0), now + pause)), 'epoch', epoch + 1)
+redis.call('HSET', STATE, 'pause', f(math.max(num(st['pause'], 0), now + pause)), 'epoch', epoch + 1, 'eserved', 0)
 redis.call('DEL', RECENT)
 do  -- the adaptive rate is cut (below a known limit too: a ceiling, never a promise)
   if w.a == 0 and w.o == 0 then  -- slow calls: nothing of this epoch's in the window; the minute

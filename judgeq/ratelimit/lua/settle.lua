@@ -35,7 +35,10 @@ count('o')
 if A[10] == '1' then count('f') end
 local cfg
 st, cfg = hgetall(STATE), hgetall(CONFIG)
-if tonumber(A[7]) == num(st['epoch'], 0) then remember(0) end
+if tonumber(A[7]) == num(st['epoch'], 0) then  -- one of this epoch's calls served
+  remember(0)
+  redis.call('HINCRBY', STATE, 'eserved', 1)
+end
 local ada, changed, peak = num(st['ada'], 0), num(st['changed'], -1e300), num(st['peak'], 1e300)
 if ada > 0 and adaptive_applies(st, cfg) and now - changed >= C.clean
     and num(st['bound'], -1e300) >= changed and not congested(st) then
