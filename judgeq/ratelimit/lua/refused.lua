@@ -84,10 +84,11 @@ local w = window(math.floor(begin))
 -- Closed: the server served none of this epoch's calls (counted in 'eserved': the recent
 -- marks keep only the last few answers, and quick refusals push the served ones out) while it
 -- refused them (a window counting a minute is full, or every call is refused: a gateway with
--- no deployment left), whatever its retry-after says. The first time, what it served in the last minute is
--- what its minute allows: the pace is cut to that, and every caller pauses until the oldest
--- of those answers is a minute old (its slot frees), not the retry-after's second. Closed
--- again with nothing served since (an outage): no news of the rate; the pause doubles.
+-- no deployment left), whatever its retry-after says. The first time, what it served in the
+-- last minute is what its minute allows: the pace is cut to that, and every caller pauses
+-- until the oldest of those answers is a minute old (its slot frees), not the retry-after's
+-- second. Closed again with nothing served since (an outage): no news of the rate; the pause
+-- doubles.
 local closed_rate, closed = nil, false
 if w.a - w.x > 0 and num(st['eserved'], 0) == 0 then closed = true end
 if closed then
@@ -95,19 +96,19 @@ if closed then
   if shut > 0 then
     pause = math.max(pause, math.min(C.horizon, 2 * shut))
   else
-    local sec = math.floor(now)
-    local m = window(sec - 59)
-    closed = m.o >= C.min_evidence  -- (a few answers in a minute tell no minute's limit)
+    -- the last minute's answers, per second: how many, and the oldest second that had one
+    local sec, names = math.floor(now), {}
+    for s = sec - 59, sec do names[#names + 1] = s .. ':o' end
+    local minute, oldest = 0, nil
+    for i, v in ipairs(redis.call('HMGET', STATS, unpack(names))) do
+      local n = num(v, 0)
+      if n > 0 and oldest == nil then oldest = sec - 59 + i - 1 end
+      minute = minute + n
+    end
+    closed = minute >= C.min_evidence  -- (a few answers in a minute tell no minute's limit)
     if closed then
-      closed_rate = m.o / 60
-      local names = {}
-      for s = sec - 59, sec do names[#names + 1] = s .. ':o' end
-      for i, v in ipairs(redis.call('HMGET', STATS, unpack(names))) do
-        if num(v, 0) > 0 then
-          pause = math.max(pause, (sec - 59 + i - 1) + 60 - now)
-          break
-        end
-      end
+      closed_rate = minute / 60
+      pause = math.max(pause, oldest + 60 - now)
     end
   end
   if closed then redis.call('HSET', STATE, 'shut', f(math.max(pause, C.default_retry_after))) end

@@ -16,6 +16,10 @@ local fields = {'answered', 1}
 if ok then  -- a job served ('own': see refused), and what calls use of their reservation
   local q, n = own_share(st, 0)
   for _, v in ipairs({'own', f(q), 'own_n', f(n), 'shut', 0}) do fields[#fields + 1] = v end
+  if tonumber(A[7]) == num(st['epoch'], 0) then  -- one of this epoch's calls served
+    fields[#fields + 1] = 'eserved'
+    fields[#fields + 1] = num(st['eserved'], 0) + 1
+  end
   for _, d in ipairs(TOKEN_DIMS) do
     if reserved[d] > 0 then
       local r = used[d] / reserved[d]
@@ -35,10 +39,7 @@ count('o')
 if A[10] == '1' then count('f') end
 local cfg
 st, cfg = hgetall(STATE), hgetall(CONFIG)
-if tonumber(A[7]) == num(st['epoch'], 0) then  -- one of this epoch's calls served
-  remember(0)
-  redis.call('HINCRBY', STATE, 'eserved', 1)
-end
+if tonumber(A[7]) == num(st['epoch'], 0) then remember(0) end
 local ada, changed, peak = num(st['ada'], 0), num(st['changed'], -1e300), num(st['peak'], 1e300)
 if ada > 0 and adaptive_applies(st, cfg) and now - changed >= C.clean
     and num(st['bound'], -1e300) >= changed and not congested(st) then
