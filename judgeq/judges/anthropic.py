@@ -24,7 +24,7 @@ from judgeq.errors import (
     JudgeTimeout,
 )
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds
+from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds, server_of
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 
 __all__ = [
@@ -165,6 +165,13 @@ class AnthropicJudge:
     def endpoint(self) -> str | None:
         """The API's host (and port), never a credential: provenance in the report."""
         return endpoint_of(self._client.base_url) if self._client is not None else None
+
+    @property
+    def cache_identity(self) -> str:
+        """What names this judge in the reply cache: provider, model and server (its host and
+        path, never a credential): a stand-in's verdicts are never served for the real API."""
+        url = self._client.base_url if self._client is not None else ""
+        return f"{self.provider}:{self.model}@{server_of(url)}"
 
     @property
     def has_credentials(self) -> bool:

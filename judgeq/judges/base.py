@@ -35,10 +35,12 @@ __all__ = [
     "Judge",
     "JudgeReply",
     "RetryPolicy",
+    "cache_identity",
     "call_with_retries",
     "endpoint_of",
     "provider_of",
     "retry_after_seconds",
+    "server_of",
 ]
 
 
@@ -89,6 +91,31 @@ def endpoint_of(url: Any) -> str | None:
         return None
     host = f"[{host}]" if ":" in host else host
     return f"{host}:{port}" if port else host
+
+
+def server_of(url: Any) -> str:
+    """``host[:port]/path`` of a judge's base URL (an ``httpx.URL`` or a string), lower-case host,
+    with no scheme, credential, query or trailing slash: which server a judge's replies came
+    from, as the reply cache names it (two paths on one host can be two servers: a gateway's
+    routes). Empty for no URL."""
+    text = str(url or "").strip()
+    try:
+        parts = urlsplit(text if "://" in text else "//" + text)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:  # a port that is not a number: the text less any credential
+        return text.split("://", 1)[-1].rpartition("@")[2].split("?", 1)[0].rstrip("/")
+    host = f"[{host}]" if ":" in host else host
+    return (f"{host}:{port}" if port else host) + parts.path.rstrip("/")
+
+
+def cache_identity(judge: Any) -> str:
+    """What names ``judge`` in the reply cache: its provider, the server it calls and the model
+    as it calls it (a judge's ``cache_identity``), or its provider and model for a judge that
+    names no server (a test double). Never a credential."""
+    own = getattr(judge, "cache_identity", None)
+    if isinstance(own, str) and own:
+        return own
+    return f"{provider_of(judge)}:{getattr(judge, 'model', '')}"
 
 
 @runtime_checkable

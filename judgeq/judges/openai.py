@@ -32,7 +32,7 @@ from judgeq.errors import (
     JudgeTimeout,
 )
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds
+from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds, server_of
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 
 __all__ = [
@@ -171,9 +171,8 @@ class OpenAIJudge:
     def cache_identity(self) -> str:
         """What names this judge in the reply cache: provider, model and server (its host and
         path, never a credential)."""
-        url = str(self._client.base_url) if self._client is not None else ""
-        server = url.split("://", 1)[-1].split("@")[-1].rstrip("/")
-        return f"{self.provider}:{self.wire_model}@{server}"
+        url = self._client.base_url if self._client is not None else ""
+        return f"{self.provider}:{self.wire_model}@{server_of(url)}"
 
     @property
     def endpoint(self) -> str | None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from judgeq.errors import ConfigError, JudgeError
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import Judge, JudgeReply
+from judgeq.judges.base import Judge, JudgeReply, cache_identity
 
 __all__ = ["GROUP", "CustomJudge", "check_target", "load_custom_judge"]
 
@@ -76,7 +76,8 @@ class CustomJudge:
 
     def __init__(self, provider: str, target: str, inner: Judge) -> None:
         self.provider, self.model, self.inner = provider, target, inner
-        self.cache_identity = f"{provider}:{target}:{getattr(inner, 'model', '')}"
+        # with the inner judge's own identity: its server too when it names one (a wrapped SDK judge)
+        self.cache_identity = f"{provider}:{target}:{cache_identity(inner)}"
 
     def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
         return self.inner.complete(request, timeout=timeout)

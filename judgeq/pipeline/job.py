@@ -40,6 +40,7 @@ from judgeq.judges.base import (
     Judge,
     JudgeReply,
     RetryPolicy,
+    cache_identity,
     call_with_retries,
     provider_of,
 )
@@ -145,11 +146,9 @@ class GradingContext:
         run has no cache."""
         if self.cache is None:
             return None
-        judge = judge or self.judge
-        # an Anthropic judge's key is its model (as always); another provider's names the
-        # provider and the server, so two servers of the same model name never share replies
-        who = judge.model if judge.provider == "anthropic" else getattr(judge, "cache_identity", judge.model)
-        return cache_key(who, request, self.rubric)
+        # every judge's key names its provider, server and model: two servers of one model
+        # name (a stand-in and the real API, two gateways) never share replies
+        return cache_key(cache_identity(judge or self.judge), request, self.rubric)
 
     def paid_by(self, index: int) -> str | None:
         """The mark a reply to job ``index`` of this run carries in the reply cache."""

@@ -1,10 +1,11 @@
 """The judge-reply cache: a re-run of the same batch with the same rubric and judge makes no
 judge call.
 
-A reply is stored under :func:`cache_key`, a hash of the exact request (the model and the
-whole request body) and of the rubric's name, version and fingerprint, so a cached reply is
-never reused for another model, another rubric or another version of the same rubric (even
-one whose text renders alike).  Only replies that graded are stored: a reply that could not
+A reply is stored under :func:`cache_key`, a hash of the exact request (the judge's provider,
+server and model, and the whole request body) and of the rubric's name, version and
+fingerprint, so a cached reply is never reused for another server (a stand-in's verdicts for
+the real API), another model, another rubric or another version of the same rubric (even one
+whose text renders alike).  Only replies that graded are stored: a reply that could not
 be parsed, or a failure, is asked again next time.  Entries expire after a TTL
 (``JUDGEQ_CACHE_TTL``, 7 days); ``--no-cache`` turns the cache off for a run.
 
@@ -48,12 +49,17 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-KEY_VERSION = 1
-"""Bumped when the key's recipe changes, so old entries are never misread."""
+KEY_VERSION = 2
+"""Bumped when the key's recipe changes, so old entries are never misread. 2: the judge's
+identity names its server (an Anthropic judge's key was its model alone, so a stand-in's
+verdicts were served to a run against the real API; entries of 1 cannot tell which server
+answered them, and are never read)."""
 
 
-def cache_key(model: str, request: JudgeRequest, rubric: Rubric) -> str:
-    body = request.to_messages_kwargs(model)
+def cache_key(identity: str, request: JudgeRequest, rubric: Rubric) -> str:
+    """The key of ``request`` to the judge ``identity`` names (:func:`judgeq.judges.base.cache_identity`:
+    provider, server and model) under ``rubric``."""
+    body = request.to_messages_kwargs(identity)
     material = {
         "v": KEY_VERSION,
         "rubric": [rubric.name, rubric.version, rubric.fingerprint],

@@ -9,6 +9,8 @@ import click
 from judgeq.errors import JudgeError
 from judgeq.jobs.models import PairJob
 from judgeq.jobs.reader import JobsFileLimits, iter_jobs
+from judgeq.judges import judge_factory
+from judgeq.judges.base import cache_identity
 from judgeq.judges.lexical import LexicalJudge
 from judgeq.judges.prices import Prices, shipped_prices, unpriced_text
 from judgeq.pipeline.job import GradingContext
@@ -73,6 +75,15 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
     samples = []
     llm_models = list(dict.fromkeys(j.model for j in plan.judges if j.provider != "lexical"))
     in_cache = CacheCount(cache if settings.cache and llm_models else None)
+    # the key the workers use names each judge's provider, server and model: the judge is
+    # built as a worker builds it (from this machine's settings: a worker whose base URL
+    # differs looks up other keys)
+    identities: dict[str, str] = {}
+    if in_cache.cache is not None:
+        build = judge_factory(settings)
+        for j in plan.judges:
+            if j.provider != "lexical" and j.model not in identities:
+                identities[j.model] = cache_identity(build(j.provider, j.model))
     for index, job in iter_jobs(plan.scan, limits):
         request = ctx.request_for(job)
         user_chars += len(request.user)
@@ -81,9 +92,9 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
         if in_cache.cache is not None:
             swapped = isinstance(job, PairJob) and spec.swap
             requests = [request, ctx.request_for(job, swapped=True)] if swapped else [request]
-            for model in llm_models:
+            for model, identity in identities.items():
                 for r in requests:
-                    in_cache.add(model, cache_key(model, r, spec.rubric))
+                    in_cache.add(model, cache_key(identity, r, spec.rubric))
     in_cache.flush()
     n = spec.total
     method = "estimate (about 4 characters per token)"

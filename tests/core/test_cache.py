@@ -52,6 +52,48 @@ def test_the_key_changes_with_model_rubric_version_and_request() -> None:
     assert key != cache_key("claude-x", other, QUALITY)
 
 
+def test_a_judge_names_its_provider_server_and_model_and_never_a_credential() -> None:
+    from judgeq.judges.anthropic import AnthropicJudge
+    from judgeq.judges.base import cache_identity, server_of
+    from judgeq.judges.openai import OpenAIJudge
+
+    assert server_of("https://user:hunter2@API.example.com:8443/v1/?key=s3cret") == "api.example.com:8443/v1"
+    assert server_of("http://[::1]:4000/proxy/") == "[::1]:4000/proxy"
+    assert server_of("http://u:pw@host:port/v1") == "host:port/v1"  # (not a number: still no credential)
+    assert server_of("") == ""
+    real = AnthropicJudge("claude-x", api_key="k")
+    stand_in = AnthropicJudge("claude-x", api_key="k", base_url="http://127.0.0.1:8765")
+    assert cache_identity(real) == "anthropic:claude-x@api.anthropic.com"
+    assert cache_identity(stand_in) == "anthropic:claude-x@127.0.0.1:8765"
+    gateway = OpenAIJudge("gpt-x", api_key="k", base_url="http://u:hunter2@gw.local/team-a/v1")
+    assert cache_identity(gateway) == "openai:gpt-x@gw.local/team-a/v1"
+    assert cache_identity(CountingJudge()) == "anthropic:claude-x"  # a double names no server
+    request = GradingContext(rubric=QUALITY, judge=real).request_for(JOB)
+    keys = {cache_key(cache_identity(j), request, QUALITY) for j in (real, stand_in, gateway)}
+    assert len(keys) == 3
+
+
+def test_an_entry_written_before_the_key_named_the_server_is_never_served() -> None:
+    # version 1 keyed an Anthropic judge's replies by its model alone: such an entry cannot tell
+    # which server answered it (the README's stand-in try-out wrote made-up verdicts so)
+    import hashlib
+
+    cache = MemoryCache()
+    judge = CountingJudge()
+    ctx = GradingContext(rubric=QUALITY, judge=judge, cache=cache)
+    request = ctx.request_for(JOB)
+    material = {
+        "v": 1,
+        "rubric": [QUALITY.name, QUALITY.version, QUALITY.fingerprint],
+        "request": request.to_messages_kwargs(judge.model),
+    }
+    text = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    made_up = judgeq.JudgeReply(text=json.dumps(verdict_for_schema(request.output_schema, 1)))
+    cache.put(hashlib.sha256(text.encode()).hexdigest(), made_up)
+    result = grade_job(ctx, JOB, 0)
+    assert judge.calls == 1 and not result.cached
+
+
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_a_graded_reply_is_reused_and_a_failure_is_asked_again(kind: str, tmp_path: Path) -> None:
     made = iter(range(10))
@@ -183,6 +225,41 @@ def test_a_re_run_of_the_same_batch_makes_no_judge_call(tmp_path: Path) -> None:
         third = run(batch, tmp_path / "c", fake.base_url, "--no-cache")
         assert fake.request_count == 30 + 30
         assert third["usage"]["reply_cache"]["hits"] == 0
+
+
+def test_a_reply_from_the_stand_in_is_never_served_for_another_server(tmp_path: Path) -> None:
+    # the README's offline try-out grades against the stand-in judge into the machine's cache;
+    # a run against another server (the real API) must ask that server, every call
+    batch = ROOT / "examples" / "responses.jsonl"
+    with FakeMessagesAPI(api_key="k") as stand_in, FakeMessagesAPI(api_key="k") as other:
+        run(batch, tmp_path / "a", stand_in.base_url)
+        assert stand_in.request_count == 30
+        second = run(batch, tmp_path / "b", other.base_url)
+        assert other.request_count == 30
+        assert second["usage"]["reply_cache"]["hits"] == 0
+        third = run(batch, tmp_path / "c", stand_in.base_url)  # the same server: its own replies
+        assert third["usage"]["reply_cache"]["hits"] == 30 and stand_in.request_count == 30
+
+
+def test_a_dry_run_counts_the_replies_the_workers_would_find(tmp_path: Path) -> None:
+    # the dry run looks up the key the workers use, for every provider (it said 0 of 30 for an
+    # OpenAI judge whose re-run then found 30)
+    from judgeq.testing.fake_openai import FakeChatAPI
+
+    batch = str(ROOT / "examples" / "responses.jsonl")
+    with FakeChatAPI(api_key="k", models=("gpt-test",)) as fake:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUDGEQ_", "ANTHROPIC_", "OPENAI_"))}
+        env.update(OPENAI_API_KEY="k", OPENAI_BASE_URL=fake.base_url + "/v1", JUDGEQ_RESULTS_DIR=str(tmp_path))
+        cmd = [sys.executable, "-m", "judgeq", "run", batch, "--rubric", "quality", "--judge", "openai:gpt-test"]
+
+        def judgeq_run(*extra: str) -> str:
+            proc = subprocess.run([*cmd, *extra], capture_output=True, text=True, env=env, timeout=120)
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            return proc.stdout
+
+        assert "no reply cache to look in" in judgeq_run("--dry-run")
+        judgeq_run()
+        assert "30 of 30 calls to gpt-test are answered already" in judgeq_run("--dry-run")
 
 
 def test_a_cached_reply_is_packed_and_read_back_whole() -> None:
