@@ -78,34 +78,35 @@ class JudgeReply:
     sets the whole prompt here."""
 
 
-def endpoint_of(url: Any) -> str | None:
-    """``host[:port]`` of a judge's base URL (an ``httpx.URL`` or a string), with no
-    credential, path or query: where a judge's calls went, as the report names it."""
-    text = str(url or "").strip()
-    try:
-        parts = urlsplit(text if "://" in text else "//" + text)
-        host, port = parts.hostname, parts.port
-    except ValueError:  # a port that is not a number: name no endpoint rather than guess
-        return None
-    if not host:
-        return None
-    host = f"[{host}]" if ":" in host else host
-    return f"{host}:{port}" if port else host
-
-
-def server_of(url: Any) -> str:
-    """``host[:port]/path`` of a judge's base URL (an ``httpx.URL`` or a string), lower-case host,
-    with no scheme, credential, query or trailing slash: which server a judge's replies came
-    from, as the reply cache names it (two paths on one host can be two servers: a gateway's
-    routes). Empty for no URL."""
+def _split(url: Any) -> tuple[str, str] | None:
+    """``(host[:port], path)`` of a URL (an ``httpx.URL`` or a string; a bare host too), lower-case
+    host, no credential; None when its port is not a number."""
     text = str(url or "").strip()
     try:
         parts = urlsplit(text if "://" in text else "//" + text)
         host, port = parts.hostname or "", parts.port
-    except ValueError:  # a port that is not a number: the text less any credential
-        return text.split("://", 1)[-1].rpartition("@")[2].split("?", 1)[0].rstrip("/")
+    except ValueError:
+        return None
     host = f"[{host}]" if ":" in host else host
-    return (f"{host}:{port}" if port else host) + parts.path.rstrip("/")
+    return (f"{host}:{port}" if port else host), parts.path.rstrip("/")
+
+
+def endpoint_of(url: Any) -> str | None:
+    """``host[:port]`` of a judge's base URL (an ``httpx.URL`` or a string), with no
+    credential, path or query: where a judge's calls went, as the report names it (None for no
+    host, or a port that is not a number: no endpoint rather than a guess)."""
+    split = _split(url)
+    return split[0] if split is not None and split[0] else None
+
+
+def server_of(url: Any) -> str:
+    """``host[:port]/path`` of a judge's base URL, with no scheme, credential, query or trailing
+    slash: which server a judge's replies came from, as the reply cache names it (two paths on
+    one host can be two servers: a gateway's routes). Empty for no URL."""
+    split = _split(url)
+    if split is None:  # a port that is not a number: the text less any credential and query
+        return str(url).split("://", 1)[-1].rpartition("@")[2].split("?", 1)[0].rstrip("/")
+    return split[0] + split[1]
 
 
 def cache_identity(judge: Any) -> str:
