@@ -115,6 +115,10 @@ class Settings(BaseSettings):
     """A worker serves Prometheus metrics on this port (``/metrics``); unset: none."""
     exporter_port: int = Field(9808, ge=0, le=65535)
     """``judgeq exporter``'s port: the Redis-side figures, once for the cluster."""
+    listen_address: str = Field("127.0.0.1", min_length=1)
+    """The address a worker's metrics, ``judgeq exporter`` and ``judgeq flower`` listen on:
+    loopback unless told otherwise (``0.0.0.0``: every interface, behind a firewall; in a
+    container, the container's network, published on the host's loopback by compose)."""
     health_file: Path | None = None
     task_events: bool = True
     repair_stalled: bool = True

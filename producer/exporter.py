@@ -217,7 +217,7 @@ class ClusterCollector(Collector):
         yield from (limit, level, sent, refused, waiting)
 
 
-def serve_exporter(collector: ClusterCollector, port: int, addr: str = "0.0.0.0") -> Any:
+def serve_exporter(collector: ClusterCollector, port: int, addr: str = "127.0.0.1") -> Any:
     """Serve the collector's figures on ``port`` (``/metrics``); returns the server."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)

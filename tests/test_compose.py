@@ -63,6 +63,20 @@ def test_workers_scale() -> None:
     assert worker["environment"]["JUDGEQ_HEALTH_FILE"] in check
 
 
+def test_every_published_port_is_on_loopback_unless_told() -> None:
+    # (issue 29: Flower was published on every interface while the rest defaulted to loopback)
+    published = [(name, p) for name, svc in SERVICES.items() for p in svc.get("ports", [])]
+    assert len(published) >= 5
+    for name, port in published:
+        assert re.fullmatch(r"\$\{[A-Z]+_BIND:-127\.0\.0\.1\}:.+:\d+", port), (name, port)
+    # inside their containers they listen on the compose network (judgeq's default is loopback)
+    assert all(
+        SERVICES[s]["environment"]["JUDGEQ_LISTEN_ADDRESS"] == "0.0.0.0"
+        for s in ("worker", "flower", "exporter")
+    )
+    assert "--address" not in SERVICES["flower"]["command"]
+
+
 def test_flower_has_auth_and_port() -> None:
     flower = SERVICES["flower"]
     assert any(p.endswith(":5555") for p in flower["ports"])

@@ -244,10 +244,11 @@ def _flower_guard(sender: Celery, **_: Any) -> None:
         return
     from tornado.options import options
 
-    from .flower_auth import check_flower_auth
+    from .flower_auth import bind_flower, check_flower_auth
 
     try:
         check_flower_auth(options, sender.judgeq_settings)
+        bind_flower(options, sender.judgeq_settings)
     except ConfigError as err:
         print(f"judgeq: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None

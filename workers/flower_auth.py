@@ -1,5 +1,7 @@
 """Flower never serves without authentication unless asked to.
 
+Flower also listens on loopback unless told otherwise (:func:`bind_flower`).
+
 Checked where Flower starts, on the options Flower has parsed (not on argv): ``judgeq flower``
 and ``celery -A judgeq.workers flower`` both build :class:`flower.app.Flower`, which imports
 the app's task modules and so sends Celery's ``import_modules`` signal; the judgeq app's
@@ -22,7 +24,7 @@ from typing import Any
 from judgeq.errors import ConfigError
 from judgeq.settings import Settings
 
-__all__ = ["REFUSAL", "check_flower_auth"]
+__all__ = ["REFUSAL", "bind_flower", "check_flower_auth"]
 
 log = logging.getLogger("judgeq.flower")
 
@@ -31,6 +33,15 @@ REFUSAL = (
     "(or FLOWER_BASIC_AUTH=user:password, or OAuth with --auth and an OAuth2 key and secret), "
     "or JUDGEQ_FLOWER_NO_AUTH=true (judgeq flower --no-auth) on a trusted network"
 )
+
+
+def bind_flower(options: Any, settings: Settings) -> str:
+    """Flower listens on ``JUDGEQ_LISTEN_ADDRESS`` (loopback by default) unless its own
+    ``--address`` (or a unix socket) says otherwise: Flower's default is every interface.
+    Returns the address."""
+    if not options.address and not options.unix_socket:
+        options.address = settings.listen_address
+    return str(options.address or options.unix_socket)
 
 
 def check_flower_auth(options: Any, settings: Settings, environ: Mapping[str, str] | None = None) -> str:

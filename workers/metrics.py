@@ -205,7 +205,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def serve_metrics(port: int, addr: str = "0.0.0.0") -> Any:
+def serve_metrics(port: int, addr: str = "127.0.0.1") -> Any:
     """Serve ``/metrics`` on ``port``: this process's registry, or, in multiprocess mode, the
     sum over every process writing to ``PROMETHEUS_MULTIPROC_DIR``. Returns the server."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -217,5 +217,5 @@ def serve_metrics(port: int, addr: str = "0.0.0.0") -> Any:
     else:
         metrics()
         server, _ = start_http_server(port, addr=addr)
-    log.info("metrics on :%d/metrics", port)
+    log.info("metrics on http://%s:%d/metrics", addr, server.server_port)
     return server

@@ -373,7 +373,7 @@ def _on_ready(app: Celery, consumer: Any) -> None:
     ).start()
     if s.metrics_port is not None:
         try:
-            serve_metrics(s.metrics_port)
+            serve_metrics(s.metrics_port, s.listen_address)
         except OSError as exc:  # the port is taken: grading goes on, without metrics
             log.error("cannot serve metrics on port %d: %s", s.metrics_port, exc)
     store, contexts = runtime(app)

@@ -18,14 +18,14 @@ __all__ = ["exporter"]
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=None, help="Port [JUDGEQ_EXPORTER_PORT; default 9808]."
 )
-@click.option("--address", default="0.0.0.0", show_default=True)
+@click.option("--address", default=None, help="Listen address [JUDGEQ_LISTEN_ADDRESS; default 127.0.0.1].")
 @click.option(
     "--grace", type=click.FloatRange(min=0), default=300.0, show_default=True,
     help="Seconds a finished run stays exported (its final figures get scraped).",
 )  # fmt: skip
 @click.option("--queue", default=None, help="The queue whose depth is exported [JUDGEQ_QUEUE].")
 @redis_option
-def exporter(port: int | None, address: str, grace: float, queue: str | None, **flags: Any) -> None:
+def exporter(port: int | None, address: str | None, grace: float, queue: str | None, **flags: Any) -> None:
     """Export queue depth, run progress and judge budgets to Prometheus (/metrics)."""
     from judgeq.producer.exporter import ClusterCollector, serve_exporter
     from judgeq.store.redis import RedisStore
@@ -38,6 +38,7 @@ def exporter(port: int | None, address: str, grace: float, queue: str | None, **
     store = RedisStore.open(settings)
     collector = ClusterCollector(store, name, lambda: queue_depth(app, name), grace=grace)
     where = settings.exporter_port if port is None else port
+    address = address or settings.listen_address
     try:
         server = serve_exporter(collector, where, address)
     except OSError as exc:

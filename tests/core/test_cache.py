@@ -249,8 +249,11 @@ def test_a_dry_run_counts_the_replies_the_workers_would_find(tmp_path: Path) -> 
     batch = str(ROOT / "examples" / "responses.jsonl")
     with FakeChatAPI(api_key="k", models=("gpt-test",)) as fake:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUDGEQ_", "ANTHROPIC_", "OPENAI_"))}
-        env.update(OPENAI_API_KEY="k", OPENAI_BASE_URL=fake.base_url + "/v1", JUDGEQ_RESULTS_DIR=str(tmp_path))
-        cmd = [sys.executable, "-m", "judgeq", "run", batch, "--rubric", "quality", "--judge", "openai:gpt-test"]
+        env.update(
+            OPENAI_API_KEY="k", OPENAI_BASE_URL=f"{fake.base_url}/v1", JUDGEQ_RESULTS_DIR=str(tmp_path)
+        )
+        cmd = [sys.executable, "-m", "judgeq", "run", batch, "--rubric", "quality"]
+        cmd += ["--judge", "openai:gpt-test"]
 
         def judgeq_run(*extra: str) -> str:
             proc = subprocess.run([*cmd, *extra], capture_output=True, text=True, env=env, timeout=120)

@@ -371,3 +371,30 @@ def test_provenance_of_a_reply_read_back_after_a_redelivery_names_the_judges_for
         == provenance(Judge(), fresh)
         == "anthropic api.example claude-test-1 json_schema"
     )  # type: ignore[arg-type]
+
+
+def test_metrics_exporter_and_flower_listen_on_loopback_unless_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # (issue 29: each listened on every interface by default, and no setting changed the metrics')
+    from types import SimpleNamespace
+
+    from judgeq.producer.exporter import ClusterCollector, serve_exporter
+    from judgeq.settings import Settings
+    from judgeq.workers.flower_auth import bind_flower
+    from judgeq.workers.metrics import serve_metrics
+
+    assert Settings().listen_address == "127.0.0.1"
+    monkeypatch.setenv("JUDGEQ_LISTEN_ADDRESS", "0.0.0.0")
+    opened = Settings()
+    assert opened.listen_address == "0.0.0.0"
+    for server in (serve_metrics(0), serve_exporter(ClusterCollector(None, "q", lambda: 0), 0)):  # type: ignore[arg-type]
+        try:
+            assert server.server_address[0] == "127.0.0.1"
+        finally:
+            server.shutdown()
+            server.server_close()
+    flower = SimpleNamespace(address="", unix_socket="")
+    assert bind_flower(flower, Settings(_env_file=None, listen_address="127.0.0.1")) == "127.0.0.1"
+    assert bind_flower(flower, opened) == "127.0.0.1"  # set once: Flower's own --address wins
+    assert bind_flower(SimpleNamespace(address="", unix_socket=""), opened) == "0.0.0.0"

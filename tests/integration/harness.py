@@ -285,6 +285,30 @@ def _listening(port: int) -> bool:
         return False
 
 
+def listen_addresses(port: int) -> set[str]:
+    """The local addresses a TCP socket listens on at ``port`` on this machine (Linux's
+    /proc/net/tcp and tcp6): ``{"127.0.0.1"}`` for loopback only, ``"0.0.0.0"`` or ``"::"`` for
+    every interface."""
+    import ipaddress
+
+    found: set[str] = set()
+    for name, size in (("tcp", 4), ("tcp6", 16)):
+        path = Path("/proc/net") / name
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state = fields[1], fields[3]
+            addr_hex, port_hex = local.split(":")
+            if state != "0A" or int(port_hex, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(addr_hex)
+            # the kernel prints each 32-bit word in host (little-endian) order
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, size, 4))
+            found.add(str(ipaddress.ip_address(raw)))
+    return found
+
+
 def steal_message(broker_url: str, redis_client: redis.Redis, queue: str = "judgeq") -> dict[str, Any]:
     """Take one message off the queue for good (lost in transit): its headers and body."""
     if broker_url.startswith("redis"):

@@ -14,7 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from .harness import API_KEY, SUBMIT, Worker, free_port, judgeq_cli, response_rows, write_batch
+from .harness import (
+    API_KEY,
+    SUBMIT,
+    Worker,
+    free_port,
+    judgeq_cli,
+    listen_addresses,
+    response_rows,
+    write_batch,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +47,7 @@ def flower(env: dict[str, str], tmp_path: Path):
     port = free_port()
     log = (tmp_path / "flower.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "judgeq", "flower", "--port", str(port), "--address", "127.0.0.1"],
+        [sys.executable, "-m", "judgeq", "flower", "--port", str(port)],  # loopback by default
         env={**env, "JUDGEQ_FLOWER_USER": USER, "JUDGEQ_FLOWER_PASSWORD": PASSWORD},
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -54,6 +63,7 @@ def flower(env: dict[str, str], tmp_path: Path):
                 proc.kill()
                 raise RuntimeError((tmp_path / "flower.log").read_text()[-3000:]) from None
             time.sleep(0.2)
+    assert listen_addresses(port) == {"127.0.0.1"}, "loopback only unless told (JUDGEQ_LISTEN_ADDRESS)"
     yield base, proc
     proc.terminate()
     proc.wait(timeout=10)

@@ -24,7 +24,17 @@ import yaml
 
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
-from .harness import SUBMIT, RedisServer, Worker, free_port, judgeq_cli, response_rows, wait_for, write_batch
+from .harness import (
+    SUBMIT,
+    RedisServer,
+    Worker,
+    free_port,
+    judgeq_cli,
+    listen_addresses,
+    response_rows,
+    wait_for,
+    write_batch,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -142,8 +152,7 @@ def monitored(
     start_worker("w2", env={"JUDGEQ_METRICS_PORT": str(ports[1])})
     exporter_log = (tmp_path / "exporter.log").open("wb")
     exporter = subprocess.Popen(
-        [sys.executable, "-m", "judgeq", "exporter", "--port", str(ports[2]), "--address", "127.0.0.1",
-         "--grace", "600"],
+        [sys.executable, "-m", "judgeq", "exporter", "--port", str(ports[2]), "--grace", "600"],
         env=env, stdout=exporter_log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     prom = Prometheus(
@@ -153,6 +162,9 @@ def monitored(
             "judgeq-exporter": [f"127.0.0.1:{ports[2]}"],
         },
     )
+    for port in ports:  # the workers' metrics and the exporter: loopback unless told
+        wait_for(lambda port=port: bool(listen_addresses(port)), 60, f"a listener on {port}")
+        assert listen_addresses(port) == {"127.0.0.1"}, port
     try:
         yield prom, run_env
     finally:
