@@ -19,6 +19,7 @@ from judgeq.errors import ConfigError, StoreError
 __all__ = [
     "RECONNECT_RETRIES",
     "SentinelURL",
+    "check_broker_url",
     "check_redis_url",
     "connect",
     "mask_url",
@@ -38,8 +39,8 @@ def mask_url(url: str) -> str:
     ends at that first ``@``. A password that itself holds ``@``, then such a host and ``?x=``,
     cannot be told from that URL; nothing else of a password is ever shown."""
     scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
+    if not sep:  # malformed (``rediss//:pw@host``): nothing before the last '@' is shown
+        return "***@" + url.rpartition("@")[2] if "@" in url else url
     first, last = rest.find("@"), rest.rfind("@")
     if last < 0:
         return url
@@ -200,6 +201,24 @@ def check_redis_url(url: str) -> None:
     for db in ([path] if path else []) + dbs:
         if not db.isdigit():
             raise ConfigError(f"Redis URL {mask_url(url)}: the database {db!r} is not a number (e.g. /0)")
+
+
+BROKER_SCHEMES = ("redis", "rediss", "redis+socket", "sentinel", "amqp", "amqps", "pyamqp", "memory")
+"""The broker URLs judgeq runs on (kombu's transports it is tested with; memory: tests)."""
+
+
+def check_broker_url(url: str, name: str = "broker URL") -> None:
+    """ConfigError (the URL masked) for a broker URL kombu would misread rather than refuse:
+    one without ``scheme://`` or with a scheme judgeq does not run on (kombu takes
+    ``rediss//:pw@host`` for the name of an AMQP host, and Flower prints it, password and all),
+    or a Redis URL :func:`check_redis_url` refuses."""
+    scheme, sep, _ = url.partition("://")
+    if not sep or scheme.lower() not in BROKER_SCHEMES:
+        example = "redis://:PASSWORD@host:6379/0"
+        if "broker" in name:
+            example += f" or amqp://user:PASSWORD@host:5672//; schemes: {', '.join(BROKER_SCHEMES[:-1])}"
+        raise ConfigError(f"invalid {name} {mask_url(url)} (e.g. {example})")
+    check_redis_url(url)
 
 
 def _scrub(text: str, url: str) -> str:

@@ -40,7 +40,7 @@ from kombu.utils.objects import cached_property
 from judgeq.errors import ConfigError
 from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
 from judgeq.pipeline.timing import restore_interval, visibility_timeout
-from judgeq.redis_connect import mask_url
+from judgeq.redis_connect import check_broker_url, mask_url
 from judgeq.settings import Settings, load_settings
 
 __all__ = [
@@ -174,6 +174,7 @@ def create_app(settings: Settings | None = None) -> Celery:
     """A configured judgeq Celery app with its tasks registered."""
     settings = settings or load_settings()
     broker_url = settings.effective_broker_url
+    check_broker_url(broker_url, "broker URL (JUDGEQ_BROKER_URL)" if settings.broker_url else "Redis URL")
     sentinel = None
     if broker_url.startswith("sentinel://"):
         from judgeq.redis_connect import parse_sentinel_url

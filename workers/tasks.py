@@ -41,6 +41,7 @@ from judgeq.settings import Settings, unknown_variables
 from judgeq.store.redis import RedisStore
 from judgeq.store.redis_cache import RedisCache
 from judgeq.telemetry.jsonlog import use_json_logs
+from judgeq.telemetry.redact import redact_logs
 
 from .broker import queue_depth
 from .health import JudgeHealth
@@ -316,7 +317,10 @@ def register(app: Celery) -> None:
             _on_ready(app, sender)
 
     def json_logs(logger: Any = None, **_: object) -> None:
-        if _settings(app).log_format == "json" and logger is not None:
+        if logger is None:
+            return
+        redact_logs(list(logger.handlers) or None)  # text or JSON: no secret in a line
+        if _settings(app).log_format == "json":
             use_json_logs(list(logger.handlers) or None)
 
     signals.after_setup_logger.connect(json_logs, weak=False, dispatch_uid=f"judgeq-json-{id(app)}")

@@ -12,34 +12,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import re
 from typing import Any
 
 from judgeq.telemetry.events import Event, JobStored, JudgeCall, RunChanged
+from judgeq.telemetry.redact import redact
 
 __all__ = ["EVENTS_LOGGER", "JsonFormatter", "log_event", "redact", "use_json_logs"]
 
 EVENTS_LOGGER = "judgeq.events"
-_KEYS = re.compile(r"\b(sk-(?:ant-|proj-|or-)?|gsk_|AIza|xai-|hf_)[A-Za-z0-9_*\-]{6,}")
-"""Provider keys by their prefixes (Anthropic, OpenAI, OpenRouter, Groq, Google, xAI, Hugging Face)."""
-_SCHEMES = re.compile(r"(?i)\b(bearer|basic|token)(\s*:?\s+)[A-Za-z0-9._~+/*=\-]{6,}")
-"""``Authorization: Bearer X`` / ``Basic X`` / ``token X``."""
-_NAMED = re.compile(
-    r"(?i)\b(x-api-key|api[_-]?key|key|token|secret|password|passwd|pwd)"
-    r"([\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]{4,}"
-)
-"""``api_key=X``, ``"password": "X"``, ``key=X`` in a query string."""
-_URL_CREDENTIALS = re.compile(r"(://)[^/\s:@]*:[^@\s/]+@")
-"""``redis://:PASSWORD@host``, ``https://user:PASSWORD@host``."""
-
-
-def redact(text: str) -> str:
-    """``text`` with anything shaped like an API key, a token, a password or the credentials of
-    a URL masked (the names kept: ``api_key=***``, ``Bearer ***``, ``redis://***@host``)."""
-    text = _URL_CREDENTIALS.sub(r"\1***@", text)
-    text = _SCHEMES.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
-    text = _NAMED.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
-    return _KEYS.sub(lambda m: f"{m.group(1)}***", text)
 
 
 def _redacted(value: Any) -> Any:

@@ -18,6 +18,7 @@ import click
 
 from judgeq.errors import ConfigError, JobsFileError, JudgeqError, RubricError
 from judgeq.settings import load_settings, unknown_variables
+from judgeq.telemetry.redact import redact
 
 __all__ = ["INPUT_ERRORS", "JudgeqGroup", "entry", "fail", "main"]
 
@@ -25,12 +26,13 @@ INPUT_ERRORS = (JobsFileError, ConfigError, RubricError)
 
 
 def fail(err: JudgeqError) -> None:
-    """Print a judgeq error as one or more ``judgeq: error:`` lines and exit."""
-    for line in str(err).splitlines() or [type(err).__name__]:
+    """Print a judgeq error as one or more ``judgeq: error:`` lines and exit (every line
+    redacted: a value a user gave may hold a secret)."""
+    for line in redact(str(err)).splitlines() or [type(err).__name__]:
         click.echo(f"judgeq: error: {line}", err=True)
     if isinstance(err, JobsFileError):
         for line in err.errors:
-            click.echo(f"  {line}", err=True)
+            click.echo(f"  {redact(line)}", err=True)
     sys.exit(2 if isinstance(err, INPUT_ERRORS) else 1)
 
 
@@ -49,13 +51,16 @@ class JudgeqGroup(click.Group):
             sys.exit(130)
         except BrokenPipeError:
             _quiet_broken_pipe()
-        except (click.exceptions.Exit, click.ClickException, SystemExit):
+        except click.ClickException as exc:  # a flag's value may hold a secret (a URL's password)
+            exc.message = redact(exc.message)
+            raise
+        except (click.exceptions.Exit, SystemExit):
             raise
         except Exception as exc:
             if _debug():
                 raise
             click.echo(
-                f"judgeq: internal error: {type(exc).__name__}: {exc} "
+                f"judgeq: internal error: {type(exc).__name__}: {redact(str(exc))} "
                 "(set JUDGEQ_DEBUG=1 to see the traceback)",
                 err=True,
             )

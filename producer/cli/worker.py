@@ -52,10 +52,12 @@ def worker(celery_args: tuple[str, ...], **flags: Any) -> None:
         atexit.register(shutil.rmtree, made, ignore_errors=True)
 
     from judgeq.telemetry.jsonlog import use_json_logs
+    from judgeq.telemetry.redact import redact_logs
     from judgeq.workers.celery_app import celery_slots, create_app, unique_nodename
 
     level = (flags["loglevel"] or settings.log_level).upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    redact_logs()
     if settings.log_format == "json":
         use_json_logs()
     # HTTP client and SDK chatter (a line per request) stays out of worker logs, whatever

@@ -398,3 +398,39 @@ def test_metrics_exporter_and_flower_listen_on_loopback_unless_told(
     assert bind_flower(flower, Settings(_env_file=None, listen_address="127.0.0.1")) == "127.0.0.1"
     assert bind_flower(flower, opened) == "127.0.0.1"  # set once: Flower's own --address wins
     assert bind_flower(SimpleNamespace(address="", unix_socket=""), opened) == "0.0.0.0"
+
+
+def test_text_logs_are_redacted_as_json_logs_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a secret this process holds is masked by value, whatever surrounds it; a URL's password by
+    # shape, malformed URLs too; a traceback as well as the message
+    import io
+    import logging
+
+    from judgeq.telemetry.redact import known_secrets, redact, redact_logs
+
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "plain-looking-Secret-42")
+    monkeypatch.setenv("JUDGEQ_REDIS_URL", "rediss//:pw/with-slash@10.0.0.1:6379/0")
+    monkeypatch.setenv("JUDGEQ_DEBUG", "true")  # not a secret by name, and a boolean by value
+    secrets = known_secrets()
+    assert "plain-looking-Secret-42" in secrets and "pw/with-slash" in secrets and "true" not in secrets
+    assert redact("header x:plain-looking-Secret-42;") == "header x:***;"
+    assert redact("e.g. redis://:PASSWORD@host:6379/0") == "e.g. redis://:PASSWORD@host:6379/0"  # an example
+    assert "hunter2" not in redact("GET http://u:hunter2/x@host/v1 failed")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    redact_logs([handler])
+    redact_logs([handler])  # idempotent
+    assert len(handler.filters) == 1
+    logger = logging.getLogger("judgeq.test.redact")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("calling %s failed", "http://127.0.0.1/v1?key=plain-looking-Secret-42")
+        try:
+            raise RuntimeError("auth plain-looking-Secret-42 refused")
+        except RuntimeError:
+            logger.exception("call failed")
+    finally:
+        logger.removeHandler(handler)
+    text = stream.getvalue()
+    assert "plain-looking-Secret-42" not in text and text.count("***") >= 2 and "RuntimeError" in text
