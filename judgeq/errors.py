@@ -49,6 +49,7 @@ __all__ = [
     "JudgeTimeout",
     "JudgeqError",
     "RubricError",
+    "RunPaused",
     "StoreError",
 ]
 
@@ -79,6 +80,17 @@ BatchError = JobsFileError
 
 class StoreError(JudgeqError):
     """The result store or the broker cannot be reached."""
+
+
+class RunPaused(JudgeqError):
+    """A run paused for something a person must do (its cost cap reached, its key refused):
+    what waits for it stops waiting and says why, with exit code :attr:`exit_code`."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, run_id: str = "", reason: str = "") -> None:
+        super().__init__(message)
+        self.run_id, self.reason = run_id, reason
 
 
 class JudgeError(JudgeqError):

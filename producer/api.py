@@ -159,11 +159,16 @@ def wait(
     redis_url: str | None = None,
     out: str | Path | None = None,
     progress: TextIO | None = sys.stderr,
+    keep_waiting: bool = False,
 ) -> Report:
-    """Wait for a submitted run's report (workers grade it), write its files, return it."""
+    """Wait for a submitted run's report (workers grade it), write its files, return it.
+
+    A run that pauses for something a person must do (its cost cap, a refused key) raises
+    :class:`judgeq.errors.RunPaused` with the reason and the fix, unless ``keep_waiting``
+    (then ``judgeq resume`` elsewhere lets it go on)."""
     from judgeq.producer.distributed import wait_run
     from judgeq.producer.settings import settings_for
 
     settings = settings_for(redis_url=redis_url, out=out)
-    report, paths = wait_run(run_id, settings, stream=progress)
+    report, paths = wait_run(run_id, settings, stream=progress, stop_on_pause=not keep_waiting)
     return Report(report, folder=paths["report.json"].parent)

@@ -72,8 +72,10 @@ def wait_run(
     stream: TextIO | None,
     store: Store | None = None,
     nudge: Any = None,
+    stop_on_pause: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Path]]:
-    """Wait for the run's report (showing progress on ``stream``), write its files."""
+    """Wait for the run's report (showing progress on ``stream``), write its files; a pause
+    raises :class:`~judgeq.errors.RunPaused` unless not ``stop_on_pause``."""
     store = store or open_store(settings)
     if store.spec(run_id) is None:
         raise ConfigError(f"run {run_id!r} is unknown or expired")
@@ -85,5 +87,5 @@ def wait_run(
         def nudge() -> None:
             app.send_task(REDUCE_TASK, args=[run_id], queue=settings.queue)
 
-    report = wait_for_report(store, run_id, stream=stream, nudge=nudge)
+    report = wait_for_report(store, run_id, stream=stream, nudge=nudge, stop_on_pause=stop_on_pause)
     return report, write_files(store, run_id, report, settings.results_dir)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from judgeq.errors import JudgeqError
+from judgeq.errors import JudgeqError, RunPaused
 from judgeq.judges import budget_factory
 from judgeq.judges.base import Judge
 from judgeq.pipeline.batch_lane import BatchLane, LaneConfig
@@ -33,7 +33,7 @@ from .enqueue import check_resubmission, register_and_enqueue
 from .plan import Plan, preflight
 from .progress import wait_for_report, write_files
 
-__all__ = ["EmbeddedRunner", "Interrupted", "QueueDispatcher", "run_plan"]
+__all__ = ["EmbeddedRunner", "Interrupted", "QueueDispatcher", "Stopped", "run_plan"]
 
 log = logging.getLogger("judgeq.embedded")
 _STOP = object()
@@ -135,9 +135,10 @@ class EmbeddedRunner:
     def __exit__(self, *_: object) -> None:
         self.stop()
 
-    def stop(self) -> None:
+    def stop(self, wait: float = 5.0) -> None:
         """Stop at once: queued jobs are dropped (on Ctrl-C nothing more is graded or paid
-        for); jobs in flight finish their current judge call. Idempotent."""
+        for); jobs in flight finish their current judge call (waited for up to ``wait``
+        seconds). Idempotent."""
         if self._stopping.is_set():
             return
         self._stopping.set()
@@ -148,7 +149,7 @@ class EmbeddedRunner:
                 break
         for _t in self._threads:
             self.dispatcher.q.put(_STOP)  # one per thread (the lane thread watches _stopping)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + wait
         for t in self._threads:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
 
@@ -200,6 +201,28 @@ class Interrupted(JudgeqError):
         self.run_id, self.report, self.paths = run_id, report, paths
 
 
+class Stopped(RunPaused):
+    """``judgeq run`` paused for something a person must do (its cost cap, a refused key): it
+    stopped, and a partial report was written (exit code 3)."""
+
+    def __init__(self, run_id: str, reason: str, report: dict[str, Any], paths: dict[str, Path]) -> None:
+        c = report["counts"]
+        done = c["graded"] + c["null"] - c["null_by_reason"].get("canceled", 0)
+        spent = report.get("usage", {}).get("estimated_cost_usd")
+        cause = reason.split(" (raise it with")[0]
+        if cause.startswith("max_cost:") and isinstance(spent, int | float):
+            cause += f"; ${spent:.4f} spent in all, with the calls in flight when it stopped"
+        fix = "a higher --max-cost" if cause.startswith("max_cost:") else "the judge set-up fixed"
+        super().__init__(
+            f"run {run_id} stopped: {cause}. {done} of {c['total']} jobs done; a partial report is in "
+            f"{paths['report.json'].parent} (the rest are null 'canceled'). Re-run the same command "
+            f"with --run-id {run_id} and {fix} to grade the rest (finished jobs are not graded again)",
+            run_id,
+            reason,
+        )
+        self.report, self.paths = report, paths
+
+
 def run_plan(
     plan: Plan,
     settings: Settings,
@@ -223,6 +246,14 @@ def run_plan(
         run_id = runner.submit(plan, settings)
         try:
             report = wait_for_report(runner.store, run_id, stream=stream, interval=0.2, stop_on_pause=True)
+        except RunPaused as paused:
+            # the calls in flight end (they are paid: their results count), the rest are
+            # null 'canceled' with the pause's reason, and the partial report is written
+            runner.stop(wait=settings.judge_deadline + 5.0)
+            why = f"judgeq run stopped before this job was graded: {paused.reason}"
+            report = cancel_run(runner.store, run_id, why)[1]
+            paths = write_files(runner.store, run_id, report, settings.results_dir)
+            raise Stopped(run_id, paused.reason, report, paths) from None
         except KeyboardInterrupt:
             runner.stop()
             # every job without a result becomes a canceled null now, so a judge call that

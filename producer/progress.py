@@ -14,7 +14,7 @@ from typing import Any, Protocol, TextIO
 import redis
 from kombu.exceptions import OperationalError
 
-from judgeq.errors import ConfigError, JudgeqError
+from judgeq.errors import ConfigError, JudgeqError, RunPaused
 from judgeq.judges.prices import unpriced_text
 from judgeq.pipeline.batch_lane import lane_summary, lane_text
 from judgeq.ratelimit.headers import fmt_duration
@@ -256,7 +256,7 @@ def wait_for_report(
     ``nudge_after`` seconds, then after twice as long each time up to 320 s (the reducer is
     idempotent, and skips a run that already has its final report).  A paused run is shown with its
     reason (and waited for: ``judgeq resume`` continues it), or, with ``stop_on_pause``,
-    raises :class:`JudgeqError` with that line.  KeyboardInterrupt propagates: it stops the
+    raises :class:`RunPaused` with that line.  KeyboardInterrupt propagates: it stops the
     waiting, never the run.
     """
     out: _Stream = stream if stream is not None else _Quiet()
@@ -276,13 +276,10 @@ def wait_for_report(
             if snap is not None and snap.state == "failed":
                 raise JudgeqError(f"run {run_id} failed: {store.state(run_id).get('error', '?')}")
             if snap is not None and snap.state == "paused" and stop_on_pause:
-                reason = snap.pause_reason.split(" (raise it with")[0]
-                fix = (
-                    "run it again with a higher --max-cost (graded jobs come from the reply cache)"
-                    if reason.startswith("max_cost:")
-                    else "fix the judge set-up and run it again"
-                )
-                raise JudgeqError(f"run {run_id} stopped: {reason}; {fix}")
+                if tty:
+                    out.write("\r\033[K")
+                line = pause_line(snap).removeprefix("PAUSED")
+                raise RunPaused(f"run {run_id} paused{line}", run_id, snap.pause_reason)
             if snap is not None and snap.done >= snap.total and nudge is not None:
                 now = time.monotonic()
                 if complete_since is None:

@@ -2,7 +2,8 @@
 
 Errors judgeq raises on purpose are printed as ``judgeq: error: …`` lines on stderr, never as
 a traceback.  Exit codes: 0 success, 1 runtime failure (Redis unreachable, failed run),
-2 bad input (batch, rubric, flags, settings), 130 interrupted.  A reader that goes away
+2 bad input (batch, rubric, flags, settings), 3 a run waited for paused for something a
+person must do (its cost cap, a refused key), 130 interrupted.  A reader that goes away
 (``judgeq status | head``) ends the command quietly.
 """
 
@@ -33,7 +34,7 @@ def fail(err: JudgeqError) -> None:
     if isinstance(err, JobsFileError):
         for line in err.errors:
             click.echo(f"  {redact(line)}", err=True)
-    sys.exit(2 if isinstance(err, INPUT_ERRORS) else 1)
+    sys.exit(getattr(err, "exit_code", None) or (2 if isinstance(err, INPUT_ERRORS) else 1))
 
 
 class JudgeqGroup(click.Group):

@@ -14,6 +14,7 @@ from judgeq.settings import Settings
 
 from ..plan import Plan, check_credentials, judges_text, make_plan, plan_kwargs
 from .options import grading_options, redis_option, settings_from
+from .wait import KEEP_WAITING
 
 __all__ = ["plan_from_flags", "reply_cache", "report_invalid", "submit", "validated"]
 
@@ -84,6 +85,7 @@ def report_invalid(plan: Plan) -> None:
 @grading_options
 @redis_option
 @click.option("--wait", is_flag=True, help="Show progress, then write the report files.")
+@KEEP_WAITING
 def submit(**flags: Any) -> None:
     """Validate JOBS_FILE (JSONL, or - for stdin) and enqueue its grading jobs into Redis."""
     from ..distributed import submit_plan
@@ -119,4 +121,10 @@ def submit(**flags: Any) -> None:
     if flags["wait"]:
         from .wait import wait_and_write
 
-        wait_and_write(submitted.store, run_id, settings, nudge=lambda: submitted.dispatcher.reduce(run_id))
+        wait_and_write(
+            submitted.store,
+            run_id,
+            settings,
+            nudge=lambda: submitted.dispatcher.reduce(run_id),
+            keep_waiting=flags["keep_waiting"],
+        )

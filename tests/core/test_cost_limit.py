@@ -91,13 +91,25 @@ def test_judgeq_run_stops_at_its_cost_limit(tmp_path) -> None:  # type: ignore[n
         proc = subprocess.run(
             [*args, "--max-cost", "0.01"], capture_output=True, text=True, env=env, timeout=120
         )
-        assert proc.returncode == 1, proc.stderr
-        assert "stopped: max_cost: $0.01" in proc.stderr and "higher --max-cost" in proc.stderr
+        # its own exit code, one line: why, what was spent in all, where the partial report is
+        assert proc.returncode == 3, proc.stderr
+        line = proc.stderr.strip().splitlines()[-1]
+        assert "stopped: max_cost: $0.01" in line and "higher --max-cost" in line, line
+        assert "spent in all" in line and "reply cache" not in line  # (--no-cache: no such promise)
         assert "Traceback" not in proc.stderr
-        assert fake.request_count < 31  # it stopped sending judge calls
-        ok = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+        sent = fake.request_count
+        assert sent < 30  # it stopped sending judge calls
+        run_id = line.split("run ", 1)[1].split()[0]
+        partial = json.loads((tmp_path / run_id / "report.json").read_text())
+        c = partial["counts"]
+        assert c["graded"] == sent and c["null_by_reason"] == {"canceled": 30 - sent}
+        assert f"${partial['usage']['estimated_cost_usd']:.4f} spent in all" in line
+        # the same command with --run-id and no limit grades the rest, never the finished again
+        ok = subprocess.run([*args, "--run-id", run_id], capture_output=True, text=True, env=env, timeout=120)
         assert ok.returncode == 0, ok.stderr
-        report = json.loads(next(tmp_path.glob("*/report.json")).read_text())
+        assert fake.request_count == 30
+        report = json.loads((tmp_path / run_id / "report.json").read_text())
+        assert report["counts"]["graded"] == 30
         assert report["usage"]["cost_usd"]["total"] == report["usage"]["estimated_cost_usd"] > 0.01
 
 

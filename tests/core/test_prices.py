@@ -308,7 +308,7 @@ def test_judgeq_run_refuses_a_cost_limit_it_could_not_hold_and_a_price_lifts_it(
         # with a price of the user's own the limit holds: the run stops on it
         mine = write(tmp_path / "p.json", {"claude-test": {"input": 30.0, "output": 150.0}})
         proc = judgeq(*args, "--max-cost", "0.01", **api, JUDGEQ_PRICES=str(mine))
-        assert proc.returncode == 1, proc.stderr
+        assert proc.returncode == 3, proc.stderr
         assert re.search(r"stopped: max_cost: \$0\.\d{4} spent of the \$0\.0100 allowed", proc.stderr)
         assert "Traceback" not in proc.stderr
         assert fake.request_count == 1, "one job in hand (-c 1): the first one past the limit pauses the run"

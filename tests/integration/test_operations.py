@@ -202,3 +202,44 @@ def test_dry_run_counts_the_calls_the_reply_cache_answers(
     # judgeq run looks in its own cache (a file of this test's XDG_CACHE_HOME): none yet
     run = judgeq_cli("run", batch, *grading, "--dry-run", env=env)
     assert "no reply cache to look in: every call is counted" in run.stdout
+
+
+def test_submit_wait_returns_when_its_run_pauses_and_keep_waiting_waits_for_resume(
+    tmp_path: Path, env: dict[str, str], start_worker: Callable[..., Worker]
+) -> None:
+    # (issue 29: `submit --wait` never returned once the run paused on its cost cap: a CI step hung)
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"claude-test": {"input": 3.0, "output": 15.0}}))
+    env = {**env, "JUDGEQ_PRICES": str(prices)}
+    start_worker("w1", concurrency=2)
+    batch = write_batch(tmp_path / "b.jsonl", response_rows(60))
+    out = tmp_path / "out"
+    args = ("submit", str(batch), *SUBMIT, "--run-id", "capped", "--max-cost", "0.01", "--out", str(out))
+    proc = judgeq_cli(*args, "--wait", env=env, timeout=300)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("judgeq: error: run capped paused: max_cost: $"), line
+    assert "judgeq resume capped --max-cost" in line and "Traceback" not in proc.stderr
+    # --keep-waiting: waits through the pause (it shows it) until a resume lets the run finish
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "judgeq", "wait", "capped", "--keep-waiting", "--out", str(out)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(waiting.stderr or []), daemon=True)
+    reader.start()
+    try:
+        wait_for(
+            lambda: any("PAUSED" in x for x in lines) or waiting.poll() is not None, 60, "the pause shown"
+        )
+        assert waiting.poll() is None, "".join(lines)
+        resumed = judgeq_cli("resume", "capped", "--max-cost", "100", env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        waiting.wait(timeout=240)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait(timeout=10)
+        reader.join(timeout=10)
+    assert waiting.returncode == 0, "".join(lines)[-3000:]
+    assert "60/60 graded" in (waiting.stdout.read() if waiting.stdout else "")
