@@ -294,6 +294,30 @@ def _sent_by(sender: Any, app: Celery) -> bool:
     return getattr(sender, "app", None) is app
 
 
+def json_console(worker: Any) -> None:
+    """With JSON logs, what a Celery worker prints outside its logging is logged as JSON lines
+    too: no ASCII-art banner (``quiet``: its facts are in the worker's log lines), Python
+    warnings (Celery's SecurityWarning) through logging, the shutdown notices Celery writes to
+    the terminal itself (``worker: Warm shutdown``) through logging, and what is logged before
+    Celery sets its logging up (``celery worker``'s judge check) through a JSON handler."""
+    import celery.apps.worker as celery_worker
+
+    worker.quiet = True
+    logging.captureWarnings(True)
+    say = logging.getLogger("celery.apps.worker")
+
+    def safe_say(msg: str, f: Any = None) -> None:
+        say.warning("%s", str(msg).strip())
+
+    celery_worker.safe_say = safe_say
+    root = logging.getLogger()
+    if not root.handlers:  # (celery worker: what is logged before Celery sets its logging up)
+        handler = logging.StreamHandler()
+        redact_logs([handler])
+        use_json_logs([handler])
+        root.addHandler(handler)
+
+
 def register(app: Celery) -> None:
     """Register the tasks and the worker's lifecycle hooks on ``app``."""
     options: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
@@ -323,6 +347,15 @@ def register(app: Celery) -> None:
         if _settings(app).log_format == "json":
             use_json_logs(list(logger.handlers) or None)
 
+    def console(sender: Any = None, instance: Any = None, **_: object) -> None:
+        if (
+            instance is not None
+            and getattr(instance, "app", None) is app
+            and _settings(app).log_format == "json"
+        ):
+            json_console(instance)
+
+    signals.celeryd_init.connect(console, weak=False, dispatch_uid=f"judgeq-console-{id(app)}")
     signals.after_setup_logger.connect(json_logs, weak=False, dispatch_uid=f"judgeq-json-{id(app)}")
     signals.after_setup_task_logger.connect(json_logs, weak=False, dispatch_uid=f"judgeq-jsont-{id(app)}")
     signals.worker_init.connect(on_init, weak=False, dispatch_uid=f"judgeq-init-{id(app)}")

@@ -243,3 +243,30 @@ def test_submit_wait_returns_when_its_run_pauses_and_keep_waiting_waits_for_resu
         reader.join(timeout=10)
     assert waiting.returncode == 0, "".join(lines)[-3000:]
     assert "60/60 graded" in (waiting.stdout.read() if waiting.stdout else "")
+
+
+@pytest.mark.parametrize("entry", ["judgeq worker", "celery worker"])
+def test_every_line_of_a_json_logging_worker_is_json(
+    entry: str, tmp_path: Path, env: dict[str, str], start_worker: Callable[..., Worker]
+) -> None:
+    # (issue 29: 21 of 61 lines were plain text: Celery's banner, a SecurityWarning, "Warm shutdown")
+    argv = (
+        ["celery", "-A", "judgeq.workers", "worker", "-l", "INFO", "-c", "2"]
+        if entry == "celery worker"
+        else None
+    )
+    w = start_worker("w1", env={"JUDGEQ_LOG_FORMAT": "json"}, argv=argv)
+    submit_wait(
+        write_batch(tmp_path / "b.jsonl", response_rows(6, directive={2: "garbage"})), env, tmp_path / "o"
+    )
+    w.stop()  # a warm shutdown: Celery's own notice
+    lines = [x for x in w.output().splitlines() if x.strip()]
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            raise AssertionError(f"not JSON: {line!r}\n" + "\n".join(lines[:60])) from None
+    messages = " ".join(r["message"] for r in records)
+    assert "judgeq worker ready" in messages and "Warm shutdown" in messages
+    assert any(r.get("event") == "job_stored" for r in records) and all("level" in r for r in records)
