@@ -3,6 +3,7 @@ cleared, so a developer's or CI's settings never change a test's outcome."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,46 @@ def _clean_environment(
     # ~/.cache nor another test's cache (outside tmp_path, which some tests list)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
     yield
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The live (not zombie) child processes of ``pid``, with their command lines (Linux /proc)."""
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[1]) != pid or fields[0] == "Z":
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, IndexError, ValueError):
+            continue  # it ended meanwhile
+        found[int(entry.name)] = cmd
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_process_left_behind() -> Iterator[None]:
+    """The suite leaves no process behind (a server a test started and never stopped outlives
+    the run: a `judgeq exporter` did): at the end of each test process, a child still alive
+    after 15 s fails the run, named, and is killed."""
+    yield
+    if not Path("/proc").is_dir():
+        return
+    import signal
+    import time
+
+    deadline = time.monotonic() + 15
+    left = _children(os.getpid())
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = _children(os.getpid())
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, "processes left behind by the tests: " + "; ".join(f"{p}: {c}" for p, c in left.items())
 
 
 @pytest.fixture

@@ -27,10 +27,10 @@ _NAMED = re.compile(
     r"([\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]{4,}"
 )
 """``api_key=X``, ``"password": "X"``, ``key=X`` in a query string."""
-_URL_CREDENTIALS = re.compile(r"(//)(?![^/\s:@]*:PASSWORD@)[^/\s:@]*:[^@\s]+@")
+_URL_CREDENTIALS = re.compile(r"(//)(?![^/\s:@]*:(?:PASSWORD|\*\*\*)@)[^/\s:@]*:[^@\s]+@")
 """``redis://:PASSWORD@host``, ``https://user:PASSWORD@host``, ``rediss//:PASSWORD@host`` (a
 scheme missing its colon); a password holding ``/`` too. The placeholder ``PASSWORD`` of an
-example stays."""
+example stays, and so does a user name before a password already masked (``user:***@``)."""
 
 _SECRET_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|BASIC_AUTH|CREDENTIALS?)$")
 """An environment variable whose value is a secret by its name (``ANTHROPIC_API_KEY``,
