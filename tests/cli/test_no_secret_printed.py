@@ -47,6 +47,9 @@ REDIS_URLS = {
     "sentinel without master": f"sentinel://:{MARK}@127.0.0.1:{DOWN}/0",
 }
 
+FLOWER_SHAPES = ("scheme without colon", "scheme without slashes", "bad database", "user and password")
+"""Flower runs until stopped: the shapes that reached Celery (printed by Flower) before."""
+
 COMMANDS = {
     "status": ["status", "some-run"],
     "runs": ["runs"],
@@ -111,10 +114,13 @@ def serve_briefly(args: list[str], env: dict[str, str], cwd: Path) -> subprocess
 )
 def test_a_redis_url_with_a_password_is_never_printed(command: str, shape: str, tmp_path: Path) -> None:
     url = REDIS_URLS[shape]
-    for how in ("env", "flag"):
+    if command == "flower" and shape not in FLOWER_SHAPES:
+        pytest.skip("Flower waits 8 s a cell: the shapes that reached Celery before, and one more")
+    # the flag as well as the variable where a command has the flag and reads it its own way
+    for how in ("env", "flag") if command in ("status", "submit") else ("env",):
         args = list(COMMANDS[command])
         env = env_with(JUDGEQ_RESULTS_DIR=str(tmp_path))
-        if how == "env" or command in ("runs", "budget list", "flower", "exporter"):
+        if how == "env":
             env["JUDGEQ_REDIS_URL"] = url
         else:
             args += ["--redis-url", url]

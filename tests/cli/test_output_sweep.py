@@ -127,7 +127,7 @@ def test_a_paused_run_prints_one_clear_line(world: tuple[Path, dict[str, str], F
         env, "run", str(RESPONSES), "--rubric", "quality", "--judge", "anthropic:claude-test",
         "--run-id", "paused", "--max-cost", "0.001", "--no-cache",
     )  # fmt: skip
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # paused for a person: its own exit code
     assert "max_cost:" in proc.stderr and bad_words(proc.stdout + proc.stderr) == []
 
 
