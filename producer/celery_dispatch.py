@@ -6,7 +6,7 @@ import json
 
 from celery import Celery
 
-from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
+from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK, grade_queue
 from judgeq.workers.broker import queue_depth
 
 __all__ = ["ARGSREPR_CHARS", "BATCH_COMMANDS", "CeleryDispatcher"]
@@ -16,11 +16,17 @@ BATCH_COMMANDS = 500
 
 
 class CeleryDispatcher:
-    """Publishes grade messages of up to ``jobs_per_message`` jobs on one reused connection."""
+    """Publishes one run's grade messages of up to ``jobs_per_message`` jobs on one reused
+    connection, to the queue of the judge providers it needs (``judges``: its
+    ``(provider, model)``; :func:`~judgeq.pipeline.messages.grade_queue`), and its reducer to
+    the base ``queue``."""
 
-    def __init__(self, app: Celery, queue: str, jobs_per_message: int = 8) -> None:
+    def __init__(
+        self, app: Celery, queue: str, jobs_per_message: int = 8, judges: list[tuple[str, str]] | None = None
+    ) -> None:
         self.app = app
-        self.queue = queue
+        self.base = queue
+        self.queue = grade_queue(queue, judges or [])
         self.jobs_per_message = max(1, jobs_per_message)
 
     def send(self, run_id: str, items: list[tuple[int, str]]) -> None:
@@ -51,4 +57,4 @@ class CeleryDispatcher:
         self.send(run_id, list(zip(indices, job_ids, strict=True)))
 
     def reduce(self, run_id: str) -> None:
-        self.app.send_task(REDUCE_TASK, args=[run_id], queue=self.queue)
+        self.app.send_task(REDUCE_TASK, args=[run_id], queue=self.base)

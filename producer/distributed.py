@@ -44,7 +44,9 @@ def submit_plan(plan: Plan, settings: Settings, *, on_start: Any = None) -> Subm
     with ThreadPoolExecutor(1, thread_name_prefix="judgeq-preflight") as pool:
         checked = pool.submit(preflight, plan, settings)  # its round trip overlaps the setup below
         store = open_store(settings)
-        dispatcher = CeleryDispatcher(create_app(settings), settings.queue, settings.jobs_per_message)
+        dispatcher = CeleryDispatcher(
+            create_app(settings), settings.queue, settings.jobs_per_message, plan.spec.judges
+        )
         checked.result()  # a refused key or model raises here, before anything is registered
     if on_start is not None:
         on_start(plan)

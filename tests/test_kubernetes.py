@@ -17,6 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from judgeq.pipeline.messages import worker_queues
 from judgeq.settings import Settings
 
 ROOT = Path(__file__).parent.parent
@@ -231,11 +232,19 @@ def test_keda_scales_the_worker_deployment_on_the_judgeq_queue() -> None:
     worker = deployment("judgeq-worker")
     for where, scaled in of_kind("ScaledObject"):
         assert scaled["spec"]["scaleTargetRef"]["name"] == worker["metadata"]["name"], where
-        trigger = scaled["spec"]["triggers"][0]
-        queue = trigger["metadata"].get("listName") or trigger["metadata"].get("queueName")
-        assert queue == config["JUDGEQ_QUEUE"], where
-        auth = trigger["authenticationRef"]["name"]
-        assert any(d["metadata"]["name"] == auth for _, d in of_kind("TriggerAuthentication")), where
+        queues = [
+            t["metadata"].get("listName") or t["metadata"].get("queueName")
+            for t in scaled["spec"]["triggers"]
+        ]
+        # the base queue and the routed queue of every set of the providers the workers have keys for
+        keys = {e["name"] for e in worker["spec"]["template"]["spec"]["containers"][0]["env"]}
+        providers = [
+            p for p, k in (("anthropic", "ANTHROPIC_API_KEY"), ("openai", "OPENAI_API_KEY")) if k in keys
+        ]
+        assert queues == worker_queues(config["JUDGEQ_QUEUE"], providers), where
+        for trigger in scaled["spec"]["triggers"]:
+            auth = trigger["authenticationRef"]["name"]
+            assert any(d["metadata"]["name"] == auth for _, d in of_kind("TriggerAuthentication")), where
     redis = next(d for f, d in of_kind("ScaledObject") if f == "keda-redis.yaml")["spec"]["triggers"][0][
         "metadata"
     ]

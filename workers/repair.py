@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
+from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK, grade_queue
 from judgeq.pipeline.timing import check_interval, stall_after
 from judgeq.settings import Settings
 from judgeq.store.archive import ENDED, archive_run
@@ -47,7 +47,7 @@ def repair_stalled_runs(
     store: RedisStore,
     settings: Settings,
     send: Send,
-    depth: Callable[[], int],
+    depth: Callable[[str], int],
     *,
     now: float | None = None,
     chunk: int = 8,
@@ -55,12 +55,13 @@ def repair_stalled_runs(
     """Re-send the pending jobs of every stalled run, and the reducer of every complete run
     without a report; {run_id: jobs re-sent (0: the reducer)}.
 
-    ``depth`` counts the messages waiting on the broker (which may not be the store). ``now``
+    ``depth(queue)`` counts the messages waiting in a queue on the broker (which may not be the
+    store): a run's own queue (:func:`~judgeq.pipeline.messages.grade_queue`) is asked. ``now``
     defaults to the store's clock (Redis's ``TIME``), the clock ``last_done_at`` and
     ``started_epoch`` are written on: a worker whose own clock runs ahead re-sends no healthy
     run's jobs."""
     now = store.now() if now is None else now
-    waiting: int | None = None  # messages on the broker, asked once, when a run needs to know
+    waiting: dict[str, int] = {}  # messages on the broker per queue, asked once, when a run needs to know
     limit = stall_after(settings)
     repaired: dict[str, int] = {}
     for run_id in store.runs(limit=200):
@@ -89,9 +90,10 @@ def repair_stalled_runs(
             continue  # jobs wait in the Message Batches lane (hours, at worst): not stalled
         if not _served(store, settings.queue, spec.judges):
             continue  # no live worker can call the run's judge: its messages bounce, none is lost
-        if waiting is None:
-            waiting = depth()
-        if waiting:
+        queue = grade_queue(settings.queue, spec.judges)
+        if queue not in waiting:
+            waiting[queue] = depth(queue)
+        if waiting[queue]:
             continue  # messages are still waiting: no job can be declared lost yet
         if not store.claim(run_id, "repair", limit):
             continue
@@ -157,7 +159,7 @@ def _epoch_of(iso: str | None) -> float | None:
 
 
 def repair_loop(
-    settings: Settings, store: Callable[[], RedisStore], send: Send, depth: Callable[[], int]
+    settings: Settings, store: Callable[[], RedisStore], send: Send, depth: Callable[[str], int]
 ) -> None:
     """Run :func:`repair_stalled_runs` (and, with ``JUDGEQ_ARCHIVE``, :func:`archive_ended_runs`)
     every check interval, forever (a worker's thread)."""

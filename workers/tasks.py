@@ -32,7 +32,7 @@ from kombu.exceptions import OperationalError
 from judgeq.errors import StoreError
 from judgeq.judges import budget_factory, can_serve, judge_factory, served_providers
 from judgeq.pipeline.batch_lane import BatchLane, LaneConfig, lane_loop
-from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK
+from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK, grade_queue, is_routed, worker_queues
 from judgeq.pipeline.stages import Contexts, Held, Outcome, process_jobs, reduce_unless_final, settle_held
 from judgeq.ratelimit.redis import RedisBudget
 from judgeq.redis_connect import connect
@@ -197,7 +197,10 @@ def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None
             )
             later = max(1, math.ceil(s.task_retry_delay))  # whole seconds, never a busy loop
             app.send_task(
-                GRADE_TASK, args=[run_id, list(indices), job_ids or []], queue=s.queue, countdown=later
+                GRADE_TASK,
+                args=[run_id, list(indices), job_ids or []],
+                queue=grade_queue(s.queue, _judges_of(store, run_id)),
+                countdown=later,
             )
             return "unserved"
         gauge = metrics().in_flight if s.metrics_port is not None else None
@@ -318,6 +321,20 @@ def json_console(worker: Any) -> None:
         root.addHandler(handler)
 
 
+def consume_routed(app: Celery, providers: tuple[str, ...]) -> list[str]:
+    """Add to the queues this worker consumes (``-Q``, or its default queue), for each base
+    queue among them, the queue of every set of the judge providers it can call
+    (:func:`~judgeq.pipeline.messages.worker_queues`): a run's grade messages reach only workers
+    able to grade it. The queues consumed, in order."""
+    queues = app.amqp.queues
+    for name in list(queues.consume_from):
+        if is_routed(name):
+            continue  # a routed queue named on its own (-Q judgeq.openai): as it is
+        for routed in worker_queues(name, providers)[1:]:
+            queues.select_add(queues[routed])
+    return list(queues.consume_from)
+
+
 def register(app: Celery) -> None:
     """Register the tasks and the worker's lifecycle hooks on ``app``."""
     options: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
@@ -331,10 +348,16 @@ def register(app: Celery) -> None:
             log.warning("%s", line)
         _stats.prewarm()  # the reducer's libraries, loaded before the first job rather than during a reduce
         s = _settings(app)
+        consumed = consume_routed(app, serves(app))
         if HEALTH.check(s):
             # before the consumer starts: a broken worker never takes a job (not even a prefetched one)
-            app.amqp.queues.deselect(s.queue)
-            HEALTH.watch(s, on_fixed=lambda: app.control.add_consumer(s.queue, destination=[sender.hostname]))
+            app.amqp.queues.deselect(consumed)
+
+            def fixed() -> None:
+                for queue in consumed:
+                    app.control.add_consumer(queue, destination=[sender.hostname])
+
+            HEALTH.watch(s, on_fixed=fixed)
 
     def on_ready(sender: Any = None, **_: object) -> None:
         if _sent_by(sender, app):
@@ -396,9 +419,10 @@ def _on_ready(app: Celery, consumer: Any) -> None:
     providers = serves(app)
     judges = served_text(providers, s)
     log.warning(
-        "judgeq worker ready (redis %s, queue %s); judges it serves: %s",
+        "judgeq worker ready (redis %s, queue %s; consuming %s); judges it serves: %s",
         s.redis_url.split("@")[-1],
         s.queue,
+        ", ".join(app.amqp.queues.consume_from),
         judges,
     )
     name = str(getattr(consumer, "hostname", "") or f"pid{os.getpid()}")
@@ -426,11 +450,13 @@ def _on_ready(app: Celery, consumer: Any) -> None:
     if s.repair_stalled or s.archive:
 
         def send(name: str, args: list[Any]) -> None:
-            app.send_task(name, args=args, queue=s.queue)
+            # a run's grade messages to its routed queue, a reducer to the base queue
+            queue = grade_queue(s.queue, _judges_of(store, args[0])) if name == GRADE_TASK else s.queue
+            app.send_task(name, args=args, queue=queue)
 
         threading.Thread(
             target=repair_loop,
-            args=(s, lambda: runtime(app)[0], send, lambda: queue_depth(app, s.queue)),
+            args=(s, lambda: runtime(app)[0], send, lambda queue: queue_depth(app, queue)),
             name="judgeq-repair",
             daemon=True,
         ).start()

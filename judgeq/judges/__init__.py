@@ -319,11 +319,25 @@ def can_serve(settings: Settings, provider: str, model: str) -> bool:
 
 def served_providers(settings: Settings) -> tuple[str, ...]:
     """The judge providers a worker with ``settings`` can call: the offline judge always, each
-    LLM provider with a credential."""
+    LLM provider with a credential, OpenAI-compatible servers when it allows some
+    (``JUDGEQ_JUDGE_URLS``), ``python:`` judges when it allows a module (``JUDGEQ_JUDGE_MODULES``),
+    ``plugin:`` judges when one is installed. A run's messages are routed by them."""
+
+    def serves(p: str) -> bool:
+        if p == "openai-compatible":
+            return bool(settings.judge_url_list())
+        if p == "python":
+            return bool(settings.judge_module_list())
+        if p == "plugin":
+            from importlib.metadata import entry_points
+
+            from judgeq.judges.plugins import GROUP
+
+            return bool(entry_points(group=GROUP))
+        return has_credentials(settings, p)
+
     return tuple(
-        p
-        for p in ("anthropic", "openai", "openai-compatible", "python", "plugin", "lexical")
-        if has_credentials(settings, p)
+        p for p in ("anthropic", "openai", "openai-compatible", "python", "plugin", "lexical") if serves(p)
     )
 
 

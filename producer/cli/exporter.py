@@ -27,6 +27,7 @@ __all__ = ["exporter"]
 @redis_option
 def exporter(port: int | None, address: str | None, grace: float, queue: str | None, **flags: Any) -> None:
     """Export queue depth, run progress and judge budgets to Prometheus (/metrics)."""
+    from judgeq.pipeline.messages import all_queues
     from judgeq.producer.exporter import ClusterCollector, serve_exporter
     from judgeq.store.redis import RedisStore
     from judgeq.workers.broker import queue_depth
@@ -36,7 +37,9 @@ def exporter(port: int | None, address: str | None, grace: float, queue: str | N
     name = queue or settings.queue
     app = create_app(settings)
     store = RedisStore.open(settings)
-    collector = ClusterCollector(store, name, lambda: queue_depth(app, name), grace=grace)
+    # what waits for the fleet: its base queue and every routed queue (judgeq.openai, ...)
+    queues = all_queues(name)
+    collector = ClusterCollector(store, name, lambda: sum(queue_depth(app, q) for q in queues), grace=grace)
     where = settings.exporter_port if port is None else port
     address = address or settings.listen_address
     try:

@@ -65,7 +65,9 @@ def resume(run_id: str, max_cost: float | None, **flags: Any) -> None:
         store.set_state(run_id, max_cost_usd=max_cost)
     if not store.resume(run_id):
         raise ConfigError(f"run {run_id} is not paused (it is {state.get('state', 'unknown')})")
-    dispatcher = CeleryDispatcher(create_app(settings), settings.queue, settings.jobs_per_message)
+    spec = store.spec(run_id)
+    judges = spec.judges if spec is not None else []
+    dispatcher = CeleryDispatcher(create_app(settings), settings.queue, settings.jobs_per_message, judges)
     pending = store.pending_indices(run_id)
     for i in range(0, len(pending), CHUNK):
         group = pending[i : i + CHUNK]

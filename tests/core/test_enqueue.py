@@ -203,3 +203,29 @@ def test_the_producer_beats_while_it_reads_a_long_batch(tmp_path: Path) -> None:
     register_and_enqueue(plan_for(batch(tmp_path, 100), settings), store, SlowQueue(), settings, clock=clock)
     assert len(beats) > 10
     assert max(b - a for a, b in itertools.pairwise(beats)) <= HEARTBEAT_EVERY + 3.0
+
+
+def test_a_run_is_routed_to_the_queue_of_the_providers_it_needs() -> None:
+    # (issue 29: a mixed fleet bounced jobs: 2 Anthropic-only workers took an OpenAI run's
+    # messages and sent them back, 2,121 times in one run)
+    from judgeq.pipeline.messages import all_queues, grade_queue, is_routed, worker_queues
+
+    assert grade_queue("judgeq", [("lexical", "x")]) == "judgeq"
+    assert grade_queue("judgeq", [("openai", "gpt"), ("anthropic", "c"), ("openai", "mini")]) == (
+        "judgeq.anthropic+openai"
+    )
+    anthropic_only = worker_queues("judgeq", ["anthropic", "lexical"])
+    both = worker_queues("judgeq", ["openai", "anthropic", "lexical"])
+    assert anthropic_only == ["judgeq", "judgeq.anthropic"]
+    assert set(both) == {"judgeq", "judgeq.anthropic", "judgeq.openai", "judgeq.anthropic+openai"}
+    # a run reaches exactly the workers that can call every judge it needs
+    for judges, takers in [
+        ([("openai", "gpt")], [both]),
+        ([("anthropic", "c")], [anthropic_only, both]),
+        ([("anthropic", "c"), ("openai", "g")], [both]),
+        ([("lexical", "")], [anthropic_only, both]),
+    ]:
+        queue = grade_queue("judgeq", judges)
+        assert [q for q in (anthropic_only, both) if queue in q] == takers, judges
+    assert not is_routed("judgeq") and is_routed("judgeq.openai") and is_routed("a.b.anthropic+openai")
+    assert not is_routed("judgeq.staging") and len(all_queues("judgeq")) == 32

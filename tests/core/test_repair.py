@@ -21,7 +21,7 @@ from judgeq.workers.repair import repair_stalled_runs
 SETTINGS = load_settings(visibility_timeout=10)  # stall after 10 + 2 x 1.67 + 10 s
 
 
-def depth() -> int:
+def depth(queue: str) -> int:
     return 0
 
 
@@ -30,14 +30,16 @@ def store() -> RedisStore:
     return RedisStore(fakeredis.FakeRedis(decode_responses=True))
 
 
-def setup_run(store: RedisStore, total: int = 20, done: int = 4, state: str = "running") -> None:
+def setup_run(
+    store: RedisStore, total: int = 20, done: int = 4, state: str = "running", provider: str = "lexical"
+) -> None:
     text, source = read_rubric_text("quality")
     spec = RunSpec(
         run_id="r1",
         rubric_text=text,
         rubric_source=source,
-        judge_provider="lexical",
-        judge_model="lexical-overlap-v1",
+        judge_provider=provider,
+        judge_model="lexical-overlap-v1" if provider == "lexical" else "claude-x",
         total=total,
     )
     store.register(spec)
@@ -86,32 +88,20 @@ def test_no_repair_before_the_stall_period(store: RedisStore) -> None:
 def test_no_repair_while_messages_wait_or_enqueuing_or_done(store: RedisStore) -> None:
     setup_run(store, state="enqueuing")
     later = time.time() + stall_after(SETTINGS) + 1
-    assert (
-        repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda: store.r.llen(SETTINGS.queue), now=later)
-        == {}
-    )
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda q: store.r.llen(q), now=later) == {}
     store.set_state("r1", enqueue="done")
     store.r.rpush(SETTINGS.queue, "a message")
-    assert (
-        repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda: store.r.llen(SETTINGS.queue), now=later)
-        == {}
-    )
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda q: store.r.llen(q), now=later) == {}
     store.r.delete(SETTINGS.queue)
     store.set_state("r1", state="finished")
-    assert (
-        repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda: store.r.llen(SETTINGS.queue), now=later)
-        == {}
-    )
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda q: store.r.llen(q), now=later) == {}
 
 
 def test_a_complete_run_with_its_report_is_left_alone(store: RedisStore) -> None:
     setup_run(store, total=4, done=4)
     store.save_report("r1", {"counts": {}})
     later = time.time() + stall_after(SETTINGS) + 1
-    assert (
-        repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda: store.r.llen(SETTINGS.queue), now=later)
-        == {}
-    )
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, lambda q: store.r.llen(q), now=later) == {}
 
 
 def test_a_complete_run_without_a_report_gets_its_reducer_once_per_stall_period(store: RedisStore) -> None:
@@ -131,7 +121,7 @@ def test_a_lost_reducer_is_sent_again_while_other_runs_fill_the_queue(store: Red
     store.r.rpush(SETTINGS.queue, *["another run's job"] * 50)
     sent: list[tuple[str, list]] = []
     later = time.time() + stall_after(SETTINGS) + 1
-    busy = lambda: store.r.llen(SETTINGS.queue)  # noqa: E731
+    busy = lambda q: store.r.llen(q)  # noqa: E731
     assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), busy, now=later) == {"r1": 0}
     assert sent == [(REDUCE_TASK, ["r1"])]
 
@@ -152,3 +142,25 @@ def test_the_bounds_the_readme_states() -> None:
     assert stall_after(defaults) + check_interval(defaults) == 380.0
     readme = (Path(__file__).parent.parent.parent / "README.md").read_text()
     assert "350 s by default" in readme and "**380 s** of its last result" in readme
+
+
+def test_a_routed_run_is_judged_by_its_own_queue(store: RedisStore) -> None:
+    # an Anthropic run's messages wait in judgeq.anthropic: other queues' messages neither hold
+    # its repair back nor do its own waiting messages let it be declared lost
+    setup_run(store, provider="anthropic")
+    later = time.time() + stall_after(SETTINGS) + 1
+    own = f"{SETTINGS.queue}.anthropic"
+    asked: list[str] = []
+
+    def depth_of(queue: str) -> int:
+        asked.append(queue)
+        return int(store.r.llen(queue))
+
+    store.r.rpush(own, "its message")
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: None, depth_of, now=later) == {}
+    assert asked == [own]
+    store.r.delete(own)
+    store.r.rpush(SETTINGS.queue, *["another run's job"] * 5)
+    sent: list[tuple[str, list]] = []
+    assert repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), depth_of, now=later) == {"r1": 16}
+    assert {name for name, _ in sent} == {GRADE_TASK}

@@ -104,7 +104,7 @@ def submit(store: RedisStore, tmp_path: Path, n: int, queue: Any, **settings: An
 
 
 def repair(store: RedisStore, sent: list[Any]) -> dict[str, int]:
-    return repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), lambda: 0)
+    return repair_stalled_runs(store, SETTINGS, lambda *a: sent.append(a), lambda _q: 0)
 
 
 # -- the stalled-run repair -----------------------------------------------------------------------

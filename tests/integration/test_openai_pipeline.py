@@ -114,3 +114,32 @@ def test_submit_and_workers_grade_with_an_openai_compatible_server_without_heade
     formats = {s["response_format"] for s in report["judge"]["served"]}
     assert formats == {"json_object"}, report["judge"]["served"]
     assert {s["endpoint"] for s in report["judge"]["served"]} == {host}
+
+
+def test_a_mixed_fleet_routes_each_run_to_the_workers_that_can_grade_it(
+    tmp_path: Path, env: dict[str, str], start_worker: Callable[..., Worker]
+) -> None:
+    # (issue 29: 2 Anthropic-only workers and 1 OpenAI worker; an OpenAI run's jobs bounced
+    # between the keyless workers, 2,121 times, and stuck at 'done 2984/3000' for 2 minutes)
+    with FakeChatAPI(api_key="sk-oa", models=("gpt-test",), structured=False) as fake:
+        openai_env = {"OPENAI_API_KEY": "sk-oa", "OPENAI_BASE_URL": fake.base_url + "/v1"}
+        anthropic_only = [start_worker(name) for name in ("a1", "a2")]
+        openai_only = start_worker("o1", env={**openai_env, "ANTHROPIC_API_KEY": ""})
+        ready = [line for line in openai_only.output().splitlines() if "worker ready" in line]
+        assert ready and "consuming judgeq, judgeq.openai)" in ready[0], ready
+        ready = [line for line in anthropic_only[0].output().splitlines() if "worker ready" in line]
+        assert ready and "consuming judgeq, judgeq.anthropic)" in ready[0], ready
+        out = tmp_path / "out"
+        for run_id, judge, n in (("oa", "openai:gpt-test", 60), ("an", "anthropic:claude-test", 30)):
+            proc = judgeq_cli(
+                "submit", str(write_batch(tmp_path / f"{run_id}.jsonl", response_rows(n))), "--rubric",
+                "quality", "--judge", judge, "--run-id", run_id, "--wait", "--out", str(out),
+                env={**env, **openai_env}, timeout=300,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            report = json.loads((out / run_id / "report.json").read_text())
+            assert report["counts"]["graded"] == n
+        calls = fake.request_count
+    assert 60 <= calls <= 61  # each job once (and the worker's one probe of the response format)
+    for w in (*anthropic_only, openai_only):
+        assert "go back to the queue" not in w.output(), w.name  # no message bounced
