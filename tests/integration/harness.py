@@ -309,8 +309,11 @@ def listen_addresses(port: int) -> set[str]:
     return found
 
 
-def steal_message(broker_url: str, redis_client: redis.Redis, queue: str = "judgeq") -> dict[str, Any]:
-    """Take one message off the queue for good (lost in transit): its headers and body."""
+def steal_message(
+    broker_url: str, redis_client: redis.Redis, queue: str = "judgeq.anthropic"
+) -> dict[str, Any]:
+    """Take one message off the queue for good (lost in transit): its headers and body (by
+    default off the queue of the runs :data:`SUBMIT` makes, routed to the Anthropic workers)."""
     if broker_url.startswith("redis"):
         return json.loads(redis_client.lpop(queue))  # type: ignore[arg-type]
     import kombu

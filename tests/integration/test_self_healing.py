@@ -137,7 +137,7 @@ def test_a_worker_with_a_refused_key_says_so_and_takes_no_job_until_it_works(
     client = redis_server.client()
     calls = fake_api.request_count
     time.sleep(1)  # a consuming worker would take messages now; this one must not
-    assert client.llen("judgeq") == 2  # both grade messages (8 jobs each) still queued
+    assert client.llen("judgeq.anthropic") == 2  # both grade messages (8 jobs each) still queued
     assert fake_api.request_count == calls
     try:
         fake_api.api_key = wrong  # the key works now (e.g. the organisation re-enabled it)
@@ -184,6 +184,7 @@ def test_a_run_whose_calls_all_fail_systemically_pauses_and_resumes(
                 "--run-id",
                 "paused",
                 "--wait",
+                "--keep-waiting",  # through the pause, to the resume (without it: exit 3)
                 "--out",
                 str(tmp_path / "out"),
             ],
