@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from judgeq.errors import ConfigError, JudgeError
 from judgeq.grading.retrieval import parse_position_weights
 from judgeq.jobs.models import Job
@@ -37,7 +39,7 @@ from judgeq.rubric.model import (
     read_rubric_text,
 )
 from judgeq.runspec import RunSpec, new_run_id
-from judgeq.settings import Settings
+from judgeq.settings import Settings, default
 
 __all__ = [
     "KIND_RUBRIC",
@@ -242,9 +244,19 @@ def make_plan(
         raise ConfigError("--council z combines several judges: give two --judge options or more")
     if disagreement is not None and not (disagreement >= 0 and math.isfinite(disagreement)):
         raise ConfigError(f"--disagreement: {disagreement} must be a non-negative number")
-    levels = parse_thresholds(
-        thresholds or settings.thresholds, origin="--thresholds" if thresholds else "JUDGEQ_THRESHOLDS"
-    )
+    origin = "--thresholds" if thresholds else "JUDGEQ_THRESHOLDS"
+    levels = parse_thresholds(thresholds or settings.thresholds, origin=origin)
+    if (thresholds or settings.thresholds != default("thresholds")) and rubric.scale not in (
+        "pass-fail",
+        "pairwise",
+    ):
+        lo, hi = rubric.scale_range  # a threshold off the scale: a pass rate of 0% or 100%, always
+        off = [t for t in levels if not lo <= t <= hi]
+        if off:
+            raise ConfigError(
+                f"{origin}: {off[0]:g} is outside the scale of rubric {rubric.name} ({lo}-{hi}); "
+                f"give thresholds between {lo} and {hi}, e.g. {hi * 0.8:g},{hi * 0.7:g}"
+            )
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", run_id):
         raise ConfigError(f"--run-id: {run_id!r} must be letters, digits, '.', '_' or '-' (max 128)")
     retrieval = retrieval_config(rubric, position_weights, default_weight, hit_k)
@@ -393,8 +405,15 @@ def retrieval_config(
     base = rubric.retrieval or RetrievalConfig()
     try:
         return RetrievalConfig.model_validate({**base.model_dump(), **update})
-    except ValueError as exc:
-        raise ConfigError(f"retrieval settings: {str(exc).splitlines()[-1].strip()}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(x) for x in first["loc"])
+        flag = {"hit_k": "--hit-k", "position_weights": "--position-weights"}.get(field)
+        where = (
+            f"{flag} {hit_k if field == 'hit_k' else position_weights}" if flag and field in update else None
+        )
+        what = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"{where or f'retrieval settings: {field}'}: {what}") from None
 
 
 PREFLIGHT_TRIES = 4

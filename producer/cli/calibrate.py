@@ -78,7 +78,10 @@ def _labelled_lines(path: str, limits: JobsFileLimits, rubric: Rubric) -> list[s
 @click.argument("rubric_ref", metavar="RUBRIC")
 @click.option("--labels", "labels", default=None, help="A labelled batch (JSONL; every line has a label).")
 @click.option(
-    "--judge", multiple=True, help="The judge to calibrate (anthropic:MODEL or lexical); several: a council."
+    "--judge",
+    multiple=True,
+    help="The judge to calibrate (anthropic:MODEL, openai:MODEL, openai-compatible:MODEL@URL, "
+    "python:MODULE:FACTORY, plugin:NAME or lexical); several: a council.",
 )
 @click.option(
     "--min-accuracy", type=click.FloatRange(0, 100), default=None, help="Exit 1 below this accuracy (%)."

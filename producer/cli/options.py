@@ -45,7 +45,8 @@ def grading_options(f: F) -> F:
         click.option(
             "--judge",
             multiple=True,
-            help="anthropic:MODEL or lexical [JUDGEQ_JUDGE; default anthropic when "
+            help="anthropic:MODEL, openai:MODEL, openai-compatible:MODEL@URL, python:MODULE:FACTORY, "
+            "plugin:NAME or lexical [JUDGEQ_JUDGE; default anthropic when "
             "ANTHROPIC_API_KEY is set, else lexical]. Give it several times for a council of "
             "judges: every job is graded by each.",
         ),

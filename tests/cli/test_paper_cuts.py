@@ -314,3 +314,49 @@ def test_status_says_when_the_judges_budget_is_paused_and_for_how_long(
     line = next(x for x in result.output.splitlines() if x.strip().startswith("budget "))
     assert "anthropic:claude-haiku-4-5: every call waits 8m5" in line  # 8m59s, 8m58s: Redis's clock
     assert "said how long to wait" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "line"),
+    [
+        # (issue 29: only "For further information visit https://errors.pydantic.dev/...")
+        (
+            ["--hit-k", "0,-1"],
+            {},
+            "judgeq: error: --hit-k 0,-1: hit_k must be a non-empty list of positive integers",
+        ),
+        # (issue 29: accepted: a pass rate of 100% and one of 0%, always)
+        (["--thresholds", "-1,50"], {}, "judgeq: error: --thresholds: 50 is outside the scale of rubric"),
+        (
+            [],
+            {"JUDGEQ_THRESHOLDS": "11"},
+            "judgeq: error: JUDGEQ_THRESHOLDS: 11 is outside the scale of rubric",
+        ),
+    ],
+)
+def test_flags_off_their_range_are_one_line_naming_them(
+    args: list[str], env: dict[str, str], line: str
+) -> None:
+    batch, rubric = (QUESTIONS, "retrieval-relevance") if "--hit-k" in args else (RESPONSES, "quality")
+    proc = subprocess.run(
+        [sys.executable, "-m", "judgeq", "run", str(batch), "--rubric", rubric, *args, "--dry-run"],
+        capture_output=True, text=True, env={**clean_env(), **env}, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.startswith(line), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "pydantic" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "submit", "calibrate"])
+def test_the_judge_flag_names_every_kind_of_judge(command: str) -> None:
+    # (issue 29: --judge's help said `anthropic:MODEL or lexical` only)
+    args = ["rubrics", "calibrate", "--help"] if command == "calibrate" else [command, "--help"]
+    text = " ".join(CliRunner().invoke(main, args, terminal_width=400).output.split())
+    for form in (
+        "anthropic:MODEL",
+        "openai:MODEL",
+        "openai-compatible:MODEL@URL",
+        "python:",
+        "plugin:NAME",
+        "lexical",
+    ):
+        assert form in text, (command, form)
