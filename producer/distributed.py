@@ -15,7 +15,7 @@ from judgeq.settings import Settings
 from judgeq.store.base import Store
 from judgeq.store.redis import RedisStore
 
-from .enqueue import EnqueueStats, register_and_enqueue
+from .enqueue import EnqueueStats, check_resubmission, register_and_enqueue
 from .plan import Plan, preflight
 from .progress import wait_for_report, write_files
 
@@ -48,6 +48,9 @@ def submit_plan(plan: Plan, settings: Settings, *, on_start: Any = None) -> Subm
             create_app(settings), settings.queue, settings.jobs_per_message, plan.spec.judges
         )
         checked.result()  # a refused key or model raises here, before anything is registered
+    existing = store.spec(plan.spec.run_id)
+    if existing is not None:  # a run id reused for other jobs: refused before saying "enqueuing"
+        check_resubmission(existing, plan)
     if on_start is not None:
         on_start(plan)
     set_judge_limits(plan, settings, store)

@@ -187,6 +187,8 @@ def test_resubmission_grades_nothing_twice(
         env=env,
     )
     assert proc.returncode == 2 and "already exists with total 60 (now 61)" in proc.stderr
+    # one line: no "enqueuing 61 jobs" before it (issue 29)
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "enqueuing" not in proc.stderr
     # the same size but other content is refused too
     rows = response_rows(60)
     rows[5]["output"] = "edited"
