@@ -460,7 +460,10 @@ def preflight(plan: Plan, settings: Settings, *, sleep: Callable[[float], None] 
                 "invalid_request": f"the judge rejected model {judge.model!r}: check --judge",
                 "model_not_found": f"the judge rejected model {judge.model!r}: check --judge",
             }.get(exc.reason, "the judge could not be reached")
-            raise ConfigError(f"judge preflight failed: {hint} ({exc})") from None
+            # which server: the host (and port) only, never a credential or path
+            where = getattr(client, "endpoint", None)
+            at = f"; server {where}" if where else ""
+            raise ConfigError(f"judge preflight failed: {hint} ({exc}{at})") from None
 
 
 def check_credentials(plan: Plan, settings: Settings) -> None:

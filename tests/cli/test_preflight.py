@@ -103,3 +103,25 @@ def test_a_gateway_that_serves_only_messages_over_the_real_sdk(models: tuple[str
             with pytest.raises(ConfigError, match="the judge rejected model 'claude-x'"):
                 preflight(PLAN, settings, sleep=lambda s: None)
             assert "model_not_found" in (judge_setup_problem(settings) or "")
+
+
+@pytest.mark.parametrize("judge", ["openai:gpt-test", "anthropic:claude-test"])
+def test_an_unreachable_judge_is_named_by_its_server_never_its_password(judge: str, tmp_path: Path) -> None:
+    # (issue 29: "the judge could not be reached" named no server)
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "JUDGEQ_", "OPENAI_"))}
+    url = "http://ops:s3cret-pw@127.0.0.1:1"
+    env.update(OPENAI_API_KEY="k", OPENAI_BASE_URL=url + "/v1", ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=url)
+    env.update(JUDGEQ_JUDGE_TIMEOUT="2", JUDGEQ_RESULTS_DIR=str(tmp_path))
+    batch = str(Path(__file__).parent.parent.parent / "examples" / "responses.jsonl")
+    proc = subprocess.run(
+        [sys.executable, "-m", "judgeq", "run", batch, "--rubric", "quality", "--judge", judge],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("judgeq: error: judge preflight failed: the judge could not be reached")
+    assert "server 127.0.0.1:1)" in line and "s3cret" not in proc.stderr
