@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from judgeq.grading.result import Result
 from judgeq.report.build import build_report, new_aggregator
@@ -63,3 +66,25 @@ def test_an_archive_without_the_batch_keeps_the_page_that_showed_the_texts(tmp_p
     report2 = {**report, "finished_at": "g"}
     page = write_report_files(tmp_path / "out", report2, results, spec=spec)["report.html"].read_text()
     assert "OUT-2" not in page and 'data-texts="no"' in page
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_an_interrupted_write_leaves_no_temp_file_and_the_old_file_whole(
+    tmp_path: Path, gz: bool
+) -> None:
+    # (issue 29: Ctrl-C during `judgeq report` left a 28 MB .tmp file beside the report)
+    from judgeq.report.files import _atomic_write
+
+    path = tmp_path / "verdicts.jsonl"
+    path.write_text("old\n")
+
+    def interrupted(f: Any) -> None:
+        f.write("x" * 100_000)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _atomic_write(path, interrupted, gz=gz)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["verdicts.jsonl"]
+    assert path.read_text() == "old\n"
+    _atomic_write(path, lambda f: f.write("new\n"), gz=gz)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["verdicts.jsonl"]
