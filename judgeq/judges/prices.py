@@ -79,10 +79,15 @@ class Prices:
     """Where and when the prices were taken (shown beside every cost)."""
 
     def lookup(self, model: str) -> Price | None:
-        """The model's price: its own entry, else its alias's; None when it has neither."""
+        """The model's price: its own entry, else its alias's; an OpenAI-compatible judge's
+        ``MODEL@URL`` its own entry, else the model's (a gateway serving ``gpt-4.1-mini`` is
+        priced as it); None when it has none."""
         hit = self.entries.get(model)
         if hit is None and model in self.aliases:
             hit = self.entries.get(self.aliases[model])
+        name, at, url = model.rpartition("@")
+        if hit is None and at and "://" in url and name:
+            hit = self.lookup(name)
         return hit
 
     def resolve(self, models: Iterable[str]) -> dict[str, Price]:

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from judgeq import ConfigError, Result
-from judgeq.judges.prices import load_prices, shipped_prices
+from judgeq.judges.prices import Prices, load_prices, shipped_prices
 from judgeq.producer.plan import make_plan
 from judgeq.report.markdown import render_markdown
 from judgeq.runspec import RunSpec
@@ -64,6 +64,14 @@ def test_an_id_is_priced_by_its_own_entry_or_its_alias_and_never_by_a_prefix() -
     assert prices.cost("claude-sonnet-4-6", 1000, 1000) is None, "unknown, not $0"
     # every alias points at an entry, and no entry hides behind a prefix of another
     assert all(target in prices.entries for target in prices.aliases.values())
+    # an OpenAI-compatible judge (MODEL@URL): its own entry, else its model's (issue 29: a
+    # gateway serving claude-sonnet-4-5 had no price unless it was listed under MODEL@URL)
+    assert prices.lookup("claude-sonnet-4-5@http://gw.local:4000/v1") is sonnet45
+    assert prices.lookup("claude-sonnet-4-5-20250929@https://gw/v1") is sonnet45
+    assert prices.lookup("my-qwen@http://gpu-1:8000/v1") is None
+    assert prices.lookup("claude-sonnet-4-5@not-a-url") is None
+    own = Prices({**prices.entries, "claude-sonnet-4-5@http://gw/v1": prices.entries["claude-haiku-4-5"]})
+    assert own.lookup("claude-sonnet-4-5@http://gw/v1") is prices.entries["claude-haiku-4-5"]
 
 
 def test_missing_cache_prices_follow_the_apis_rules() -> None:

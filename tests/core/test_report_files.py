@@ -69,9 +69,7 @@ def test_an_archive_without_the_batch_keeps_the_page_that_showed_the_texts(tmp_p
 
 
 @pytest.mark.parametrize("gz", [False, True])
-def test_an_interrupted_write_leaves_no_temp_file_and_the_old_file_whole(
-    tmp_path: Path, gz: bool
-) -> None:
+def test_an_interrupted_write_leaves_no_temp_file_and_the_old_file_whole(tmp_path: Path, gz: bool) -> None:
     # (issue 29: Ctrl-C during `judgeq report` left a 28 MB .tmp file beside the report)
     from judgeq.report.files import _atomic_write
 
