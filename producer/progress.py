@@ -212,6 +212,16 @@ def _display_state(st: dict[str, str], gone: bool) -> str:
     return "enqueuing"
 
 
+def eta_text(snap: Snapshot) -> str:
+    """The time left, or why there is none: a paused run, or one whose producer stopped
+    before sending every job (it cannot finish until they are sent)."""
+    if snap.state == "paused":
+        return "– (paused)"
+    if snap.state == STOPPED:
+        return "– (not all jobs sent)"
+    return fmt_duration(snap.eta_s) if snap.done < snap.total else "0s"
+
+
 def progress_line(snap: Snapshot, width: int = 24) -> str:
     frac = snap.done / snap.total if snap.total else 0.0
     filled = int(frac * width)
@@ -220,7 +230,7 @@ def progress_line(snap: Snapshot, width: int = 24) -> str:
     parts = [
         f"[{bar}] {snap.done}/{snap.total} {100 * frac:5.1f}%",
         rate,
-        "ETA – (paused)" if snap.state == "paused" else f"ETA {fmt_duration(snap.eta_s)}",
+        f"ETA {eta_text(snap)}",
         f"nulls {snap.null_count}",
     ]
     if snap.questions:

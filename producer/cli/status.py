@@ -12,7 +12,7 @@ from judgeq.judges import SERVE_NEEDS
 from judgeq.judges.prices import unpriced_text
 from judgeq.ratelimit.headers import fmt_duration
 
-from ..progress import pause_line, snapshot, state_text, summary_text, write_files
+from ..progress import eta_text, pause_line, snapshot, state_text, summary_text, write_files
 from .options import out_option, redis_option, settings_from
 
 __all__ = ["WORKERS_QUIET_AFTER", "archive", "budget_lines", "finalize", "report", "status", "worker_lines"]
@@ -76,14 +76,7 @@ def status(run_id: str | None, **flags: Any) -> None:
     nulls = ", ".join(f"{k} {v}" for k, v in snap.nulls.items()) or "none"
     click.echo(f"  nulls    {snap.null_count} ({nulls})")
     rate = f"{snap.rate:.1f} jobs/s" if snap.rate else "–"
-    eta = (
-        "– (paused)"
-        if snap.state == "paused"
-        else fmt_duration(snap.eta_s)
-        if snap.done < snap.total
-        else "0s"
-    )
-    click.echo(f"  rate     {rate}, ETA {eta}")
+    click.echo(f"  rate     {rate}, ETA {eta_text(snap)}")
     if snap.state in ("running", "enqueuing", "enqueuing (paused: queue full)") and snap.done < snap.total:
         for line in worker_lines(store, settings.queue, snap, spec.judges):
             click.echo(f"  {line}")

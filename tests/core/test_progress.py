@@ -12,6 +12,7 @@ from judgeq.producer.progress import (
     PRODUCER_GONE_AFTER,
     STOPPED,
     Snapshot,
+    eta_text,
     progress_line,
     snapshot,
     state_text,
@@ -191,6 +192,9 @@ def test_a_producer_gone_for_longer_than_the_bound_is_shown_stopped() -> None:
     )
     assert state_text(gone) == expected and stopped_text(gone) == expected
     assert expected in progress_line(gone) and "enqueuing (" not in progress_line(gone).replace(expected, "")
+    # no ETA: the run cannot finish until its other jobs are sent (issue 29: it showed one)
+    assert "ETA – (not all jobs sent)" in progress_line(gone) and eta_text(gone) == "– (not all jobs sent)"
+    assert eta_text(alive) != eta_text(gone)
     # a producer killed while it waited on a full queue is gone too
     store.set_state("dead", enqueue="paused")
     paused = snapshot(store, "dead", now=T0 + 1000)
