@@ -378,6 +378,19 @@ def register(app: Celery) -> None:
         ):
             json_console(instance)
 
+    def on_shutdown(sender: Any = None, **_: object) -> None:
+        # a worker stopped on purpose says so at once: status no longer counts it (its
+        # heartbeat lived up to 3 health intervals, 30 s and more, after it stopped)
+        name = _state.get("worker_name")
+        if not _sent_by(sender, app) or not isinstance(name, str):
+            return
+        STOPPING.set()
+        try:
+            runtime(app)[0].worker_gone(_settings(app).queue, name)
+        except Exception as exc:  # Redis gone: the heartbeat expires by itself
+            log.debug("withdrawing the worker heartbeat failed: %s", exc)
+
+    signals.worker_shutdown.connect(on_shutdown, weak=False, dispatch_uid=f"judgeq-shutdown-{id(app)}")
     signals.celeryd_init.connect(console, weak=False, dispatch_uid=f"judgeq-console-{id(app)}")
     signals.after_setup_logger.connect(json_logs, weak=False, dispatch_uid=f"judgeq-json-{id(app)}")
     signals.after_setup_task_logger.connect(json_logs, weak=False, dispatch_uid=f"judgeq-jsont-{id(app)}")
@@ -426,6 +439,8 @@ def _on_ready(app: Celery, consumer: Any) -> None:
         judges,
     )
     name = str(getattr(consumer, "hostname", "") or f"pid{os.getpid()}")
+    with _lock:
+        _state["worker_name"] = name
     threading.Thread(
         target=_health_loop,
         args=(s, lambda: runtime(app)[0], name, providers),
@@ -462,6 +477,10 @@ def _on_ready(app: Celery, consumer: Any) -> None:
         ).start()
 
 
+STOPPING = threading.Event()
+"""Set when this worker shuts down: its heartbeat is withdrawn and not renewed."""
+
+
 def _health_loop(s: Settings, store: Callable[[], RedisStore], name: str, providers: tuple[str, ...]) -> None:
     """Every HEALTH_INTERVAL seconds: touch ``JUDGEQ_HEALTH_FILE`` (a container healthcheck)
     and, while the judge set-up works (the worker consumes), renew this worker's heartbeat in
@@ -473,7 +492,7 @@ def _health_loop(s: Settings, store: Callable[[], RedisStore], name: str, provid
                 path.touch()
             except OSError as exc:  # pragma: no cover - a read-only or vanished directory
                 log.warning("cannot touch health file %s: %s", path, exc)
-        if not HEALTH.broken:
+        if not HEALTH.broken and not STOPPING.is_set():
             if s.metrics_port is not None:
                 metrics().beat()
             try:

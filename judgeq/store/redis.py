@@ -380,6 +380,10 @@ class RedisStore:
         value = json.dumps({"at": time.time(), "serves": list(serves) if serves is not None else None})
         self.r.set(f"judgeq:worker:{queue}:{name}", value, ex=max(1, int(ttl)))
 
+    def worker_gone(self, queue: str, name: str) -> None:
+        """A worker of ``queue`` stopped on purpose: its heartbeat goes at once."""
+        self.r.delete(f"judgeq:worker:{queue}:{name}")
+
     def worker_judges(self, queue: str) -> dict[str, list[str] | None]:
         """The live workers of ``queue`` and the judge providers each can call (None: not
         said, e.g. an older worker: taken as any)."""

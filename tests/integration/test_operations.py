@@ -270,3 +270,14 @@ def test_every_line_of_a_json_logging_worker_is_json(
     messages = " ".join(r["message"] for r in records)
     assert "judgeq worker ready" in messages and "Warm shutdown" in messages
     assert any(r.get("event") == "job_stored" for r in records) and all("level" in r for r in records)
+
+
+def test_a_worker_stopped_on_purpose_is_no_longer_counted(
+    env: dict[str, str], redis_server: RedisServer, start_worker: Callable[..., Worker]
+) -> None:
+    # (issue 29: status counted a gracefully stopped worker for 40 s, its heartbeat's life)
+    w = start_worker("w1")
+    r = redis_server.client()
+    wait_for(lambda: any(r.scan_iter("judgeq:worker:judgeq:*")), 30, "its heartbeat")
+    w.stop()  # a warm shutdown
+    assert list(r.scan_iter("judgeq:worker:judgeq:*")) == []
