@@ -447,7 +447,10 @@ class Aggregator:
         self.attempts += r.attempts
         tokens = (r.input_tokens, r.output_tokens, r.cache_read_input_tokens, r.cache_creation_input_tokens)
         if r.cached:  # spent by an earlier run: counted as saved, not as spent
-            self.cache_hits += 1
+            # a hit is a judge call the cache answered: a council's job made one per judge, a
+            # pair judged in both orders two
+            calls = len(r.judge_usage) if r.judge_usage else 1
+            self.cache_hits += calls * (2 if r.kind == "pair" and self.swap else 1)
             self.saved = [a + b for a, b in zip(self.saved, tokens, strict=True)]
             for model, used in (r.judge_usage or {"": list(tokens)}).items():  # "": the run's judge
                 row = self.saved_by.setdefault(model, [0, 0, 0, 0])
@@ -546,14 +549,20 @@ class Aggregator:
             out["agreement"] = agreement
         if self.council is not None:
             out["council"] = self.council.to_dict()
-            if self.judge_spent:
+            # every judge of the council, what it spent and what the reply cache spared it (a
+            # council answered from the cache alone had no by_judge at all)
+            models = sorted((set(self.judge_spent) | set(self.saved_by)) - {""})
+            if models:
+                none = [0] * 8
                 out["usage"]["by_judge"] = {
                     model: {
-                        "input_tokens": row[0] + row[4],
+                        "input_tokens": (row := self.judge_spent.get(model, none))[0] + row[4],
                         "output_tokens": row[1] + row[5],
                         "cost_usd": (lane_cost(model, row[:4], row[4:], self.prices) or {}).get("total"),
+                        "saved_input_tokens": self.saved_by.get(model, none)[0],
+                        "saved_output_tokens": self.saved_by.get(model, none)[1],
                     }
-                    for model, row in sorted(self.judge_spent.items())
+                    for model in models
                 }
         return out
 

@@ -579,3 +579,22 @@ def test_the_report_says_when_the_rubric_prefix_is_too_short_for_prompt_caching(
     note = report["usage"]["prompt_cache"]
     assert note["below_minimum"] is True and "claude-opus-4-5" in note["note"]
     assert set(note["by_judge"]) == {"claude-sonnet-4-5", "claude-opus-4-5"}
+
+
+def test_a_council_answered_by_the_reply_cache_counts_each_judges_call_and_keeps_by_judge() -> None:
+    # (issue 29: a council of 2 whose replies came from the cache reported 30 hits for its 60
+    # calls, and no usage.by_judge at all)
+    council = spec_for("quality", 2, judge_model="claude-sonnet-4-5", council=["anthropic:claude-haiku-4-5"])
+    usage = {"claude-sonnet-4-5": [1000, 50, 0, 0], "claude-haiku-4-5": [900, 40, 0, 0]}
+    cached = [
+        res(i, 8.0, cached=True, judge_usage=usage, input_tokens=1900, output_tokens=90) for i in (0, 1)
+    ]
+    report, _ = render(council, cached)
+    assert report["usage"]["reply_cache"]["hits"] == 4  # 2 jobs x 2 judges
+    by_judge = report["usage"]["by_judge"]
+    assert set(by_judge) == {"claude-sonnet-4-5", "claude-haiku-4-5"}
+    assert (
+        by_judge["claude-haiku-4-5"]["input_tokens"] == 0
+        and by_judge["claude-haiku-4-5"]["saved_input_tokens"] == 1800
+    )
+    assert by_judge["claude-sonnet-4-5"]["saved_output_tokens"] == 100
