@@ -69,6 +69,40 @@ def new_aggregator(spec: RunSpec) -> Aggregator:
     )
 
 
+STRUCTURED = ("json_schema", "json_object", "tool")
+"""Response formats that ask the judge for a structured verdict (one score per dimension)."""
+
+FALLBACK_WARN_SHARE = 0.5
+"""Above this share of graded verdicts on the holistic fallback, the report warns."""
+
+
+def verdict_warnings(report: dict[str, Any], rubric: Rubric | None) -> list[str]:
+    """What a reader must know before trusting the scores: most verdicts fell back to the
+    holistic score (each dimension given the one overall number) although the judge was asked
+    for a structured verdict, e.g. through a gateway that rewrites or drops the schema (600 of
+    600 verdicts of an Anthropic route through LiteLLM, with nothing saying so)."""
+    if rubric is None or not rubric.dimensions or rubric.is_pairwise:
+        return []
+    graded = int(report["counts"].get("graded") or 0)
+    fell = int((report.get("flags") or {}).get("holistic_fallback", 0))
+    served = [s for s in report["judge"].get("served") or [] if s.get("response_format") in STRUCTURED]
+    if graded < 1 or fell <= FALLBACK_WARN_SHARE * graded or not served:
+        return []
+    judges = ", ".join(
+        dict.fromkeys(
+            f"{s.get('provider')}:{s.get('model') or '?'}"
+            + (f" at {s['endpoint']}" if s.get("endpoint") else "")
+            for s in served
+        )
+    )
+    return [
+        f"{fell:,} of {graded:,} verdicts fell back to the holistic score (every dimension given the "
+        f"one overall score: the per-dimension figures say nothing) although {judges} was asked for "
+        f"a structured verdict ({served[0]['response_format']}): the judge, or a gateway between, "
+        "did not keep to the schema. Check the raw replies in verdicts.jsonl."
+    ]
+
+
 def build_report(
     spec: RunSpec,
     agg: Aggregator,
@@ -140,6 +174,9 @@ def build_report(
         "finished_at": finished_at,
         "wall_s": round(wall_s, 3),
     }
+    warnings = verdict_warnings(report, rubric)
+    if warnings:
+        report["warnings"] = warnings
     if rubric is not None and (rubric.is_pass_fail or rubric.is_pairwise):
         report.pop("pass_rates", None)
         report.pop("pass_rates_ci95", None)

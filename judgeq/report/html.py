@@ -544,6 +544,7 @@ def render_html(
         if report.get("partial")
         else ""
     )
+    partial += "".join(f'<p class="warn">Warning: {esc(w)}</p>' for w in report.get("warnings") or [])
     more = (
         f'<p class="note">The table shows the first {MAX_ROWS:,} of {report["counts"]["total"]:,} jobs; '
         "verdicts.jsonl has every job.</p>"

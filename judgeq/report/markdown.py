@@ -164,6 +164,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             if report.get("partial")
             else []
         ),
+        *(line for w in report.get("warnings") or [] for line in (f"> **Warning**: {w}", "")),
         f"- Rubric: **{r['name']}** {r['version']} (scale {r['scale']}, source `{r['source']}`)",
         f"- Judge: {judges[0]}"
         if len(judges) == 1

@@ -598,3 +598,32 @@ def test_a_council_answered_by_the_reply_cache_counts_each_judges_call_and_keeps
         and by_judge["claude-haiku-4-5"]["saved_input_tokens"] == 1800
     )
     assert by_judge["claude-sonnet-4-5"]["saved_output_tokens"] == 100
+
+
+def test_the_report_warns_when_most_verdicts_fell_back_to_the_holistic_score() -> None:
+    # (issue 29: through a gateway that rewrote the schema, 600 of 600 verdicts were holistic
+    # fallbacks, per-dimension scores identical, with nothing saying so)
+    from judgeq.report.html import render_html
+    from judgeq.report.markdown import render_markdown
+
+    spec = spec_for("quality", 4, judge_model="claude-sonnet-4-5")
+    served = [{"provider": "anthropic", "endpoint": "gw:4000", "model": "claude-sonnet-4-5",
+               "response_format": "json_schema", "calls": 4}]  # fmt: skip
+
+    def report_of(fallbacks: int, how: str = "json_schema") -> dict[str, Any]:
+        agg = new_aggregator(spec)
+        for i in range(4):
+            agg.add(res(i, 6.0, flags=["holistic_fallback"] if i < fallbacks else []))
+        kw = {"started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:01:00Z", "wall_s": 1.0}
+        return build_report(spec, agg, served=[{**served[0], "response_format": how}], **kw)
+
+    report = report_of(3)
+    (warning,) = report["warnings"]
+    assert warning.startswith("3 of 4 verdicts fell back to the holistic score")
+    assert (
+        "anthropic:claude-sonnet-4-5 at gw:4000 was asked for a structured verdict (json_schema)" in warning
+    )
+    assert f"> **Warning**: {warning}" in render_markdown(report)
+    assert "Warning: 3 of 4 verdicts fell back" in render_html(report, [])
+    assert "warnings" not in report_of(2)  # half: no warning
+    assert "warnings" not in report_of(4, "text")  # free text asked for: a fallback is no surprise
