@@ -24,7 +24,7 @@ from judgeq.errors import (
     JudgeTimeout,
 )
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds, server_of
+from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds, served_model, server_of
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 
 __all__ = [
@@ -198,7 +198,9 @@ class AnthropicJudge:
         raw = self._call(
             "with_raw_response.create", **request.to_messages_kwargs(self.model), timeout=timeout
         )
-        return reply_from_message(raw.parse(), rate_limit_headers(raw.headers))
+        reply = reply_from_message(raw.parse(), rate_limit_headers(raw.headers))
+        reply.model = served_model(reply.model, raw.headers)  # a gateway names the real model
+        return reply
 
     # -- the Message Batches lane (judgeq.judges.batches.BatchJudge) ------------------------------
     def batch_params(self, request: JudgeRequest) -> dict[str, Any]:

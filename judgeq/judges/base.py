@@ -40,6 +40,7 @@ __all__ = [
     "endpoint_of",
     "provider_of",
     "retry_after_seconds",
+    "served_model",
     "server_of",
 ]
 
@@ -97,6 +98,21 @@ def endpoint_of(url: Any) -> str | None:
     host, or a port that is not a number: no endpoint rather than a guess)."""
     split = _split(url)
     return split[0] if split is not None and split[0] else None
+
+
+SERVED_MODEL_HEADERS = ("x-litellm-model-name",)
+"""Headers in which a gateway names the model that really answered (LiteLLM's, where the body
+names the route's alias). OpenRouter names it in the body's ``model``, as the APIs do."""
+
+
+def served_model(model: str | None, headers: Any) -> str | None:
+    """The model that answered a call: the one a gateway names in its headers, else the one
+    the answer's body names."""
+    for name in SERVED_MODEL_HEADERS:
+        value = headers.get(name) if headers is not None else None
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return model
 
 
 def server_of(url: Any) -> str:

@@ -32,7 +32,7 @@ from judgeq.errors import (
     JudgeTimeout,
 )
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds, server_of
+from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds, served_model, server_of
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 
 __all__ = [
@@ -229,7 +229,9 @@ class OpenAIJudge:
                     f"{self.provider} judge: the server answered something that is not a chat "
                     "completion (check the URL: it usually ends in /v1)"
                 )
-            return self._reply(completion, rate_limit_headers(raw.headers), FORMATS[shape])
+            reply = self._reply(completion, rate_limit_headers(raw.headers), FORMATS[shape])
+            reply.model = served_model(reply.model, raw.headers)  # a gateway names the real model
+            return reply
 
     def _reply(self, completion: Any, headers: dict[str, str], response_format: str) -> JudgeReply:
         choice = completion.choices[0] if completion.choices else None

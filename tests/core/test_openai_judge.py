@@ -339,3 +339,49 @@ def test_a_worker_checks_its_default_openai_judge_at_start_up(monkeypatch: pytes
         allowed = load_settings(judge=f"openai-compatible:gpt-test@{url}", judge_urls=fake.base_url)
         monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "k")
         assert judge_setup_problem(allowed) is None
+
+
+def test_provenance_names_the_model_a_gateway_says_answered() -> None:
+    # (issue 29: LiteLLM names the real model in x-litellm-model-name, the body the route's alias)
+    import http.server
+    import json as _json
+    import threading
+
+    from judgeq.grading.request import JudgeRequest
+    from judgeq.judges.base import served_model
+    from judgeq.judges.openai import OpenAIJudge
+
+    assert served_model("alias", {"x-litellm-model-name": "claude-sonnet-4-5"}) == "claude-sonnet-4-5"
+    assert served_model("gpt-4.1-mini", {}) == "gpt-4.1-mini"
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = _json.dumps({
+                "id": "c1", "object": "chat.completion", "created": 0, "model": "judge-route",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": '{"score": 7}'}}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+            }).encode()  # fmt: skip
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("x-litellm-model-name", "claude-sonnet-4-5-20250929")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        judge = OpenAIJudge(
+            "judge-route", api_key="k", base_url=f"http://127.0.0.1:{server.server_address[1]}/v1"
+        )
+        request = JudgeRequest(system=["Grade."], user="x", output_schema={"type": "object"}, max_tokens=50)
+        reply = judge.complete(request, timeout=10)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert reply.model == "claude-sonnet-4-5-20250929" and reply.text == '{"score": 7}'
