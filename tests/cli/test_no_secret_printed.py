@@ -8,18 +8,17 @@ reply cache and JSON logs here (a successful run with the marker as the key)."""
 
 from __future__ import annotations
 
-import http.server
 import os
 import sqlite3
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from judgeq.store.reply_cache import decode_reply
+from judgeq.testing.canned import canned_server
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 
 ROOT = Path(__file__).parent.parent.parent
@@ -155,28 +154,8 @@ def test_a_broker_url_with_a_password_is_never_printed(broker: str, tmp_path: Pa
 @pytest.fixture
 def html_server() -> Iterator[str]:
     """A server answering every request with an HTML page (a proxy's login page, a wrong port)."""
-
-    class Page(http.server.BaseHTTPRequestHandler):
-        def _page(self) -> None:
-            body = b"<html><body>Sign in</body></html>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_GET = do_POST = _page
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with canned_server(b"<html><body>Sign in</body></html>") as url:
+        yield url.removeprefix("http://")
 
 
 def test_judge_urls_and_keys_with_a_secret_are_never_printed(html_server: str, tmp_path: Path) -> None:

@@ -286,33 +286,14 @@ def test_a_server_not_allowed_is_never_called(tmp_path: Path, monkeypatch: pytes
 
 
 def test_a_200_that_is_not_a_completion_is_a_clear_null_not_a_crash() -> None:
-    import http.server
-    import threading
+    from judgeq.testing.canned import canned_server
 
-    class Html(http.server.BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-        def _page(self) -> None:
-            body = b"<html><body>Open WebUI</body></html>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_GET = do_POST = _page
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Html)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        judge = OpenAIJudge("m", api_key="k", base_url=f"http://127.0.0.1:{server.server_address[1]}")
+    with canned_server(b"<html><body>Open WebUI</body></html>") as url:
+        judge = OpenAIJudge("m", api_key="k", base_url=url)
         with pytest.raises(JudgeInvalidRequest, match="usually ends in /v1"):
             judge.complete(request(), timeout=5)  # type: ignore[arg-type]
         with pytest.raises(JudgeInvalidRequest, match="does not serve the OpenAI API"):
             judge.check(timeout=5)
-    finally:
-        server.shutdown()
 
 
 def test_a_worker_checks_its_default_openai_judge_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -343,45 +324,23 @@ def test_a_worker_checks_its_default_openai_judge_at_start_up(monkeypatch: pytes
 
 def test_provenance_names_the_model_a_gateway_says_answered() -> None:
     # (issue 29: LiteLLM names the real model in x-litellm-model-name, the body the route's alias)
-    import http.server
     import json as _json
-    import threading
 
     from judgeq.grading.request import JudgeRequest
     from judgeq.judges.base import served_model
-    from judgeq.judges.openai import OpenAIJudge
+    from judgeq.testing.canned import canned_server
 
     assert served_model("alias", {"x-litellm-model-name": "claude-sonnet-4-5"}) == "claude-sonnet-4-5"
     assert served_model("gpt-4.1-mini", {}) == "gpt-4.1-mini"
-
-    class Gateway(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            body = _json.dumps({
-                "id": "c1", "object": "chat.completion", "created": 0, "model": "judge-route",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": '{"score": 7}'}}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
-            }).encode()  # fmt: skip
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("x-litellm-model-name", "claude-sonnet-4-5-20250929")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        judge = OpenAIJudge(
-            "judge-route", api_key="k", base_url=f"http://127.0.0.1:{server.server_address[1]}/v1"
-        )
+    body = _json.dumps({
+        "id": "c1", "object": "chat.completion", "created": 0, "model": "judge-route",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": '{"score": 7}'}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+    }).encode()  # fmt: skip
+    gateway = {"x-litellm-model-name": "claude-sonnet-4-5-20250929"}
+    with canned_server(body, "application/json", gateway) as url:
+        judge = OpenAIJudge("judge-route", api_key="k", base_url=url + "/v1")
         request = JudgeRequest(system=["Grade."], user="x", output_schema={"type": "object"}, max_tokens=50)
         reply = judge.complete(request, timeout=10)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert reply.model == "claude-sonnet-4-5-20250929" and reply.text == '{"score": 7}'
