@@ -28,6 +28,7 @@ from judgeq.settings import Settings, default, load_settings
 from judgeq.store.base import MemoryStore
 from judgeq.store.reply_cache import SqliteCache
 from judgeq.store.runfolder import iter_results, read_spec, verdicts_path
+from judgeq.telemetry.redact import redact
 
 from .enqueue import check_resubmission, register_and_enqueue
 from .plan import Plan, preflight
@@ -109,7 +110,7 @@ class EmbeddedRunner:
             except BaseException as exc:  # a bug: keep it, stop waiting for this run
                 log.exception("job %s/%s failed", run_id, index)
                 self.errors.append(exc)
-                self.store.set_state(run_id, state="failed", error=repr(exc))
+                self.store.set_state(run_id, state="failed", error=redact(repr(exc)))
 
     def _settle(self, run_id: str, index: int, held: Held) -> Outcome:
         """The same policy as a worker's: pause on a systemic streak, else retry with a delay,
@@ -250,7 +251,8 @@ def run_plan(
             # the calls in flight end (they are paid: their results count), the rest are
             # null 'canceled' with the pause's reason, and the partial report is written
             runner.stop(wait=settings.judge_deadline + 5.0)
-            why = f"judgeq run stopped before this job was graded: {paused.reason}"
+            cause = paused.reason.split(" (raise it with")[0]  # (no resume: this run ends here)
+            why = f"judgeq run stopped before this job was graded: {cause}"
             report = cancel_run(runner.store, run_id, why)[1]
             paths = write_files(runner.store, run_id, report, settings.results_dir)
             raise Stopped(run_id, paused.reason, report, paths) from None

@@ -51,6 +51,7 @@ from judgeq.runspec import RunSpec, iso_time
 from judgeq.store.base import Store, result_costs
 from judgeq.store.reply_cache import Prefetched, ReplyCache, get_many
 from judgeq.telemetry import JobStored, RunChanged, emit, observed
+from judgeq.telemetry.redact import redact
 
 __all__ = [
     "FINAL_STATES",
@@ -272,7 +273,7 @@ def _grade(
             raise  # the store failed, not the job: the message goes back
         except Exception as exc:  # a bug must not lose the job: it becomes a null with its reason
             log.exception("job %d of run %s failed unexpectedly", item.index, spec.run_id)
-            why = f"{type(exc).__name__}: {exc}"
+            why = redact(f"{type(exc).__name__}: {exc}")  # (a judge's error may quote a header)
             return null_result(spec=spec, index=item.index, reason="internal_error", why=why, raw=item.raw)
 
     return run_all(grade, todo) if todo else []

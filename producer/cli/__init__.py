@@ -41,6 +41,16 @@ class JudgeqGroup(click.Group):
     """A click group that turns JudgeqError into clean error lines."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        import logging
+
+        from judgeq.telemetry.redact import RedactingFilter, redact_logs
+
+        # what a command logs (warnings and errors reach Python's last-resort handler) is
+        # redacted as a worker's log is
+        last = logging.lastResort
+        if last is not None and not any(isinstance(f, RedactingFilter) for f in last.filters):
+            last.addFilter(RedactingFilter())
+        redact_logs()
         for line in unknown_variables():
             click.echo(f"judgeq: warning: {line}", err=True)
         try:

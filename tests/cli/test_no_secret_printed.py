@@ -222,3 +222,32 @@ def test_a_run_with_the_marker_as_its_key_keeps_it_out_of_logs_reports_and_the_c
         for key, packed in rows:
             reply = decode_reply(packed)
             assert MARK not in key and MARK not in repr(reply)
+
+
+def test_a_judge_error_quoting_a_secret_reaches_neither_the_terminal_nor_the_files(tmp_path: Path) -> None:
+    # (a second reviewer's case: a judge whose error quotes a header: judgeq run printed the key
+    # in every traceback and wrote it into verdicts.jsonl and report.html)
+    (tmp_path / "leaky_judge.py").write_text(
+        "import os\n"
+        "class Judge:\n"
+        "    provider, model = 'python', 'leaky'\n"
+        "    def complete(self, request, *, timeout):\n"
+        "        raise RuntimeError('bad header x-api-key=' + os.environ['MYCORP_API_KEY'])\n"
+    )
+    env = env_with(
+        MYCORP_API_KEY=MARK, JUDGEQ_JUDGE_MODULES="leaky_judge", PYTHONPATH=str(tmp_path),
+        JUDGEQ_RESULTS_DIR=str(tmp_path / "r"),
+    )  # fmt: skip
+    proc = judgeq(
+        "run", BATCH, "--rubric", "quality", "--judge", "python:leaky_judge:Judge", env=env, cwd=tmp_path
+    )
+    assert_clean_of_mark(proc)
+    files = [f for f in (tmp_path / "r").rglob("*") if f.is_file()]
+    assert any(f.name == "verdicts.jsonl" for f in files), proc.stderr[-2000:]
+    for f in files:
+        assert MARK.encode() not in f.read_bytes(), f
+
+
+def assert_clean_of_mark(proc: subprocess.CompletedProcess[str]) -> None:
+    """The marker is nowhere in what the command printed (a traceback of a judge's bug may be)."""
+    assert MARK not in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]

@@ -78,7 +78,8 @@ def test_bad_retrieval_flags() -> None:
     out = judgeq("run", batch, "--rubric", "retrieval-relevance", "--position-weights", "1=x")
     assert out.returncode == 2 and "weight 'x' of rank band '1' is not a number" in out.stderr
     out = judgeq("run", batch, "--rubric", "retrieval-relevance", "--hit-k", "0")
-    assert out.returncode == 2 and "--hit-k 0: hit_k must be a non-empty list of positive integers" in out.stderr
+    assert out.returncode == 2
+    assert "--hit-k 0: hit_k must be a non-empty list of positive integers" in out.stderr
 
 
 def test_dry_run_calls_no_judge(tmp_path: Path) -> None:
