@@ -27,6 +27,7 @@ from judgeq.errors import (
     JudgeRateLimited,
     JudgeTimeout,
     RubricError,
+    RunPaused,
     StoreError,
 )
 from judgeq.grading.request import JudgeRequest
@@ -80,6 +81,7 @@ __all__ = [
     "RetrievalConfig",
     "Rubric",
     "RubricError",
+    "RunPaused",
     "StoreError",
     "builtin_names",
     "grade",

@@ -23,6 +23,12 @@ Callers catch at the level they need::
 never becomes a job's null at once; a run whose calls fail this way N times in a row pauses
 (``JUDGEQ_SYSTEMIC_FAILURES``) until ``judgeq resume``.
 
+Whether any other failure is the job's own depends on the judge answering others: a job whose
+calls ran out of attempts (:data:`UNAVAILABLE_REASONS`) while the judge answered no one is
+held and the run waits for the judge (the run goes on by itself once it answers), and an
+``invalid_request`` that every call gets (a gateway refusing a key with 400) counts toward the
+pause like a refused key (:func:`judgeq.pipeline.stages.hold_kind`).
+
 Errors raised to the user carry one line of text (``str(err)``) that names the file,
 line and field where one applies; the CLI prints that line and exits non-zero, never a
 traceback.  SDK exceptions are translated at the judge adapter, so retry and null-reason
@@ -34,6 +40,7 @@ from __future__ import annotations
 __all__ = [
     "NULL_REASONS",
     "SYSTEMIC_REASONS",
+    "UNAVAILABLE_REASONS",
     "BatchError",
     "ConfigError",
     "JobsFileError",
@@ -195,3 +202,8 @@ with one only after its retries, when the run did not pause."""
 
 SYSTEMIC_REASONS: frozenset[str] = frozenset({"auth_error", "billing_error", "model_not_found"})
 """Null reasons that say the judge set-up is broken, not the job (see the tree above)."""
+
+UNAVAILABLE_REASONS: frozenset[str] = frozenset({"timeout", "rate_limited", "overloaded", "api_error"})
+"""Null reasons that say the judge did not answer (after every attempt): the job's own null when
+the judge answered other jobs meanwhile, else the judge is unavailable to everyone (an outage,
+a 429 storm past the deadline) and the job is held while the run waits for it."""

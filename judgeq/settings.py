@@ -123,6 +123,9 @@ class Settings(BaseSettings):
     task_events: bool = True
     repair_stalled: bool = True
     systemic_failures: int = Field(20, ge=1)
+    judge_wait_max: float = Field(3600.0, gt=0)
+    """How long a run waits for a judge that answers no job (an outage, a 429 storm) before it
+    pauses for a person (its jobs held either way, never nulled)."""
     task_retries: int = Field(3, ge=0, le=100)
     task_retry_delay: float = Field(5.0, ge=0)
     judge_check_interval: float = Field(60.0, gt=0)

@@ -21,7 +21,17 @@ from judgeq.errors import JudgeqError, RunPaused
 from judgeq.judges import budget_factory
 from judgeq.judges.base import Judge
 from judgeq.pipeline.batch_lane import BatchLane, LaneConfig
-from judgeq.pipeline.stages import Contexts, Held, Outcome, cancel_run, process_job, reduce_run, settle_held
+from judgeq.pipeline.stages import (
+    Contexts,
+    Held,
+    Outcome,
+    cancel_run,
+    claim_probe,
+    process_job,
+    reduce_run,
+    settle_held,
+    wait_delay,
+)
 from judgeq.ratelimit import MemoryBudget
 from judgeq.runspec import utcnow
 from judgeq.settings import Settings, default, load_settings
@@ -100,9 +110,19 @@ class EmbeddedRunner:
                 return
             run_id, index = item
             try:
-                if self.store.state(run_id).get("state") == "paused":
+                state = self.store.state(run_id)
+                if state.get("state") == "paused":
                     continue  # the job stays pending; the run's waiter reports the pause
-                outcome = process_job(self.store, self.contexts, run_id, index)
+                go, probe = claim_probe(self.store, run_id, state, self.settings.judge_deadline + 10)
+                if not go:  # the run waits for its judge and another job is asking it
+                    floor = self.settings.task_retry_delay
+                    self._later(run_id, index, wait_delay(state, self.store.now(), floor))
+                    continue
+                try:
+                    outcome = process_job(self.store, self.contexts, run_id, index)
+                finally:
+                    if probe is not None:
+                        self.store.release(run_id, "probe", probe)
                 if isinstance(outcome, Held):
                     outcome = self._settle(run_id, index, outcome)
                 if outcome is Outcome.LAST:
@@ -113,20 +133,32 @@ class EmbeddedRunner:
                 self.store.set_state(run_id, state="failed", error=redact(repr(exc)))
 
     def _settle(self, run_id: str, index: int, held: Held) -> Outcome:
-        """The same policy as a worker's: pause on a systemic streak, else retry with a delay,
-        then a null."""
+        """The same policy as a worker's: pause on a systemic streak, wait for a judge that
+        answers no one, else retry with a delay, then a null."""
         s = self.settings
         tries = self._tries[(run_id, index)] = self._tries.get((run_id, index), 0) + 1
         final = tries > s.task_retries
         outcome = settle_held(
-            self.store, run_id, [(index, held)], systemic_limit=s.systemic_failures, final=final
+            self.store,
+            run_id,
+            [(index, held)],
+            systemic_limit=s.systemic_failures,
+            final=final,
+            wait_limit=s.judge_wait_max,
         )
+        if outcome is Outcome.WAIT:  # waiting for the judge burns no retry
+            self._tries[(run_id, index)] = tries - 1
+            state = self.store.state(run_id)
+            self._later(run_id, index, wait_delay(state, self.store.now(), s.task_retry_delay))
         if outcome is Outcome.RETRY:
-            delay = s.task_retry_delay * 2 ** (tries - 1)
-            timer = threading.Timer(delay, self.dispatcher.q.put, args=((run_id, index),))
-            timer.daemon = True
-            timer.start()
+            self._later(run_id, index, s.task_retry_delay * 2 ** (tries - 1))
         return outcome
+
+    def _later(self, run_id: str, index: int, delay: float) -> None:
+        """Queue job ``index`` again in ``delay`` seconds (unless the runner stops meanwhile)."""
+        timer = threading.Timer(delay, self.dispatcher.q.put, args=((run_id, index),))
+        timer.daemon = True
+        timer.start()
 
     def __enter__(self) -> EmbeddedRunner:
         for t in self._threads:

@@ -130,6 +130,10 @@ class ClusterCollector(Collector):
                 labels=run,
             ),
             "paused": GaugeMetricFamily("judgeq_run_paused", "1 while the run is paused.", labels=run),
+            "waiting": GaugeMetricFamily(
+                "judgeq_run_judge_waiting_seconds", "Seconds the run has waited for its judge, which "
+                "answers no job (its jobs held, not nulled); 0 while it answers.", labels=run,
+            ),
             "quiet": GaugeMetricFamily(
                 "judgeq_run_seconds_since_progress", "Seconds since the run last stored a result "
                 "(since it started, before its first).", labels=run,
@@ -156,13 +160,14 @@ class ClusterCollector(Collector):
             for reason, n in snap.nulls.items():
                 fam["nulls"].add_metric([run_id, reason], float(n))
             fam["rate"].add_metric(label, float(snap.rate or 0.0))
-            if snap.eta_s is not None and status != "paused":
+            if snap.eta_s is not None and status != "paused" and snap.waiting_s is None:
                 fam["eta"].add_metric(label, float(snap.eta_s))
             fam["cost"].add_metric(label, snap.cost_usd)
             limit = float(state.get("max_cost_usd") or 0)
             if limit > 0:
                 fam["limit"].add_metric(label, limit)
             fam["paused"].add_metric(label, 1.0 if status == "paused" else 0.0)
+            fam["waiting"].add_metric(label, snap.waiting_s or 0.0)
             since = snap.last_done_s
             if since is None:
                 started = float(state.get("started_epoch") or 0)

@@ -87,6 +87,9 @@ class Snapshot:
     started_at: str = ""
     last_done_s: float | None = None
     """Seconds since a result was last stored (None: never)."""
+    waiting_s: float | None = None
+    """Seconds the run has waited for its judge, which answers no one (None: it answers)."""
+    waiting_reason: str = ""
 
     @property
     def null_count(self) -> int:
@@ -141,6 +144,27 @@ def snapshot(store: Store, run_id: str, *, now: float | None = None) -> Snapshot
         unpriced=tuple(spec.unpriced_models()),
         started_at=st.get("started_at") or spec.created_at,
         last_done_s=_quiet_for(store, run_id, now),
+        waiting_s=_waiting_for(st, now),
+        waiting_reason=st.get("waiting_reason", ""),
+    )
+
+
+def _waiting_for(st: dict[str, str], now: float) -> float | None:
+    """Seconds a running run has waited for its judge (None: it is not waiting)."""
+    if st.get("state") != "running" or not st.get("waiting_since"):
+        return None
+    try:
+        return max(0.0, now - float(st["waiting_since"]))
+    except ValueError:
+        return None
+
+
+def waiting_line(snap: Snapshot) -> str:
+    """The one line that says a run waits for its judge, why, and that it goes on by itself."""
+    return (
+        f"WAITING for the judge for {fmt_duration(snap.waiting_s or 0.0)}: it answered no job "
+        f"({snap.waiting_reason or 'no answer'}); the jobs are held, not nulled, and the run goes "
+        f"on when it answers (judgeq cancel {snap.run_id} stops it)"
     )
 
 
@@ -217,6 +241,8 @@ def eta_text(snap: Snapshot) -> str:
     before sending every job (it cannot finish until they are sent)."""
     if snap.state == "paused":
         return "– (paused)"
+    if snap.waiting_s is not None:
+        return "– (waiting for the judge)"
     if snap.state == STOPPED:
         return "– (not all jobs sent)"
     return fmt_duration(snap.eta_s) if snap.done < snap.total else "0s"
@@ -246,6 +272,8 @@ def progress_line(snap: Snapshot, width: int = 24) -> str:
         parts.append(stopped_text(snap))
     if snap.state == "paused":
         parts.append(pause_line(snap))
+    elif snap.waiting_s is not None:
+        parts.append(waiting_line(snap))
     return " | ".join(parts)
 
 

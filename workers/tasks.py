@@ -10,7 +10,11 @@ cost per job in ``benchmarks/throughput.py``; grouping divides it.
 No exception acknowledges jobs away: store or broker errors put the message back; jobs held
 for a reason outside them (a systemic judge failure, a rubric or judge that fails to load, an
 unexpected error in the task) are sent again with a delay up to ``JUDGEQ_TASK_RETRIES`` times,
-then become nulls with their reason, unless the run paused (they then stay pending).
+then become nulls with their reason, unless the run paused (they then stay pending). Jobs
+held because the judge answers no one (an outage, a 429 storm past the deadline) are sent
+again without counting a retry while the run waits for its judge; meanwhile one message at a
+time asks it (the probe), and the first answer ends the wait
+(:func:`judgeq.pipeline.stages.hold_kind`).
 """
 
 from __future__ import annotations
@@ -33,13 +37,23 @@ from judgeq.errors import StoreError
 from judgeq.judges import budget_factory, can_serve, judge_factory, served_providers
 from judgeq.pipeline.batch_lane import BatchLane, LaneConfig, lane_loop
 from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK, grade_queue, is_routed, worker_queues
-from judgeq.pipeline.stages import Contexts, Held, Outcome, process_jobs, reduce_unless_final, settle_held
+from judgeq.pipeline.stages import (
+    Contexts,
+    Held,
+    Outcome,
+    claim_probe,
+    process_jobs,
+    reduce_unless_final,
+    settle_held,
+    wait_delay,
+)
 from judgeq.ratelimit.redis import RedisBudget
 from judgeq.redis_connect import connect
 from judgeq.report import stats as _stats
 from judgeq.settings import Settings, unknown_variables
 from judgeq.store.redis import RedisStore
 from judgeq.store.redis_cache import RedisCache
+from judgeq.telemetry import RunChanged, emit
 from judgeq.telemetry.jsonlog import use_json_logs
 from judgeq.telemetry.redact import redact_logs
 
@@ -182,7 +196,8 @@ def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None
     s = _settings(app)
     try:
         store, contexts = runtime(app)
-        if store.state(run_id).get("state") == "paused":
+        state = store.state(run_id)
+        if state.get("state") == "paused":
             return Outcome.PAUSED.value  # the jobs stay pending; 'judgeq resume' sends them again
         missing = _unserved(app, _judges_of(store, run_id))
         if missing:
@@ -203,6 +218,10 @@ def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None
                 countdown=later,
             )
             return "unserved"
+        go, probe = claim_probe(store, run_id, state, s.judge_deadline + 10)
+        if not go:  # the run waits for its judge and another message is asking it: later
+            _send_again(self, store, run_id, list(indices), state)
+            return Outcome.WAIT.value
         gauge = metrics().in_flight if s.metrics_port is not None else None
         if gauge is not None:
             gauge.inc(len(indices))
@@ -211,9 +230,16 @@ def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None
         finally:
             if gauge is not None:
                 gauge.dec(len(indices))
+            if probe is not None:
+                store.release(run_id, "probe", probe)
+        if probe is not None and not store.state(run_id).get("waiting_since"):
+            log.warning("run %s: its judge answers again; the held jobs go on", run_id)
+            emit(RunChanged(run_id, "answering"))
         held = [(i, o) for i, o in zip(indices, outcomes, strict=True) if isinstance(o, Held)]
         final = self.request.retries >= s.task_retries
-        settled = settle_held(store, run_id, held, systemic_limit=s.systemic_failures, final=final)
+        settled = settle_held(
+            store, run_id, held, systemic_limit=s.systemic_failures, final=final, wait_limit=s.judge_wait_max
+        )
         done = [o for o in outcomes if not isinstance(o, Held)]
         if (
             Outcome.LAST in done
@@ -225,6 +251,8 @@ def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None
             except Exception:
                 store.release_reducer(run_id)  # a redelivery of this message will try again
                 raise
+        if settled is Outcome.WAIT:
+            _send_again(self, store, run_id, [i for i, _ in held], store.state(run_id))
         if settled is Outcome.RETRY:
             again = [i for i, _ in held]
             log.warning(
@@ -260,6 +288,21 @@ def grade(self: Task, run_id: str, indices: list[int], job_ids: list[str] | None
         except Exception as again:  # not even a null can be stored: keep the message
             raise Reject(f"{why}; then {again}", requeue=True) from None
         return "internal-error"
+
+
+def _send_again(
+    self: Task, store: RedisStore, run_id: str, indices: list[int], state: dict[str, str]
+) -> None:
+    """Send jobs of a run waiting for its judge again after :func:`wait_delay`, as a new message
+    with this one's retry count: waiting burns no retry."""
+    s = _settings(self.app)
+    self.app.send_task(
+        GRADE_TASK,
+        args=[run_id, indices, []],
+        queue=grade_queue(s.queue, _judges_of(store, run_id)),
+        countdown=wait_delay(state, store.now(), s.task_retry_delay),
+        retries=self.request.retries,
+    )
 
 
 def _delay(s: Settings, retries: int) -> int:

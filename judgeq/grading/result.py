@@ -69,6 +69,12 @@ class Result(BaseModel):
     not ``default_factory=list``: pydantic 2.13 inspects a private attribute's factory's
     signature on every instance (pydantic#13376), 0.1 ms a result, and every result is built at
     least three times (worker, reducer, report files): 2.8 s of a 3,000-job run's 15.7."""
+    _failing_s: float = PrivateAttr(default=0.0)
+    """A null from a failed judge call: how long the judge kept failing it (from the end of its
+    first failed attempt), to tell an outage from the job's own failure. Not stored."""
+    _own_refusal: bool = PrivateAttr(default=False)
+    """A ``rate_limited`` null the budget judged refused for itself (others were served). Not
+    stored."""
     # pair jobs
     model_b: str | None = None
     winner: Literal["a", "b", "tie"] | None = None

@@ -179,6 +179,13 @@ class CallOutcome:
     attempts: int
     elapsed: float
     errors: list[str] = field(default_factory=list)
+    failing: float = 0.0
+    """Seconds from the end of its first failed attempt to the end of the call (0: it answered
+    at once): how long the judge kept failing it (another job answered meanwhile: the judge was
+    up, the failure is the job's own)."""
+    own_refusal: bool = False
+    """Its last 429 was judged its own by the budget (others were served meanwhile), not
+    congestion."""
 
 
 def provider_of(judge: Judge) -> str:
@@ -249,6 +256,7 @@ def call_with_retries(
     errors: list[str] = []
     last: JudgeError | None = None
     reserve = Usage(estimate_input_tokens(request.size_chars()), request.max_tokens)
+    first_failed: float | None = None
     while attempts - refusals < policy.max_attempts:
         epoch = 0
         held = reserve  # what the grant took from the budget (nothing when it was free)
@@ -328,6 +336,8 @@ def call_with_retries(
             if gate is not None:
                 gate.release()
         errors.append(exc.reason)
+        if first_failed is None:
+            first_failed = clock()
         if budget is not None and isinstance(exc, JudgeRateLimited):
             refusals += 1
             refusal = budget.refused(
@@ -368,4 +378,7 @@ def call_with_retries(
         sleep(delay)
     if last is None:
         last = JudgeTimeout(f"deadline of {policy.deadline:g}s ran out before an attempt")
-    return CallOutcome(None, last, attempts, clock() - start, errors)
+    now = clock()
+    failing = now - first_failed if first_failed is not None else 0.0
+    own = isinstance(last, JudgeRateLimited) and own_epoch >= 0
+    return CallOutcome(None, last, attempts, now - start, errors, failing, own)

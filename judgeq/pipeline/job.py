@@ -338,7 +338,10 @@ def _combine(
     for r in results:
         if r.outcome.reply is None:
             error = r.outcome.error or JudgeError("no reply")
-            return _null(error.reason, _who(ctx, r) + str(error)[:RAW_NULL_LIMIT], base)
+            failed = _null(error.reason, _who(ctx, r) + str(error)[:RAW_NULL_LIMIT], base)
+            failed._failing_s, failed._own_refusal = r.outcome.failing, r.outcome.own_refusal
+            _keep_answered(ctx, index, results)
+            return failed
     if len(results) < call_count(ctx, job):
         return _null("internal_error", "a judge call of this job is missing", base)
     verdicts: list[ParsedVerdict] = []
@@ -367,6 +370,24 @@ def _combine(
             if r.key is not None and not r.cached and r.outcome.reply is not None:
                 ctx.cache.put(r.key, replace(r.outcome.reply, paid_by=paid_by))
     return result
+
+
+def _keep_answered(ctx: GradingContext, index: int, results: Sequence[CallResult]) -> None:
+    """A job null because one of its calls failed keeps the replies its other calls got (those
+    that parse) in the reply cache, marked paid by it: when it is graded again (held for an
+    outage or a refused key, then retried) they are served from the cache and counted once, as
+    its own spend (:func:`grade_job`), not paid again."""
+    if ctx.cache is None:
+        return
+    for r in results:
+        reply = r.outcome.reply
+        if r.key is None or r.cached or reply is None:
+            continue
+        parsed = parse_verdict(
+            ctx.rubric, text=reply.text, tool_input=reply.tool_input, stop_reason=reply.stop_reason
+        )
+        if parsed.null_reason is None:
+            ctx.cache.put(r.key, replace(reply, paid_by=ctx.paid_by(index)))
 
 
 def provenance(judge: Judge, reply: JudgeReply) -> str:

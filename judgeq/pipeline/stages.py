@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from judgeq.errors import SYSTEMIC_REASONS, StoreError
+from judgeq.errors import SYSTEMIC_REASONS, UNAVAILABLE_REASONS, StoreError
 from judgeq.grading.result import Result
 from judgeq.jobs.models import Job
 from judgeq.judges.base import Gate, Judge
@@ -45,6 +46,7 @@ from judgeq.pipeline.job import (
     plan_calls,
 )
 from judgeq.ratelimit import Budget
+from judgeq.ratelimit.headers import fmt_duration
 from judgeq.report.aggregate import served_list
 from judgeq.report.build import build_report, new_aggregator
 from judgeq.runspec import RunSpec, iso_time
@@ -62,13 +64,17 @@ __all__ = [
     "JudgeFactory",
     "Outcome",
     "cancel_run",
+    "claim_probe",
     "finalize_run",
+    "hold_kind",
+    "judge_answering",
     "process_job",
     "process_jobs",
     "reduce_run",
     "reduce_unless_final",
     "settle_held",
     "store_results_once",
+    "wait_delay",
 ]
 
 log = logging.getLogger("judgeq.worker")
@@ -85,6 +91,7 @@ class Outcome(StrEnum):
     NO_PAYLOAD = "no-payload"
     PAUSED = "paused"  # the run is paused: not graded, the job stays pending
     RETRY = "retry"  # held: send the job again later
+    WAIT = "wait"  # held while the judge answers no one: send it again later, no retry counted
     BATCHED = "batched"  # buffered for the Message Batches lane: still pending, graded later
 
 
@@ -94,13 +101,15 @@ class Held:
 
     ``reason`` is the null it ends as if retries run out (``result``, when the judge was
     called: that null, with its attempts and latency); ``streak`` the run's systemic failures
-    in a row so far (0 when not systemic)."""
+    in a row so far (0 when not systemic); ``wait``: the judge answered no one (an outage):
+    the job waits for it, its retries untouched."""
 
     reason: str
     message: str
     systemic: bool
     streak: int = 0
     result: Result | None = None
+    wait: bool = False
 
 
 @dataclass
@@ -114,10 +123,37 @@ class Contexts:
     gate: Gate | None = None
     """Bounds the judge calls in flight in this process, across runs."""
 
+    clock: Callable[[], float] = time.monotonic
+
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._contexts: OrderedDict[str, tuple[RunSpec, GradingContext]] = OrderedDict()
         self._judges: dict[tuple[str, str], tuple[Judge, Budget | None]] = {}
+        self._checked: dict[int, tuple[float, bool]] = {}
+
+    def reachable(self, ctx: GradingContext) -> bool:
+        """Whether every judge of ``ctx`` answers its own check (its preflight: no tokens, or
+        one), asked at most once per :data:`REACHABLE_FOR_S` per judge in this process. A judge
+        without a check cannot tell: False (the caller waits for an answer to a job)."""
+        for judge, _ in ctx.judges:
+            check = getattr(judge, "check", None)
+            if check is None:
+                return False
+            now = self.clock()
+            with self._lock:
+                seen = self._checked.get(id(judge))
+            if seen is None or now - seen[0] > REACHABLE_FOR_S:
+                try:
+                    check(timeout=min(ctx.policy.timeout, 10.0))
+                    ok = True
+                except Exception as exc:  # unreachable, refused, or a check that broke: not up
+                    log.info("judge %s does not answer its check: %s", judge.model, redact(str(exc)))
+                    ok = False
+                with self._lock:
+                    self._checked[id(judge)] = seen = (now, ok)
+            if not seen[1]:
+                return False
+        return True
 
     def judge(self, provider: str, model: str) -> tuple[Judge, Budget | None]:
         """The judge and its budget (built once per process)."""
@@ -209,7 +245,7 @@ def process_jobs(
     out, todo = _load(store, spec, ctx, indices)
     view = _plan(ctx, todo)
     results = _grade(spec, view, todo, run_all)
-    out.update(_hold_systemic(store, run_id, results))
+    out.update(_hold_systemic(store, contexts, view, run_id, results))
     if isinstance(view.cache, Prefetched):
         view.cache.flush()
     keep = [r for r in results if r.index not in out]
@@ -279,15 +315,98 @@ def _grade(
     return run_all(grade, todo) if todo else []
 
 
-def _hold_systemic(store: Store, run_id: str, results: list[Result]) -> dict[int, Outcome | Held]:
-    """Stage 4: the jobs whose judge failed for a systemic reason, held (nothing stored)."""
+ANSWER_FLOOR_S = 2.0
+"""The shortest look back for another job's answer (a call refused at once has failed for no
+time): a judge that answered any job of the run this recently, or since the failed job's first
+failed attempt, is answering."""
+
+REACHABLE_FOR_S = 15.0
+"""How long a judge's check (:func:`Contexts.reachable`) is trusted, per process."""
+
+
+def hold_kind(reason: str | None, answering: bool, *, own_refusal: bool = False) -> str | None:
+    """What a judge failure ending a job says, given whether the judge is ``answering`` other
+    jobs of the run: ``"pause"`` (the set-up is broken: held, counted toward the pause),
+    ``"wait"`` (the judge is unavailable to everyone: held while the run waits for it), or
+    None (the job's own null, stored).
+
+    A refused key, credit or model is the set-up's whatever else happens. An
+    ``invalid_request`` is the job's own while the judge answers others, else the set-up's (a
+    gateway answering 400 to a wrong key for every job). A job out of attempts
+    (:data:`~judgeq.errors.UNAVAILABLE_REASONS`) is its own while the judge answers others (or
+    a 429 the budget judged its own, ``own_refusal``), else the judge is down or refusing
+    everyone (an outage, a 429 storm past the deadline). Before it waits for anything but 429s
+    the caller asks the judge itself (:meth:`Contexts.reachable`): one that answers its check
+    is up (the tail of a run, with no other job left to answer, tells that way)."""
+    if reason in SYSTEMIC_REASONS:
+        return "pause"
+    if answering or reason is None:
+        return None
+    if reason == "invalid_request":
+        return "pause"
+    if reason in UNAVAILABLE_REASONS and not (reason == "rate_limited" and own_refusal):
+        return "wait"
+    return None
+
+
+def judge_answering(state: dict[str, str], now: float, failing_s: float) -> bool:
+    """Whether the judge answered a job of the run since the failed job's first failed attempt,
+    ``failing_s`` ago (at least :data:`ANSWER_FLOOR_S`); ``state``: the run's state, with
+    ``last_answer_at`` on the store's clock like ``now``."""
+    try:
+        last = float(state.get("last_answer_at") or 0)
+    except ValueError:
+        return False
+    return bool(last) and now - last <= max(ANSWER_FLOOR_S, failing_s)
+
+
+def claim_probe(store: Store, run_id: str, state: dict[str, str], seconds: float) -> tuple[bool, str | None]:
+    """May a message of ``run_id`` (whose ``state`` was just read) call the judge? Always, unless
+    the run waits for its judge: then one message at a time, the probe, shared by every worker
+    for up to ``seconds`` (its lock's token, to release when it ends); the others are sent again
+    after :func:`wait_delay`, nothing called, nothing counted."""
+    if not state.get("waiting_since"):
+        return True, None
+    token = store.claim(run_id, "probe", seconds)
+    return token is not None, token
+
+
+def wait_delay(state: dict[str, str], now: float, floor: float = 1.0) -> int:
+    """Seconds before a held job of a run waiting for its judge is sent again: a quarter of the
+    wait so far, at least ``floor`` (and 1), at most 30; whole seconds (RabbitMQ's delays)."""
+    try:
+        waited = now - float(state.get("waiting_since") or now)
+    except ValueError:
+        waited = 0.0
+    return math.ceil(min(30.0, max(floor, 1.0, waited / 4)))
+
+
+def _hold_systemic(
+    store: Store, contexts: Contexts, ctx: GradingContext, run_id: str, results: list[Result]
+) -> dict[int, Outcome | Held]:
+    """Stage 4: the jobs whose judge failure says nothing about the job (:func:`hold_kind`),
+    held (nothing stored)."""
     held: dict[int, Outcome | Held] = {}
+    view: tuple[dict[str, str], float] | None = None  # read once, when a failure needs it
     for result in results:
-        if result.status == "null" and result.null_reason in SYSTEMIC_REASONS:
+        reason = result.null_reason if result.status == "null" else None
+        kind = None
+        if reason in SYSTEMIC_REASONS:
+            kind = "pause"
+        elif reason == "invalid_request" or reason in UNAVAILABLE_REASONS:
+            if view is None:
+                view = store.state(run_id), store.now()
+            answering = judge_answering(*view, result._failing_s)
+            kind = hold_kind(reason, answering, own_refusal=result._own_refusal)
+            if kind == "wait" and reason != "rate_limited" and contexts.reachable(ctx):
+                # the judge answers its check: the failure is the job's own (not for 429s: a
+                # server refusing every Messages call still answers its Models API)
+                kind = None
+        if kind == "pause":
             streak = store.note_systemic(run_id)
-            held[result.index] = Held(
-                result.null_reason, result.raw or result.null_reason, True, streak, result
-            )
+            held[result.index] = Held(reason or "", result.raw or reason or "", True, streak, result)
+        elif kind == "wait":
+            held[result.index] = Held(reason or "", result.raw or reason or "", False, 0, result, wait=True)
         elif result.kind == "question" and log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "question %s retrieved=%s rank=%s grade=%s total=%s reasoning=%r",
@@ -342,19 +461,25 @@ def settle_held(
     *,
     systemic_limit: int,
     final: bool,
+    wait_limit: float = 3600.0,
 ) -> Outcome:
     """Decide what becomes of held jobs; returns the outcome for the caller:
 
     * :attr:`Outcome.PAUSED` — the run is (now) paused: the jobs stay pending, nothing is
       stored; ``judgeq resume`` sends them again. A run pauses when a systemic failure made
       the streak reach ``systemic_limit``.
+    * :attr:`Outcome.WAIT` — the judge answers no one (:func:`hold_kind`): the run now waits
+      for it (``waiting_since`` in its state, cleared by the next answer); the caller sends the
+      jobs again after :func:`wait_delay`, without counting a retry. A wait longer than
+      ``wait_limit`` seconds pauses the run instead (PAUSED: a person looks);
     * :attr:`Outcome.RETRY` (``final`` False) — the caller sends them again later;
     * after the last retry (``final``): each becomes a null with its reason, stored once;
       :attr:`Outcome.LAST` when that completed the run (enqueue the reducer), else STORED.
     """
     if not held:
         return Outcome.STORED
-    if store.state(run_id).get("state") == "paused":
+    state = store.state(run_id)
+    if state.get("state") == "paused":
         return Outcome.PAUSED
     systemic = [h for _, h in held if h.systemic]
     worst = max(systemic, key=lambda h: h.streak, default=None)
@@ -363,6 +488,24 @@ def settle_held(
         store.pause(run_id, why)
         log.error("run %s paused: %s. Fix the judge set-up, then: judgeq resume %s", run_id, why, run_id)
         return Outcome.PAUSED
+    waiting = next((h for _, h in held if h.wait), None)
+    if waiting is not None:
+        why = f"{waiting.reason}: {waiting.message}"[:300]
+        since = float(state.get("waiting_since") or 0)
+        if since and store.now() - since > wait_limit:
+            why = f"the judge answered no job for {fmt_duration(wait_limit)} ({why})"
+            store.pause(run_id, why)
+            log.error("run %s paused: %s. When it answers: judgeq resume %s", run_id, why, run_id)
+            return Outcome.PAUSED
+        if store.wait_for_judge(run_id, why):
+            log.warning(
+                "run %s waits for its judge: it answered no job for a while (%s); %d job(s) held, "
+                "graded once it answers again",
+                run_id,
+                why,
+                len(held),
+            )
+        return Outcome.WAIT
     if not final:
         return Outcome.RETRY
     spec = store.spec(run_id)

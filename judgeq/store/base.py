@@ -94,6 +94,8 @@ def live_increments(result: Result, prices: Prices | None = None) -> dict[str, f
         inc[f"null:{result.null_reason}"] = 1
     for served in result._served:  # provenance of its answered calls (counted once, with it)
         inc[f"served:{served}"] = inc.get(f"served:{served}", 0) + 1
+    if result._served:  # the judge answered (not the cache): the store notes when
+        inc["answered"] = 1
     if result.kind == "question":
         inc["questions"] = 1
         if result.rank is not None:
@@ -150,6 +152,12 @@ class Store(Protocol):
     def note_systemic(self, run_id: str) -> int:
         """Count one more systemic judge failure in a row; the streak so far. Storing any
         result resets the streak."""
+        ...
+
+    def wait_for_judge(self, run_id: str, reason: str) -> bool:
+        """The run's judge answers no one: note since when (``waiting_since`` on :meth:`now`, kept
+        if already set) and why (``waiting_reason``) in its state; True when the wait began now.
+        Storing a result the judge answered (:func:`live_increments`' ``answered``) ends it."""
         ...
 
     def pause(self, run_id: str, reason: str) -> bool:
@@ -317,6 +325,10 @@ class MemoryStore:
             self._last_done[run_id] = self._clock()
             state = self._state.setdefault(run_id, {})
             state.pop("systemic_streak", None)
+            if result._served:  # the judge answered: it is not down (see wait_for_judge)
+                state["last_answer_at"] = repr(self._last_done[run_id])
+                state.pop("waiting_since", None)
+                state.pop("waiting_reason", None)
             limit = float(state.get("max_cost_usd") or 0)
             paused = limit and counters["cost_usd"] >= limit and state.get("state") == "running"
             if paused:
@@ -354,12 +366,25 @@ class MemoryStore:
             state["systemic_streak"] = str(int(state.get("systemic_streak", "0")) + 1)
             return int(state["systemic_streak"])
 
+    def wait_for_judge(self, run_id: str, reason: str) -> bool:
+        with self._lock:
+            state = self._state.setdefault(run_id, {})
+            began = "waiting_since" not in state
+            if began:
+                state["waiting_since"] = repr(self._clock())
+            state["waiting_reason"] = reason
+        if began:
+            emit(RunChanged(run_id, "waiting", reason))
+        return began
+
     def pause(self, run_id: str, reason: str) -> bool:
         with self._lock:
             state = self._state.setdefault(run_id, {})
             if state.get("state") != "running":
                 return False
-            state.update(state="paused", pause_reason=reason)
+            state.update(state="paused", pause_reason=reason, systemic_streak="0")
+            state.pop("waiting_since", None)
+            state.pop("waiting_reason", None)
         emit(RunChanged(run_id, "paused", reason))
         return True
 
@@ -369,6 +394,8 @@ class MemoryStore:
             if state.get("state") != "paused":
                 return False
             state.update(state="running", pause_reason="", systemic_streak="0")
+            state.pop("waiting_since", None)
+            state.pop("waiting_reason", None)
         emit(RunChanged(run_id, "resumed"))
         return True
 

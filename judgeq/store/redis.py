@@ -259,6 +259,16 @@ class RedisStore:
     def note_systemic(self, run_id: str) -> int:
         return int(self.r.hincrby(_k(run_id, "state"), "systemic_streak", 1))
 
+    def wait_for_judge(self, run_id: str, reason: str) -> bool:
+        key = _k(run_id, "state")
+        p = self.r.pipeline(transaction=True)
+        p.hsetnx(key, "waiting_since", repr(self.now()))
+        p.hset(key, "waiting_reason", reason)
+        began = bool(p.execute()[0])
+        if began:
+            emit(RunChanged(run_id, "waiting", reason))
+        return began
+
     def pause(self, run_id: str, reason: str) -> bool:
         won = bool(self._transition(keys=[_k(run_id, "state")], args=["running", "paused", reason]))
         if won:

@@ -100,7 +100,8 @@ class JobStored:
 
 @dataclass(frozen=True, slots=True)
 class RunChanged:
-    """A run's state changed: ``paused``, ``resumed``, ``finalized``, ``canceled``."""
+    """A run's state changed: ``paused``, ``resumed``, ``finalized``, ``canceled``; ``waiting``
+    (its judge answers no one: its jobs are held) and ``answering`` (it answers again)."""
 
     run_id: str
     state: str

@@ -118,6 +118,7 @@ import json
 import math
 import re
 import signal
+import socket
 import socketserver
 import sys
 import threading
@@ -659,6 +660,10 @@ class FakeMessagesAPI:
         self._rate_limited = 0
         self._injected_429 = 0
         self.api_key = api_key
+        self.refused_key: tuple[int, str] | None = None
+        """How a wrong key is refused: None, as the API does (401 ``authentication_error``), or
+        a gateway's ``(status, message)``: LiteLLM with a master key and no database answers
+        every call ``(400, "No connected db.")``."""
         self.models = tuple(models) if models is not None else None
         self.timeout_sleep = timeout_sleep
         self.seed = seed
@@ -693,13 +698,15 @@ class FakeMessagesAPI:
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the listening socket (idempotent)."""
+        """Stop serving, close the listening socket and cut every open connection, as a server
+        going away does (idempotent; :meth:`start` on the same port brings it back)."""
         server, thread = self._server, self._thread
         self._server = self._thread = None
         if server is None:
             return
         server.shutdown()
         server.server_close()
+        server.drop_connections()
         if thread is not None:
             thread.join(timeout=5)
 
@@ -964,7 +971,7 @@ class FakeMessagesAPI:
         if not self.models_api:
             return _error_reply(405, "Method not allowed: this endpoint serves Messages only")
         if not self._authorized(headers):
-            return _error_reply(401)
+            return _error_reply(*self.refused_key) if self.refused_key else _error_reply(401)
         if self.models is not None and model not in self.models:
             return _error_reply(404, f"model: {model}")
         record = {"type": "model", "id": model, "display_name": model, "created_at": "2025-01-01T00:00:00Z"}
@@ -972,7 +979,7 @@ class FakeMessagesAPI:
 
     def _count_tokens(self, headers: Any, raw: bytes) -> _Reply:
         if not self._authorized(headers):
-            return _error_reply(401)
+            return _error_reply(*self.refused_key) if self.refused_key else _error_reply(401)
         text = raw.decode("utf-8", "replace")
         try:
             body = json.loads(text)
@@ -994,7 +1001,7 @@ class FakeMessagesAPI:
             with self._lock:
                 self._requests.append(body)
         if not self._authorized(headers):
-            return _error_reply(401)
+            return _error_reply(*self.refused_key) if self.refused_key else _error_reply(401)
         if not isinstance(body, dict):
             return _error_reply(400, "Request body must be a JSON object")
         return self._answer(body, text)
@@ -1166,7 +1173,7 @@ class FakeMessagesAPI:
         self, method: str, path: str, query: dict[str, list[str]], headers: Any, raw: bytes
     ) -> _Reply:
         if not self._authorized(headers):
-            return _error_reply(401)
+            return _error_reply(*self.refused_key) if self.refused_key else _error_reply(401)
         host = headers.get("host")
         base_url = f"http://{host}" if host else self.base_url
         if path == "/v1/messages/batches":
@@ -1360,7 +1367,28 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], fake: FakeMessagesAPI) -> None:
         self.fake = fake
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, address = super().get_request()
+        with self._open_lock:
+            self._open.add(conn)
+        return conn, address
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        """Cut every open connection, kept-alive ones included, as a server going away does."""
+        with self._open_lock:
+            conns = list(self._open)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind calls socket.getfqdn(), a reverse DNS lookup that can stall.

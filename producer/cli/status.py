@@ -12,7 +12,7 @@ from judgeq.judges import SERVE_NEEDS
 from judgeq.judges.prices import unpriced_text
 from judgeq.ratelimit.headers import fmt_duration
 
-from ..progress import eta_text, pause_line, snapshot, state_text, summary_text, write_files
+from ..progress import eta_text, pause_line, snapshot, state_text, summary_text, waiting_line, write_files
 from .options import out_option, redis_option, settings_from
 
 __all__ = ["WORKERS_QUIET_AFTER", "archive", "budget_lines", "finalize", "report", "status", "worker_lines"]
@@ -54,6 +54,8 @@ def status(run_id: str | None, **flags: Any) -> None:
     click.echo(f"run {run_id}: {state_text(snap)}")
     if snap.state == "paused":
         click.echo(f"  {pause_line(snap)}")
+    elif snap.waiting_s is not None:
+        click.echo(f"  {waiting_line(snap)}")
     judges = ", ".join(f"{p}:{m}" if p != "lexical" else p for p, m in spec.judges)
     click.echo(f"  rubric   {spec.rubric_source.removeprefix('builtin:')}; judge {judges} ({spec.lane} lane)")
     click.echo(

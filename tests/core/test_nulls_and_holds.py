@@ -15,13 +15,27 @@ from typing import Any
 import pytest
 
 import judgeq
-from judgeq.errors import SYSTEMIC_REASONS, JudgeAuthError, JudgeModelNotFound
+from judgeq.errors import SYSTEMIC_REASONS, UNAVAILABLE_REASONS, JudgeAuthError, JudgeModelNotFound
 from judgeq.grading.request import JudgeRequest
 from judgeq.pipeline.job import null_result
-from judgeq.pipeline.stages import Contexts, Held, Outcome, finalize_run, process_job, reduce_run, settle_held
+from judgeq.pipeline.stages import (
+    ANSWER_FLOOR_S,
+    Contexts,
+    Held,
+    Outcome,
+    claim_probe,
+    finalize_run,
+    hold_kind,
+    judge_answering,
+    process_job,
+    reduce_run,
+    settle_held,
+    wait_delay,
+)
 from judgeq.rubric.model import read_rubric_text
 from judgeq.runspec import RunSpec
 from judgeq.store.base import MemoryStore
+from judgeq.store.reply_cache import MemoryCache
 from judgeq.testing.mock_messages import verdict_for_schema
 
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"
@@ -273,13 +287,246 @@ def test_held_systemic_jobs_that_never_pause_end_as_nulls_with_their_reason_and_
     assert result is not None and result.null_reason == "auth_error" and result.attempts == 1
 
 
-def test_per_job_failures_stay_per_job_nulls() -> None:
+ERRORS: dict[str, Exception] = {
+    "timeout": judgeq.JudgeTimeout("slow"),
+    "rate_limited": judgeq.JudgeRateLimited("429"),
+    "overloaded": judgeq.JudgeOverloaded("529"),
+    "api_error": judgeq.JudgeAPIError("connection refused"),
+    "invalid_request": judgeq.JudgeInvalidRequest("400 No connected db."),
+    "auth_error": JudgeAuthError("401"),
+    "billing_error": judgeq.JudgeBillingError("402"),
+    "model_not_found": JudgeModelNotFound("404"),
+}
+"""Every way a judge call can fail (a reply that fails to parse is the job's own: below)."""
+
+EXPECTED: dict[str, tuple[str | None, str | None]] = {
+    # reason: (while the judge answers other jobs, while it answers no one)
+    "timeout": (None, "wait"),
+    "rate_limited": (None, "wait"),
+    "overloaded": (None, "wait"),
+    "api_error": (None, "wait"),
+    "invalid_request": (None, "pause"),
+    "auth_error": ("pause", "pause"),
+    "billing_error": ("pause", "pause"),
+    "model_not_found": ("pause", "pause"),
+}
+
+
+def _fail_job_after(answering: bool, error: Exception) -> tuple[MemoryStore, Outcome | Held]:
+    """Job 1 fails with ``error``; job 0 was graded by the judge just before when ``answering``."""
     judge = Judge()
     store, contexts = setup(response_rows(3), "quality", judge, judge_timeout=0.1, judge_deadline=0.3)
-    judge.error = judgeq.JudgeTimeout("slow")
+    if answering:
+        assert process_job(store, contexts, RUN, 0) is Outcome.STORED
+    judge.error = error
+    return store, process_job(store, contexts, RUN, 1)
+
+
+@pytest.mark.parametrize("answering", [True, False], ids=["judge-answers-others", "judge-answers-no-one"])
+@pytest.mark.parametrize("reason", sorted(ERRORS))
+def test_a_failure_is_the_jobs_own_null_only_while_the_judge_answers_others(
+    reason: str, answering: bool
+) -> None:
+    """The matrix: every failure x whether the judge answers other jobs of the run. A set-up
+    failure (key, credit, model) is held toward the pause either way; a per-job 400 or a job out
+    of attempts is the job's null while others are answered, else held: a 400 every call gets
+    toward the pause (a gateway refusing the key), no answer at all waits for the judge."""
+    store, outcome = _fail_job_after(answering, ERRORS[reason])
+    expected = EXPECTED[reason][not answering]
+    if expected is None:
+        assert outcome is Outcome.STORED
+        (result,) = [r for r in store.results(RUN, 3) if r is not None and r.index == 1]
+        assert result.null_reason == reason
+    else:
+        assert isinstance(outcome, Held) and outcome.reason == reason
+        assert outcome.systemic == (expected == "pause") and outcome.wait == (expected == "wait")
+        assert not store.has_result(RUN, 1)  # held: nothing stored, nothing counted
+
+
+def test_hold_kind_over_every_null_reason() -> None:
+    kinds = {(r, a): hold_kind(r, a) for r in judgeq.NULL_REASONS for a in (True, False)}
+    for r, (others, no_one) in EXPECTED.items():
+        assert (kinds[r, True], kinds[r, False]) == (others, no_one)
+    assert set(EXPECTED) == SYSTEMIC_REASONS | UNAVAILABLE_REASONS | {"invalid_request"}
+    # answers (a verdict that fails to parse, a refusal) and nulls made outside a call are the job's own
+    for r in ("parse_error", "refusal", "internal_error", "lost", "canceled"):
+        assert kinds[r, True] is kinds[r, False] is None
+
+
+def test_the_judge_answers_when_someone_was_answered_since_the_jobs_first_failure() -> None:
+    state = {"last_answer_at": "1000.0"}
+    assert judge_answering(state, 1000.0 + ANSWER_FLOOR_S, failing_s=0.0)  # refused at once
+    assert not judge_answering(state, 1000.0 + ANSWER_FLOOR_S + 1, failing_s=0.0)
+    assert judge_answering(state, 1000.0 + 90, failing_s=100)  # answered while this job failed
+    # an answer before the job's first failure (the outage began after it) says nothing
+    assert not judge_answering(state, 1000.0 + 90, failing_s=80)
+    assert not judge_answering({}, 1000.0, 0.0) and not judge_answering({"last_answer_at": "x"}, 1.0, 0.0)
+
+
+class CheckedJudge(Judge):
+    """A scripted judge with a preflight check (the real judges' Models API), which fails
+    while ``down``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.checks = 0
+
+    def check(self, *, timeout: float) -> None:
+        self.checks += 1
+        if self.down:
+            raise judgeq.JudgeAPIError("Connection error")
+
+
+@pytest.mark.parametrize("down", [False, True], ids=["check-answers", "check-fails"])
+def test_a_judge_that_answers_its_check_is_up_so_the_failure_is_the_jobs_own(down: bool) -> None:
+    """The tail of a run: no other job left to be answered; the judge's own check tells an
+    outage (wait) from a job that fails for itself (its null)."""
+    judge = CheckedJudge()
+    store, contexts = setup(response_rows(3), "quality", judge, judge_timeout=0.1, judge_deadline=0.3)
+    judge.error, judge.down = judgeq.JudgeTimeout("slow"), down
+    outcome = process_job(store, contexts, RUN, 0)
+    if down:
+        assert isinstance(outcome, Held) and outcome.wait
+    else:
+        assert outcome is Outcome.STORED
+    process_job(store, contexts, RUN, 1)
+    assert judge.checks == 1  # asked once per REACHABLE_FOR_S, not once per job
+
+
+def test_a_429_the_budget_judged_the_jobs_own_is_its_null_even_with_no_one_answered() -> None:
+    assert hold_kind("rate_limited", False, own_refusal=True) is None
+    assert hold_kind("rate_limited", False, own_refusal=False) == "wait"
+
+
+def test_a_wait_past_its_limit_pauses_the_run_for_a_person() -> None:
+    judge = Judge()
+    clock = [5000.0]
+    store, contexts = setup(response_rows(2), "quality", judge, judge_timeout=0.1, judge_deadline=0.3)
+    store._clock = lambda: clock[0]  # type: ignore[method-assign]
+    judge.error = judgeq.JudgeAPIError("Connection error")
+    held = [(0, process_job(store, contexts, RUN, 0))]
+    assert settle_held(store, RUN, held, systemic_limit=20, final=False, wait_limit=600) is Outcome.WAIT  # type: ignore[arg-type]
+    clock[0] += 601
+    assert settle_held(store, RUN, held, systemic_limit=20, final=False, wait_limit=600) is Outcome.PAUSED  # type: ignore[arg-type]
+    state = store.state(RUN)
+    assert state["state"] == "paused" and "answered no job for 10m" in state["pause_reason"]
+    assert store.counters(RUN).get("done", 0) == 0  # still nothing nulled
+
+
+def test_an_outage_holds_every_job_the_run_waits_and_the_first_answer_ends_the_wait() -> None:
+    judge = Judge()
+    clock = [1000.0]
+    store, contexts = setup(response_rows(6), "quality", judge, judge_timeout=0.1, judge_deadline=0.3)
+    store._clock = lambda: clock[0]  # type: ignore[method-assign]
     assert process_job(store, contexts, RUN, 0) is Outcome.STORED
-    judge.error = judgeq.JudgeInvalidRequest("413 too large")
+    clock[0] += ANSWER_FLOOR_S + 5  # the judge has not answered since: it is down
+    judge.error = judgeq.JudgeAPIError("Connection error: connection refused")
+    held = [(i, process_job(store, contexts, RUN, i)) for i in range(1, 6)]
+    assert all(isinstance(h, Held) and h.wait for _, h in held)
+    # held jobs of an outage wait: neither a retry (even the last) nor a null
+    assert settle_held(store, RUN, held, systemic_limit=2, final=True) is Outcome.WAIT  # type: ignore[arg-type]
+    state = store.state(RUN)
+    assert state["state"] == "running" and float(state["waiting_since"]) == clock[0]
+    assert "connection refused" in state["waiting_reason"]
+    assert store.counters(RUN)["done"] == 1 and len(store.pending_indices(RUN)) == 5
+    # while it waits, one message at a time calls the judge (the probe); the others wait
+    go, token = claim_probe(store, RUN, state, 30)
+    assert go and token is not None
+    assert claim_probe(store, RUN, state, 30) == (False, None)
+    clock[0] += 40
+    assert wait_delay(state, clock[0]) == 10 and wait_delay(state, clock[0] + 1000) == 30
+    assert wait_delay(state, clock[0], floor=15) == 15 and wait_delay({}, clock[0]) == 1
+    # the judge is back: the probe's answer ends the wait, then every held job is graded
+    judge.error = None
     assert process_job(store, contexts, RUN, 1) is Outcome.STORED
-    reasons = [r.null_reason for r in store.results(RUN, 3) if r is not None]
-    assert reasons == ["timeout", "invalid_request"]
-    assert not SYSTEMIC_REASONS & set(reasons)
+    store.release(RUN, "probe", token)
+    assert "waiting_since" not in store.state(RUN)
+    assert claim_probe(store, RUN, store.state(RUN), 30) == (True, None)
+    for i in range(2, 6):
+        assert process_job(store, contexts, RUN, i) in (Outcome.STORED, Outcome.LAST)
+    report = reduce_run(store, RUN)
+    assert report["counts"]["graded"] == 6 and report["counts"]["null"] == 0
+
+
+def test_a_reply_from_the_cache_does_not_end_a_wait() -> None:
+    """Only the judge answering ends a wait: a job graded from the reply cache says nothing."""
+    judge = Judge()
+    store, _ = setup(response_rows(2), "quality", judge)
+    store.wait_for_judge(RUN, "api_error: down")
+    common: dict[str, Any] = {"kind": "response", "status": "graded", "rubric_name": "quality"}
+    common |= {"rubric_version": "1", "judge_model": "scripted"}
+    cached = judgeq.Result(job_id="j0", index=0, cached=True, **common)
+    store.store_result(RUN, cached)
+    assert store.state(RUN)["waiting_since"]
+    answered = judgeq.Result(job_id="j1", index=1, **common)
+    answered._served = ["test:scripted"]
+    store.store_result(RUN, answered)
+    assert "waiting_since" not in store.state(RUN) and store.state(RUN)["last_answer_at"]
+
+
+def test_a_resume_ends_a_wait() -> None:
+    store, _ = setup(response_rows(1), "quality", Judge())
+    assert store.wait_for_judge(RUN, "api_error: down") and not store.wait_for_judge(RUN, "again")
+    store.pause(RUN, "auth_error: 401")
+    assert store.resume(RUN) and "waiting_since" not in store.state(RUN)
+
+
+def test_a_429_storm_waits_even_when_the_judge_answers_its_check() -> None:
+    """A server refusing every Messages call with 429 still answers its Models API: the check
+    does not make a 429 the job's own."""
+    judge = CheckedJudge()
+    store, contexts = setup(response_rows(2), "quality", judge, judge_timeout=0.1, judge_deadline=0.3)
+    judge.error = judgeq.JudgeRateLimited("429", retry_after=0.01)
+    outcome = process_job(store, contexts, RUN, 0)
+    assert isinstance(outcome, Held) and outcome.wait and judge.checks == 0
+
+
+class Council:
+    """Two judges: ``a`` answers (with tokens), ``b`` refuses the key while ``b_refused``."""
+
+    def __init__(self) -> None:
+        self.calls = {"a": 0, "b": 0}
+        self.b_refused = True
+
+    def judge(self, provider: str, model: str) -> Any:
+        council = self
+
+        class One:
+            def __init__(self) -> None:
+                self.provider, self.model = provider, model
+
+            def complete(self, request: JudgeRequest, *, timeout: float) -> judgeq.JudgeReply:
+                council.calls[model] += 1
+                if model == "b" and council.b_refused:
+                    raise JudgeAuthError("401 invalid x-api-key")
+                text = json.dumps(verdict_for_schema(request.output_schema, 8))
+                return judgeq.JudgeReply(text=text, input_tokens=100, output_tokens=10)
+
+        return One()
+
+
+def test_a_held_jobs_answered_calls_are_served_from_the_cache_and_counted_once() -> None:
+    """A council job whose second judge refused the key is held; once the key works its first
+    judge's reply comes from the reply cache (not paid again), counted as its own spend."""
+    council = Council()
+    text, source = read_rubric_text("quality")
+    store = MemoryStore()
+    spec = RunSpec(
+        run_id=RUN, rubric_text=text, rubric_source=source, judge_provider="test", judge_model="a",
+        council=["test:b"], total=1,
+    )  # fmt: skip
+    store.register(spec)
+    store.set_state(RUN, state="running", enqueue="done")
+    store.put_jobs(RUN, [(0, json.dumps(response_rows(1)[0]))])
+    contexts = Contexts(council.judge, cache=MemoryCache())
+    held = process_job(store, contexts, RUN, 0)
+    assert isinstance(held, Held) and held.systemic and council.calls == {"a": 1, "b": 1}
+    council.b_refused = False  # the key is fixed; the job is sent again
+    assert process_job(store, contexts, RUN, 0) is Outcome.LAST
+    assert council.calls == {"a": 1, "b": 2}  # a's reply was not asked (nor paid) again
+    (result,) = store.results(RUN, 1)
+    assert result is not None and result.status == "graded" and not result.cached
+    assert (result.input_tokens, result.output_tokens) == (200, 20)  # both replies, once each
+    report = reduce_run(store, RUN)
+    assert report["usage"].get("reply_cache", {}).get("hits", 0) == 0  # its own spend, not a saving

@@ -575,3 +575,40 @@ def test_a_result_is_built_without_inspecting_a_factory_and_owns_its_provenance_
     a, b = made(0), made(1)
     a._served.append("anthropic api.anthropic.com m -")
     assert b._served == [] and made(2)._served == []
+
+
+# -- waiting for a judge that answers no one ------------------------------------------------------
+
+
+def test_a_wait_for_the_judge_is_noted_once_and_ended_by_an_answer_only(registered: Store) -> None:
+    store = registered
+    store.set_state(RUN, state="running")
+    assert store.wait_for_judge(RUN, "api_error: connection refused")
+    since = store.state(RUN)["waiting_since"]
+    assert abs(float(since) - store.now()) < 5
+    assert not store.wait_for_judge(RUN, "timeout: later")  # the wait goes on: since is kept
+    state = store.state(RUN)
+    assert state["waiting_since"] == since and state["waiting_reason"] == "timeout: later"
+    # a null nobody answered, and a job graded from the cache, say nothing about the judge
+    store.store_result(RUN, null(0, "api_error"))
+    store.store_result(RUN, graded(1, cached=True))
+    assert store.state(RUN)["waiting_since"] == since and "last_answer_at" not in store.state(RUN)
+    assert "answered" not in store.counters(RUN)
+    # the judge answered one (even a verdict that failed to parse): the wait ends
+    answered = null(2, "parse_error")
+    answered._served = ["test:scripted"]
+    assert live_increments(answered)["answered"] == 1
+    store.store_result(RUN, answered)
+    state = store.state(RUN)
+    assert "waiting_since" not in state and "waiting_reason" not in state
+    assert float(state["last_answer_at"]) >= float(since)
+    assert store.counters(RUN)["answered"] == 1
+
+
+def test_a_pause_or_resume_ends_a_wait(registered: Store) -> None:
+    store = registered
+    store.set_state(RUN, state="running")
+    store.wait_for_judge(RUN, "api_error: down")
+    assert store.pause(RUN, "auth_error: 401") and "waiting_since" not in store.state(RUN)
+    store.wait_for_judge(RUN, "api_error: down")
+    assert store.resume(RUN) and "waiting_since" not in store.state(RUN)

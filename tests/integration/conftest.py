@@ -39,6 +39,7 @@ def redis_url(redis_server: RedisServer) -> str:
 
 SETTABLE = (
     "api_key",
+    "refused_key",
     "models",
     "timeout_sleep",
     "seed",

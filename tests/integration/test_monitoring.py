@@ -57,7 +57,7 @@ def test_the_rules_and_the_scrape_config_pass_promtool() -> None:
         capture_output=True,
         text=True,
     )
-    assert rules.returncode == 0 and "SUCCESS: 6 rules found" in rules.stdout, rules.stdout + rules.stderr
+    assert rules.returncode == 0 and "SUCCESS: 7 rules found" in rules.stdout, rules.stdout + rules.stderr
     config = subprocess.run(
         [promtool, "check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
         capture_output=True,
@@ -155,20 +155,22 @@ def monitored(
         [sys.executable, "-m", "judgeq", "exporter", "--port", str(ports[2]), "--grace", "600"],
         env=env, stdout=exporter_log, stderr=subprocess.STDOUT,
     )  # fmt: skip
-    prom = Prometheus(
-        tmp_path,
-        {
-            "judgeq-workers": [f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"],
-            "judgeq-exporter": [f"127.0.0.1:{ports[2]}"],
-        },
-    )
-    for port in ports:  # the workers' metrics and the exporter: loopback unless told
-        wait_for(lambda port=port: bool(listen_addresses(port)), 60, f"a listener on {port}")
-        assert listen_addresses(port) == {"127.0.0.1"}, port
-    try:
+    prom: Prometheus | None = None
+    try:  # (a set-up that fails, e.g. without prometheus, leaves no exporter behind)
+        prom = Prometheus(
+            tmp_path,
+            {
+                "judgeq-workers": [f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"],
+                "judgeq-exporter": [f"127.0.0.1:{ports[2]}"],
+            },
+        )
+        for port in ports:  # the workers' metrics and the exporter: loopback unless told
+            wait_for(lambda port=port: bool(listen_addresses(port)), 60, f"a listener on {port}")
+            assert listen_addresses(port) == {"127.0.0.1"}, port
         yield prom, run_env
     finally:
-        prom.stop()
+        if prom is not None:
+            prom.stop()
         exporter.terminate()
         exporter.wait(timeout=15)
 
