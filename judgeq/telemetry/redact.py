@@ -20,17 +20,26 @@ __all__ = ["RedactingFilter", "known_secrets", "redact", "redact_logs", "url_cre
 
 _KEYS = re.compile(r"\b(sk-(?:ant-|proj-|or-)?|gsk_|AIza|xai-|hf_)[A-Za-z0-9_*\-]{6,}")
 """Provider keys by their prefixes (Anthropic, OpenAI, OpenRouter, Groq, Google, xAI, Hugging Face)."""
-_SCHEMES = re.compile(r"(?i)\b(bearer|basic|token)(\s*:?\s+)[A-Za-z0-9._~+/*=\-]{6,}")
-"""``Authorization: Bearer X`` / ``Basic X`` / ``token X``."""
-_NAMED = re.compile(
-    r"(?i)\b(x-api-key|api[_-]?key|key|token|secret|password|passwd|pwd)"
-    r"([\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]{4,}"
+_SCHEMES = re.compile(
+    r"(?i)\b(bearer)(\s*:?\s+)[A-Za-z0-9._~+/*=\-]{6,}"
+    r"|\b(basic|token)(\s*:?\s+)(?=[A-Za-z._~+/*\-]*[0-9=])[A-Za-z0-9._~+/*=\-]{8,}"
 )
-"""``api_key=X``, ``"password": "X"``, ``key=X`` in a query string."""
-_URL_CREDENTIALS = re.compile(r"(//)(?![^/\s:@]*:(?:PASSWORD|\*\*\*)@)[^/\s:@]*:[^@\s]+@")
+"""``Authorization: Bearer X`` / ``Basic X`` / ``token X``: after ``basic`` or ``token`` only a
+credential-like word (a digit or ``=`` in it), so "the output token limit" stays as written."""
+_NAMED = re.compile(
+    r"(?i)(?:\b|(?<=_))(x-api-key|api[_-]?key|secret|password|passwd|pwd)"
+    r"([\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]{4,}"
+    r"|(?:\b|(?<=_))(key|token)(=)[^\s\"',;&]{4,}"
+)
+"""``api_key=X``, ``NAME_API_KEY=X``, ``"password": "X"``; ``key=X`` or ``token=X`` (a query
+string; "key: accuracy" stays)."""
+_URL_CREDENTIALS = re.compile(
+    r"(//)(?![^/\s:@]*:(?:PASSWORD|\*\*\*)@)[^/\s:@]*:\S*?@(?=[^@\s/]*(?:[/\s\"'<>]|$))"
+)
 """``redis://:PASSWORD@host``, ``https://user:PASSWORD@host``, ``rediss//:PASSWORD@host`` (a
-scheme missing its colon); a password holding ``/`` too. The placeholder ``PASSWORD`` of an
-example stays, and so does a user name before a password already masked (``user:***@``)."""
+scheme missing its colon); a password holding ``/`` or ``@`` too (up to the authority's last
+``@``). The placeholder ``PASSWORD`` of an example stays, and so does a user name before a
+password already masked (``user:***@``)."""
 
 _SECRET_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|BASIC_AUTH|CREDENTIALS?)$")
 """An environment variable whose value is a secret by its name (``ANTHROPIC_API_KEY``,
@@ -61,12 +70,14 @@ def known_secrets(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     ``os.environ`` (cached while it is unchanged)."""
     global _cache
     env = os.environ if environ is None else environ
-    items = tuple(sorted((k, v) for k, v in env.items() if v))
+    items = tuple(env.items())  # (no sort: compared with the last call's on every log record)
     if environ is None and _cache is not None and _cache[0] == items:
         return _cache[1]
     found: set[str] = set()
     for name, value in items:
         value = value.strip()
+        if not value:
+            continue
         if _SECRET_NAME.search(name):
             found.add(value)
             if ":" in value and name.endswith("BASIC_AUTH"):  # user:password, comma-separated
@@ -91,9 +102,16 @@ def redact(text: str, secrets: tuple[str, ...] | None = None) -> str:
         if secret in text:
             text = text.replace(secret, "***")
     text = _URL_CREDENTIALS.sub(r"\1***@", text)
-    text = _SCHEMES.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
-    text = _NAMED.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+    text = _SCHEMES.sub(_keep_name, text)
+    text = _NAMED.sub(_keep_name, text)
     return _KEYS.sub(lambda m: f"{m.group(1)}***", text)
+
+
+def _keep_name(m: re.Match[str]) -> str:
+    """The name and separator of a matched ``name sep value`` (whichever alternative matched),
+    the value masked."""
+    name, sep = (g for g in m.groups() if g is not None)
+    return f"{name}{sep}***"
 
 
 class RedactingFilter(logging.Filter):

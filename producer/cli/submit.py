@@ -90,6 +90,8 @@ def submit(**flags: Any) -> None:
     """Validate JOBS_FILE (JSONL, or - for stdin) and enqueue its grading jobs into Redis."""
     from ..distributed import submit_plan
 
+    if flags["keep_waiting"] and not flags["wait"]:
+        raise click.UsageError("--keep-waiting goes with --wait (it says what waiting does on a pause)")
     settings = settings_from(**flags)
     with validated(settings, flags) as plan:
         if plan is None:

@@ -360,3 +360,37 @@ def test_the_judge_flag_names_every_kind_of_judge(command: str) -> None:
         "lexical",
     ):
         assert form in text, (command, form)
+
+
+def test_keep_waiting_without_wait_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    # (issue 29: silently ignored)
+    proc = subprocess.run(
+        [sys.executable, "-m", "judgeq", "submit", str(RESPONSES), "--rubric", "quality", "--keep-waiting",
+         "--redis-url", "redis://127.0.0.1:1/0"],
+        capture_output=True, text=True, env=clean_env(), timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "--keep-waiting goes with --wait" in proc.stderr, proc.stderr
+    assert "enqueuing" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_status_says_a_run_waits_for_its_judge_and_that_its_jobs_are_held(
+    store: ListingStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import judgeq.producer.cli.status as status_cli
+
+    monkeypatch.setattr(status_cli, "worker_lines", lambda *a, **k: [])  # (no workers in this store)
+    text, source = read_rubric_text("quality")
+    spec = RunSpec(
+        run_id="outage", rubric_text=text, rubric_source=source, judge_provider="lexical",
+        judge_model="lexical", total=10,
+    )  # fmt: skip
+    store.register(spec)
+    store.set_state("outage", state="running", enqueue="done", enqueued=10, started_epoch=time.time() - 200)
+    store.wait_for_judge("outage", "api_error: connection to the judge failed: APIConnectionError")
+    store.set_state("outage", waiting_since=repr(time.time() - 96))
+    result = status("outage")
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if "WAITING" in x)
+    assert "WAITING for the judge for 1m3" in line and "APIConnectionError" in line
+    assert "held, not nulled" in line and "judgeq cancel outage" in line
+    assert "ETA – (waiting for the judge)" in result.output

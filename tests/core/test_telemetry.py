@@ -207,6 +207,18 @@ def test_json_logs_have_one_object_a_line_with_run_job_judge_outcome_timing_and_
             "disk-123456789, task-42, input_tokens: 1200, max_tokens=512 stay",
             "disk-123456789, task-42, input_tokens: 1200, max_tokens=512 stay",
         ),
+        # a password holding '@' is masked whole, to the authority's last '@'
+        ("redis://:p@ss-word@host:6379/0", "redis://***@host:6379/0"),
+        ("rediss//:S3cret@PW@127.0.0.1:6390/0 then", "rediss//***@127.0.0.1:6390/0 then"),
+        ("see https://a:b1@c/d then http://e:f2@g", "see https://***@c/d then http://***@g"),
+        # a variable named like a key, in NAME=value or NAME: value form
+        ("ANTHROPIC_API_KEY=abcd1234xyz set", "ANTHROPIC_API_KEY=*** set"),
+        ("REDIS_PASSWORD: hunter22", "REDIS_PASSWORD: ***"),
+        ("token ghp1234567890abc", "token ***"),
+        # words after token, key or basic that are no credential stay
+        ("the output token limit of 8000 per minute", "the output token limit of 8000 per minute"),
+        ("Basic authentication failed", "Basic authentication failed"),
+        ("dimension key: accuracy", "dimension key: accuracy"),
     ],
 )
 def test_redact_masks_keys_and_leaves_the_rest(text: str, shown: str) -> None:
