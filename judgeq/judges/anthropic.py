@@ -7,6 +7,7 @@ exceptions are translated into judgeq's :class:`~judgeq.JudgeError` tree here.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -148,6 +149,7 @@ class AnthropicJudge:
         client: anthropic.Anthropic | None = None,
     ) -> None:
         self.model = model
+        self._base_url = base_url
         # api_key/base_url None: the SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL. Without
         # credentials the judge still builds: every call is then an auth_error null (the
         # producer's preflight reports it once, before anything is enqueued).
@@ -170,7 +172,12 @@ class AnthropicJudge:
     def cache_identity(self) -> str:
         """What names this judge in the reply cache: provider, model and server (its host and
         path, never a credential): a stand-in's verdicts are never served for the real API."""
-        url = self._client.base_url if self._client is not None else ""
+        # without a credential (a dry run on a machine with no key) the server the SDK would call
+        url = (
+            self._client.base_url
+            if self._client is not None
+            else self._base_url or os.environ.get("ANTHROPIC_BASE_URL", "https://api.anthropic.com")
+        )
         return f"{self.provider}:{self.model}@{server_of(url)}"
 
     @property

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -150,6 +151,7 @@ class OpenAIJudge:
         client: openai.OpenAI | None = None,
     ) -> None:
         self.model = model
+        self._base_url = base_url
         self.wire_model = model
         """The model name sent to the server (an OpenAI-compatible judge's ``model`` also names
         the server)."""
@@ -171,7 +173,12 @@ class OpenAIJudge:
     def cache_identity(self) -> str:
         """What names this judge in the reply cache: provider, model and server (its host and
         path, never a credential)."""
-        url = self._client.base_url if self._client is not None else ""
+        # without a credential (a dry run on a machine with no key) the server the SDK would call
+        url = (
+            self._client.base_url
+            if self._client is not None
+            else self._base_url or os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
+        )
         return f"{self.provider}:{self.wire_model}@{server_of(url)}"
 
     @property

@@ -23,7 +23,7 @@ from typing import Any
 
 import click
 
-from judgeq.errors import ConfigError
+from judgeq.errors import ConfigError, RunPaused
 from judgeq.jobs.reader import JobsFileLimits, open_jobs_file, scan_jobs_file
 from judgeq.judges import judge_factory
 from judgeq.report.formatting import fmt, fmt_ci
@@ -128,7 +128,10 @@ def calibrate(rubric_ref: str, labels: str | None, **flags: Any) -> None:
         preflight(plan, settings)
         with EmbeddedRunner(judge_factory(settings), settings.concurrency, settings) as runner:
             run_id = runner.submit(plan, settings)
-            report = wait_for_report(runner.store, run_id, interval=0.2, stop_on_pause=True)
+            try:
+                report = wait_for_report(runner.store, run_id, interval=0.2, stop_on_pause=True)
+            except RunPaused as paused:  # (an in-process run: no 'judgeq resume' can reach it)
+                raise RunPaused(_stopped_text(paused.reason, settings), run_id, paused.reason) from None
             paths = write_files(runner.store, run_id, report, settings.results_dir)
             results = [r for r in runner.store.results(run_id, plan.spec.total) if r is not None]
     _print(report, rubric, plan.judges, goldens, len(lines) - goldens, results)
@@ -148,6 +151,19 @@ def calibrate(rubric_ref: str, labels: str | None, **flags: Any) -> None:
         sys.exit(1)
     if flags["min_accuracy"] is not None or flags["min_kappa"] is not None:
         click.echo("PASS")
+
+
+def _stopped_text(reason: str, settings: Any) -> str:
+    """What a calibration stopped by its cost cap or a refused key says (exit 3): why, that no
+    figure was computed, and what to do (never 'judgeq resume': the run lived in this process)."""
+    cause = reason.split(" (raise it with")[0]
+    fix = "with a higher --max-cost" if cause.startswith("max_cost:") else "once the judge set-up is fixed"
+    again = (
+        "; the replies already paid for come from the reply cache"
+        if settings.cache
+        else " (with JUDGEQ_CACHE=false every reply is paid for again)"
+    )
+    return f"calibration stopped: {cause}; no agreement figures. Run it again {fix}{again}"
 
 
 def _print(

@@ -135,3 +135,32 @@ def test_nulls_count_as_misses_and_too_few_grades_fail_the_gate(
     )  # fmt: skip
     assert out.returncode == 1, out.stdout + out.stderr
     assert "of the labelled jobs graded" in out.stdout and "nulls count as misses" in out.stdout
+
+
+@pytest.mark.parametrize("cache", ["true", "false"])
+def test_a_calibration_stopped_by_its_cost_cap_says_so_without_a_resume_it_cannot_have(
+    tmp_path: Path, fake: FakeMessagesAPI, cache: str
+) -> None:
+    # (issue 29: exit 3 with "raise it with: judgeq resume RUN --max-cost", for a run that lived
+    # and died in the calibrate process)
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"claude-test": {"input": 3.0, "output": 15.0}}))
+    env = {
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "JUDGEQ_CACHE_DIR": str(tmp_path / "cache"),
+        "JUDGEQ_PRICES": str(prices),
+        "JUDGEQ_MAX_COST": "0.001",
+        "JUDGEQ_CACHE": cache,
+    }
+    out = judgeq(
+        "rubrics", "calibrate", "pairwise", "--judge", "anthropic:claude-test", "--out", str(tmp_path),
+        env=env,
+    )  # fmt: skip
+    assert out.returncode == 3, out.stdout + out.stderr
+    line = out.stderr.strip().splitlines()[-1]
+    assert line.startswith("judgeq: error: calibration stopped: max_cost: $"), line
+    assert "Run it again with a higher --max-cost" in line and "judgeq resume" not in out.stderr
+    promise = "the replies already paid for come from the reply cache"
+    assert (promise in line) == (cache == "true") and ("paid for again" in line) == (cache == "false")
+    assert "kappa" not in out.stdout and "Traceback" not in out.stderr

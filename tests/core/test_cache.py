@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,6 +72,29 @@ def test_a_judge_names_its_provider_server_and_model_and_never_a_credential() ->
     request = GradingContext(rubric=QUALITY, judge=real).request_for(JOB)
     keys = {cache_key(cache_identity(j), request, QUALITY) for j in (real, stand_in, gateway)}
     assert len(keys) == 3
+
+
+@pytest.mark.parametrize("base_url", [None, "http://127.0.0.1:8765/x"])
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_judge_without_a_key_names_the_server_its_sdk_would_call(
+    provider: str, base_url: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dry run on a machine without a key looks up the key a worker with one writes (issue 29:
+    ``anthropic:MODEL@``, no server, so it never counted a cached reply)."""
+    from judgeq.judges.anthropic import AnthropicJudge
+    from judgeq.judges.base import cache_identity
+    from judgeq.judges.openai import OpenAIJudge
+
+    prefix = provider.upper()
+    for name in (f"{prefix}_API_KEY", f"{prefix}_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    if base_url:
+        monkeypatch.setenv(f"{prefix}_BASE_URL", base_url)
+    cls: Any = AnthropicJudge if provider == "anthropic" else OpenAIJudge
+    keyless, keyed = cls("m"), cls("m", api_key="k")
+    assert not keyless.has_credentials and keyed.has_credentials
+    assert cache_identity(keyless) == cache_identity(keyed)
+    assert not cache_identity(keyless).endswith("@")
 
 
 def test_an_entry_written_before_the_key_named_the_server_is_never_served() -> None:
