@@ -34,7 +34,8 @@ MEASURE = """() => {
       const px = parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a;
       labels.push({text: t.textContent, x: r.left, y: r.top, w: r.width, h: r.height, px: px});
     });
-    out.push({chart: svg.getAttribute("aria-label"), labels: labels});
+    const box = svg.getBoundingClientRect();
+    out.push({chart: svg.getAttribute("aria-label"), labels: labels, left: box.left, right: box.right});
   });
   return out;
 }"""
@@ -187,6 +188,16 @@ def test_synthetic_plots_at_their_extremes_have_no_overlapping_labels(tmp_path: 
         histogram("Latency, many bins", many, unit=" ms"),
         histogram("Latency, small", small, unit=" ms"),
         bars("Counts", [f"label {i}" for i in range(24)], [10_000 * i for i in range(24)], ylabel="jobs"),
+        # every category labelled: staggered on rows, shortened past three (issue 29)
+        bars(
+            "Dimensions",
+            [f"dimension_{w}_long_name" for w in "abcde"],
+            [7, 6, 8, 5, 9],
+            ymax=10,
+            categories=True,
+        ),
+        bars("Twelve", [f"criterion_{i}_of_twelve" for i in range(12)], [1] * 12, ymax=10, categories=True),
+        bars("Rank", ["not found", *map(str, range(1, 21)), ">20"], [3] * 22, counts=True, categories=True),
         dots("Models", [(m, 5 + i / 3, [4 + i / 3, 6 + i / 3]) for i, m in enumerate(models)], lo=0, hi=10),
         dots("Differences", [("overall", -0.12, [-0.2415, 0.483])], lo=-0.2415, hi=0.483),
         matrix("Win matrix", pairs),
@@ -208,3 +219,10 @@ def test_synthetic_plots_at_their_extremes_have_no_overlapping_labels(tmp_path: 
         ]
         assert clashes == [], (chart["chart"], clashes)
         assert not any("e+" in t["text"] for t in labels), chart["chart"]  # 20,000, never 2e+04
+        # (issue 29: the last label of a wide axis was cut off by the plot's edge)
+        cut = [
+            t["text"]
+            for t in labels
+            if t["x"] < chart["left"] - 0.5 or t["x"] + t["w"] > chart["right"] + 0.5
+        ]
+        assert cut == [], (chart["chart"], cut)

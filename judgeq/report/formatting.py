@@ -15,11 +15,14 @@ def decimals(suffix: str, nd: int | None) -> int:
 
 def fmt(x: Any, suffix: str = "", nd: int | None = None) -> str:
     """A figure as report.md prints it: floats with ``nd`` decimals (by default 2, and 1 for a
-    percentage: ``6.44``, ``75.0%``)."""
+    percentage: ``6.44``, ``75.0%``); a figure those decimals would show as 0 with two
+    significant digits (``0.02%``, never ``0.0%`` for a rate that is not 0)."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
     if isinstance(x, float):
         nd = decimals(suffix, nd)
+        if x and round(x, nd) == 0:  # 0.02% is not 0.0%: two significant digits
+            return f"{x:.2g}{suffix}"
         return f"{x:.{nd}f}{suffix}"
     if isinstance(x, int) and not isinstance(x, bool):
         return f"{x:,}{suffix}"

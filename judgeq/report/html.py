@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from judgeq.grading.result import Result
-from judgeq.report.formatting import decimals, fmt
+from judgeq.report.formatting import decimals, fmt, fmt_count
 
 __all__ = [
     "COLOR",
@@ -30,6 +30,7 @@ __all__ = [
     "axis_number",
     "bars",
     "charts",
+    "count_scale",
     "curve",
     "dots",
     "esc",
@@ -111,14 +112,29 @@ def nice_top(value: float) -> float:
     return next(base * m for m in (1, 2, 2.5, 5, 10) if base * m >= value - 1e-12)
 
 
-def _axis(ymax: float, ylabel: str = "") -> list[str]:
+def count_scale(vmax: float) -> tuple[float, float]:
+    """The top of a count axis and its step: whole steps of 1, 2 or 5 x 10^k, at most four of
+    them (a count axis never reads 2.5 jobs)."""
+    step = 1.0
+    k = 0
+    while True:
+        found = next((m * 10.0**k for m in (1, 2, 5) if m * 10.0**k * 4 >= vmax), None)
+        if found is not None:
+            step = found
+            break
+        k += 1
+    return step * max(1, math.ceil(vmax / step - 1e-9)), step
+
+
+def _axis(ymax: float, ylabel: str = "", *, step: float | None = None) -> list[str]:
     out = [
         f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - 10}" y2="{H - PAD_B}" class="axis"/>',
         f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" class="axis"/>',
     ]
-    for i in range(5):
-        v = ymax * i / 4
-        y = H - PAD_B - (H - PAD_B - PAD_T) * i / 4
+    n = 4 if step is None else round(ymax / step)
+    for i in range(n + 1):
+        v = ymax * i / n
+        y = H - PAD_B - (H - PAD_B - PAD_T) * i / n
         out.append(
             f'<text x="{PAD_L - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">{axis_number(v)}</text>'
         )
@@ -127,6 +143,33 @@ def _axis(ymax: float, ylabel: str = "") -> list[str]:
     if ylabel:
         out.append(f'<text x="{PAD_L + 4}" y="{PAD_T - 12}" class="tick">{esc(ylabel)}</text>')
     return out
+
+
+LABEL_ROWS = 3
+"""Rows a categorical axis staggers its labels on before it shortens them."""
+
+
+def _label_plan(labels: Sequence[str], span_w: float, categories: bool) -> tuple[list[int], int, int]:
+    """Which labels an x axis shows, on how many rows, and their length: a categorical axis (one
+    bar per dimension, rank, threshold) shows every label, staggered on up to
+    :data:`LABEL_ROWS` rows, shortened beyond; a numeric one (histogram bins) every n-th and
+    always the last (the axis is labelled as far as the data goes)."""
+    n = len(labels)
+    if categories:  # each label whole up to 24 characters, as the rows' room allows
+        rows = min(_every([label[:24] for label in labels], span_w), LABEL_ROWS)
+        return list(range(n)), rows, max(3, min(24, int((span_w * rows - 6) / CHAR_W)))
+    every = _every([label[:14] for label in labels], span_w)
+    shown = list(range(0, n, every))
+    if shown[-1] != n - 1:
+        if n - 1 - shown[-1] < every and len(shown) > 1:
+            shown[-1] = n - 1
+        elif n - 1 - shown[-1] >= every:
+            shown.append(n - 1)
+    return shown, 1, 14
+
+
+def _cut(label: str, chars: int) -> str:
+    return label if len(label) <= chars else label[: max(1, chars - 1)] + "…"
 
 
 def bars(
@@ -139,17 +182,27 @@ def bars(
     ylabel: str = "",
     note: str = "",
     color: str = COLOR,
+    counts: bool = False,
+    categories: bool = False,
 ) -> str:
-    """Vertical bars, optionally with interval whiskers."""
-    if not labels:
+    """Vertical bars, optionally with interval whiskers. ``counts``: the values are counts (the
+    axis ticks are whole numbers); ``categories``: every bar is labelled (see
+    :func:`_label_plan`). Nothing when no value is known."""
+    if not labels or all(v is None for v in values):
         return ""
     vals = [v or 0.0 for v in values]
     tops = [e[1] for e in (errors or []) if e]
-    top = ymax if ymax is not None else nice_top(max([*vals, *tops, 1e-9]))
+    step: float | None = None
+    if ymax is not None:
+        top = ymax
+    elif counts:
+        top, step = count_scale(max([*vals, *tops, 1.0]))
+    else:
+        top = nice_top(max([*vals, *tops, 1e-9]))
     span_w = (W - 10 - PAD_L) / len(labels)
     bw = max(2.0, span_w * 0.7)
-    every = _every([label[:14] for label in labels], span_w)
-    out = _axis(top, ylabel)
+    shown, rows, chars = _label_plan(labels, span_w, categories)
+    out = _axis(top, ylabel, step=step)
 
     def y_of(v: float) -> float:
         return H - PAD_B - (H - PAD_B - PAD_T) * min(max(v, 0.0), top) / top
@@ -170,12 +223,14 @@ def bars(
                 out.append(
                     f'<line x1="{cx - 4:.1f}" y1="{yy:.1f}" x2="{cx + 4:.1f}" y2="{yy:.1f}" class="whisker"/>'
                 )
-        if i % every == 0:
-            out.append(
-                f'<text x="{x + bw / 2:.1f}" y="{H - PAD_B + 20}" class="tick" text-anchor="middle">'
-                f"{esc(label[:14])}</text>"
-            )
-    return _frame(title, out, note=note)
+    for i in shown:
+        text = _cut(labels[i], chars)
+        half = len(text) * CHAR_W / 2
+        # under its bar, kept inside the plot's box (the last label of a wide axis was cut off)
+        x = min(max(PAD_L + span_w * i + span_w / 2, half + 2), W - half - 2)
+        y = H - PAD_B + 20 + 17 * (i % rows)
+        out.append(f'<text x="{x:.1f}" y="{y}" class="tick" text-anchor="middle">{esc(text)}</text>')
+    return _frame(title, out, note=note, height=H + 17 * (rows - 1))
 
 
 def histogram(
@@ -186,7 +241,7 @@ def histogram(
         return ""
     edges, counts = hist["edges"], hist["counts"]
     labels = [f"{axis_number((edges[i] + edges[i + 1]) / 2)}{unit}" for i in range(len(counts))]
-    return bars(title, labels, counts, ylabel="jobs", note=note)
+    return bars(title, labels, counts, ylabel="jobs", note=note, counts=True)
 
 
 def dots(
@@ -456,9 +511,18 @@ def charts(report: Mapping[str, Any]) -> list[str]:
                 errors=[dims[d].get("ci95") for d in names],
                 ymax=top,
                 note="over graded jobs",
+                categories=True,
             )
         )
-    if report.get("pass_rates"):
+    graded = (report.get("counts") or {}).get("graded")
+    if graded == 0:
+        nulls = (report.get("counts") or {}).get("null", 0)
+        out.append(
+            '<figure class="chart"><figcaption>No job was graded</figcaption><p class="note">'
+            f"All {esc(fmt_count(nulls))} results are null (their causes are in the summary above): "
+            "there is no score, pass rate or model to plot.</p></figure>"
+        )
+    if report.get("pass_rates") and graded != 0:
         ts = list(report["pass_rates"])
         cis = report.get("pass_rates_ci95") or {}
         out.append(
@@ -469,6 +533,7 @@ def charts(report: Mapping[str, Any]) -> list[str]:
                 errors=[cis.get(t) for t in ts],
                 ymax=100,
                 note=f"rubric threshold {rubric.get('pass_threshold')}: {report.get('pass_rate')}%; a null counts as not passed",
+                categories=True,
             )
         )
     by_model = report.get("by_model") or {}
@@ -488,7 +553,14 @@ def charts(report: Mapping[str, Any]) -> list[str]:
     if rt:
         ranks = rt.get("rank_counts") or {}
         out.append(
-            bars("Rank of the first relevant chunk", list(ranks), list(ranks.values()), ylabel="questions")
+            bars(
+                "Rank of the first relevant chunk",
+                list(ranks),
+                list(ranks.values()),
+                ylabel="questions",
+                counts=True,
+                categories=True,
+            )
         )
         out.append(
             curve(
