@@ -123,6 +123,73 @@ def test_sdk_parse_with_pydantic_model(client: anthropic.Anthropic) -> None:
         assert msg.parsed_output is not None and 1 <= msg.parsed_output.score <= 4
 
 
+def _schema(**change: Any) -> dict[str, Any]:
+    """A one-field verdict schema with ``change`` made to its ``score`` property (or, for keys
+    starting with ``root_``, to the object itself)."""
+    score: dict[str, Any] = {"type": "integer", "description": "1 to 10"}
+    root: dict[str, Any] = {
+        "type": "object",
+        "properties": {"score": score},
+        "required": ["score"],
+        "additionalProperties": False,
+    }
+    for key, value in change.items():
+        target = root if key.startswith("root_") else score
+        name = key.removeprefix("root_")
+        if value is None:
+            target.pop(name, None)
+        else:
+            target[name] = value
+    return root
+
+
+@pytest.mark.parametrize(
+    ("schema", "refused"),
+    [
+        # what the API documents as unsupported in structured outputs is refused (400), never
+        # ignored: a judge asking for it would otherwise pass every test and fail on the API
+        (_schema(root_additionalProperties=None), "additionalProperties must be false"),
+        (_schema(root_additionalProperties=True), "additionalProperties must be false"),
+        (_schema(minimum=1), "property 'minimum' is not supported"),
+        (_schema(maximum=10), "property 'maximum' is not supported"),
+        (_schema(type="string", maxLength=10), "property 'maxLength' is not supported"),
+        (_schema(type="string", format="regex"), "'regex' is not a supported string format"),
+        (_schema(type="array", items={"type": "string"}, minItems=2), "minItems: only 0 or 1"),
+        (_schema(type="tuple"), "'tuple' is not a supported type"),
+        (_schema(root_required=["score", "notes"]), "'notes' is not a property"),
+        (_schema(type="array", items={"type": "object", "properties": {}}), "additionalProperties must be"),
+        # and what it supports is accepted
+        (_schema(), None),
+        (_schema(type="string", format="date-time"), None),
+        (_schema(type="array", items={"type": "string"}, minItems=1), None),
+        (_schema(type=None, enum=["pass", "fail"]), None),
+        (_schema(type=None, anyOf=[{"type": "integer"}, {"type": "null"}]), None),
+    ],
+)
+def test_the_structured_output_subset_is_held_as_the_api_holds_it(
+    client: anthropic.Anthropic, schema: dict[str, Any], refused: str | None
+) -> None:
+    config: Any = {"format": {"type": "json_schema", "schema": schema}}
+    if refused is None:
+        assert json.loads(text_of(ask(client, "grade", output_config=config)))
+        return
+    with pytest.raises(anthropic.BadRequestError, match=refused):
+        ask(client, "grade", output_config=config)
+
+
+def test_every_builtin_rubrics_schema_is_accepted_and_unknown_fields_are_refused(
+    client: anthropic.Anthropic,
+) -> None:
+    from judgeq.grading.request import output_schema
+    from judgeq.rubric.model import builtin_names, load_rubric
+
+    for name in builtin_names():
+        config: Any = {"format": {"type": "json_schema", "schema": output_schema(load_rubric(name))}}
+        assert json.loads(text_of(ask(client, "grade", output_config=config))), name
+    with pytest.raises(anthropic.BadRequestError, match="output_format: Extra inputs are not permitted"):
+        ask(client, "grade", extra_body={"output_format": OUTPUT_CONFIG["format"]})
+
+
 def test_deterministic_and_seeded(fake: FakeMessagesAPI, client: anthropic.Anthropic) -> None:
     first = text_of(ask(client, "same question", output_config=OUTPUT_CONFIG))
     assert text_of(ask(client, "same question", output_config=OUTPUT_CONFIG)) == first

@@ -201,6 +201,72 @@ _SENTENCES = (
 # --------------------------------------------------------------------------- directives
 
 
+_REQUEST_FIELDS = frozenset(
+    {
+        "model", "messages", "max_tokens", "system", "metadata", "stop_sequences", "stream",
+        "temperature", "top_p", "top_k", "tools", "tool_choice", "thinking", "output_config",
+        "service_tier", "container", "mcp_servers", "context_management", "inference_geo",
+    }
+)  # fmt: skip
+"""The Messages API's request fields; any other is refused (400 "Extra inputs are not
+permitted"), as the API does."""
+
+_SCHEMA_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
+_STRING_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid"}
+)
+_SCHEMA_KEYS = frozenset(
+    {
+        "type", "description", "title", "enum", "const", "anyOf", "allOf", "$ref", "$defs",
+        "properties", "additionalProperties", "required", "format", "items", "minItems",
+    }
+)  # fmt: skip
+
+
+def check_output_schema(schema: Any, path: str) -> None:
+    """Refuse (``_BadRequest``, a 400) a structured-output schema outside the subset the API
+    supports, as it does (the subset the SDK's ``transform_schema`` writes: the supported types,
+    every object closed with ``additionalProperties: false``, string formats from its list,
+    ``minItems`` 0 or 1, no numeric or length bounds)."""
+    if not isinstance(schema, dict):
+        raise _BadRequest(f"{path}: a schema must be an object")
+    unknown = sorted(set(schema) - _SCHEMA_KEYS)
+    if unknown:
+        raise _BadRequest(f"{path}: property '{unknown[0]}' is not supported in structured outputs")
+    for name, sub in (schema.get("$defs") or {}).items():
+        check_output_schema(sub, f"{path}.$defs.{name}")
+    if "$ref" in schema:
+        if not str(schema["$ref"]).startswith("#/"):
+            raise _BadRequest(f"{path}.$ref: only local references (#/...) are supported")
+        return
+    for key in ("anyOf", "allOf"):
+        for i, sub in enumerate(schema.get(key) or []):
+            check_output_schema(sub, f"{path}.{key}.{i}")
+    kind = schema.get("type")
+    if kind is None:
+        if not ({"anyOf", "allOf", "enum", "const"} & set(schema)):
+            raise _BadRequest(f"{path}: a schema needs a type, anyOf, allOf, enum or const")
+        return
+    if kind not in _SCHEMA_TYPES:
+        raise _BadRequest(f"{path}.type: {kind!r} is not a supported type")
+    if kind == "object":
+        if schema.get("additionalProperties") is not False:
+            raise _BadRequest(f"{path}: additionalProperties must be false for every object")
+        properties = schema.get("properties") or {}
+        for name, sub in properties.items():
+            check_output_schema(sub, f"{path}.properties.{name}")
+        missing = [r for r in schema.get("required") or [] if r not in properties]
+        if missing:
+            raise _BadRequest(f"{path}.required: {missing[0]!r} is not a property")
+    elif kind == "string" and "format" in schema and schema["format"] not in _STRING_FORMATS:
+        raise _BadRequest(f"{path}.format: {schema['format']!r} is not a supported string format")
+    elif kind == "array":
+        if "items" in schema:
+            check_output_schema(schema["items"], f"{path}.items")
+        if schema.get("minItems", 0) not in (0, 1):
+            raise _BadRequest(f"{path}.minItems: only 0 or 1 is supported")
+
+
 class DirectiveError(ValueError):
     """A ``[[fake:...]]`` directive could not be parsed."""
 
@@ -1139,6 +1205,9 @@ class FakeMessagesAPI:
             )
         if body.get("stream"):
             raise _BadRequest("stream: the fake server does not support streaming")
+        extra = sorted(set(body) - _REQUEST_FIELDS)
+        if extra:  # (the API refuses what it does not know: e.g. the beta's output_format)
+            raise _BadRequest(f"{extra[0]}: Extra inputs are not permitted")
         output_config = body.get("output_config")
         if output_config is not None:
             if not isinstance(output_config, dict):
@@ -1150,6 +1219,8 @@ class FakeMessagesAPI:
                 or not isinstance(fmt.get("schema"), dict)
             ):
                 raise _BadRequest('output_config.format: expected {"type": "json_schema", "schema": {...}}')
+            if fmt is not None:
+                check_output_schema(fmt["schema"], "output_config.format.schema")
         return messages
 
     def _normal_answer(self, body: dict[str, Any], key_text: str, directives: Directives) -> str:

@@ -8,7 +8,10 @@ What it serves, as the OpenAI API documents it (and as compatible servers differ
 
 * ``POST /v1/chat/completions``: a verdict for the request. ``response_format``
   ``{"type": "json_schema", ...}`` is answered with JSON fitting the schema when
-  ``structured`` is on, else refused with a 400 (as servers without structured output do);
+  ``structured`` is on, else refused with a 400 (as servers without structured output do); a
+  ``json_schema`` without a valid ``name`` or ``schema``, or with ``strict: true`` and an object
+  not closed (``additionalProperties: false``) or not requiring every property, is refused with
+  the API's 400 (:func:`response_format_problem`), never answered;
   ``{"type": "json_object"}`` likewise with ``json_mode``; no response format gets the same JSON
   as free text. ``max_completion_tokens`` (or the older ``max_tokens``) bounds the answer: past
   it the text is cut and ``finish_reason`` is ``length``. ``usage`` has ``prompt_tokens``,
@@ -47,6 +50,7 @@ import email.policy
 import hashlib
 import json
 import math
+import re
 import socketserver
 import threading
 import time
@@ -79,6 +83,60 @@ def _tokens(text: str) -> int:
 
 def _error(status: int, message: str, kind: str, code: str | None = None) -> tuple[int, dict[str, Any]]:
     return status, {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+_SCHEMA_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def response_format_problem(spec: Any) -> str | None:
+    """Why Chat Completions refuses a ``json_schema`` response format, as the API documents it
+    (None: accepted): ``json_schema`` needs a ``name`` (``^[a-zA-Z0-9_-]{1,64}$``) and a
+    ``schema`` object; with ``strict: true`` every object sets ``additionalProperties: false``
+    and lists every one of its properties in ``required``."""
+    if not isinstance(spec, dict):
+        return "Missing required parameter: 'response_format.json_schema'."
+    name = spec.get("name")
+    if not isinstance(name, str) or not _SCHEMA_NAME.fullmatch(name):
+        return (
+            "Invalid 'response_format.json_schema.name': expected a string of up to 64 letters, "
+            "digits, _ or -."
+        )
+    schema = spec.get("schema")
+    if not isinstance(schema, dict):
+        return "Invalid 'response_format.json_schema.schema': expected an object."
+    if spec.get("strict") is True:
+        return _strict_problem(schema, name, ())
+    return None
+
+
+def _strict_problem(node: Any, name: str, where: tuple[str, ...]) -> str | None:
+    if not isinstance(node, dict):
+        return None
+    context = f"In context=({', '.join(repr(w) for w in where)}{',' if len(where) == 1 else ''})"
+    if node.get("type") == "object":
+        if node.get("additionalProperties") is not False:
+            return (
+                f"Invalid schema for response_format '{name}': {context}, 'additionalProperties' is "
+                "required to be supplied and to be false."
+            )
+        props = node.get("properties") or {}
+        missing = [k for k in props if k not in (node.get("required") or [])]
+        if missing:
+            return (
+                f"Invalid schema for response_format '{name}': {context}, 'required' is required to be "
+                f"supplied and to be an array including every key in properties. Missing '{missing[0]}'."
+            )
+        for key, sub in props.items():
+            found = _strict_problem(sub, name, (*where, "properties", key))
+            if found:
+                return found
+    if node.get("type") == "array":
+        return _strict_problem(node.get("items"), name, (*where, "items"))
+    for i, sub in enumerate(node.get("anyOf") or []):
+        found = _strict_problem(sub, name, (*where, "anyOf", str(i)))
+        if found:
+            return found
+    return None
 
 
 class FakeChatAPI:
@@ -481,6 +539,10 @@ class FakeChatAPI:
                 ),
                 {},
             )
+        if kind == "json_schema":
+            problem = response_format_problem(fmt.get("json_schema"))
+            if problem:
+                return (*_error(400, problem, "invalid_request_error"), {})
         if kind == "json_object" and not self.json_mode:
             return (
                 *_error(

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import openai
 import pytest
 
 from judgeq.errors import (
@@ -344,3 +346,46 @@ def test_provenance_names_the_model_a_gateway_says_answered() -> None:
         request = JudgeRequest(system=["Grade."], user="x", output_schema={"type": "object"}, max_tokens=50)
         reply = judge.complete(request, timeout=10)
     assert reply.model == "claude-sonnet-4-5-20250929" and reply.text == '{"score": 7}'
+
+
+OBJ: dict[str, object] = {"type": "object", "properties": {"score": {"type": "integer"}}}
+
+
+@pytest.mark.parametrize(
+    ("json_schema", "refused"),
+    [
+        # the structured-output parameters the API documents, held: refused with its 400
+        (None, "Missing required parameter: 'response_format.json_schema'"),
+        ({"schema": {**OBJ, "required": ["score"]}}, "json_schema.name"),
+        ({"name": "has space", "schema": OBJ}, "json_schema.name"),
+        ({"name": "verdict"}, "json_schema.schema"),
+        (
+            {"name": "verdict", "strict": True, "schema": {**OBJ, "required": ["score"]}},
+            "'additionalProperties'",
+        ),
+        (
+            {"name": "verdict", "strict": True, "schema": {**OBJ, "additionalProperties": False}},
+            "including every key in properties. Missing 'score'",
+        ),
+        # accepted: non-strict takes any schema (judgeq's shape), strict a closed, all-required one
+        ({"name": "verdict", "strict": False, "schema": OBJ}, None),
+        (
+            {"name": "verdict", "strict": True,
+             "schema": {**OBJ, "required": ["score"], "additionalProperties": False}},
+            None,
+        ),
+    ],
+)  # fmt: skip
+def test_the_stand_in_holds_the_response_format_as_the_api_documents_it(
+    fake: FakeChatAPI, json_schema: dict[str, object] | None, refused: str | None
+) -> None:
+    client = openai.OpenAI(api_key="k", base_url=fake.base_url + "/v1", max_retries=0)
+    fmt: dict[str, object] = {"type": "json_schema"}
+    if json_schema is not None:
+        fmt["json_schema"] = json_schema
+    ask = {"model": "gpt-test", "messages": [{"role": "user", "content": "grade"}], "response_format": fmt}
+    if refused is None:
+        assert json.loads(client.chat.completions.create(**ask).choices[0].message.content or "")  # type: ignore[call-overload]
+        return
+    with pytest.raises(openai.BadRequestError, match=re.escape(refused)):
+        client.chat.completions.create(**ask)  # type: ignore[call-overload]
