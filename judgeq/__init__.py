@@ -3,7 +3,7 @@
 The public API, and only it (as httpx does): :func:`grade`, :func:`submit`, :func:`wait`,
 :func:`load_report` and :class:`Report`; the rubric, job and result models; the
 :class:`Judge` protocol with what it takes and returns; the exception tree. Everything else
-is reachable in its package (``judgeq.grading``, ``judgeq.store``, ...: the README's table) but
+is reachable in its package (``judgeq.grading``, ``judgeq.store``, ...: the table in docs/index.md) but
 not exported, so it may change between releases. ``import judgeq`` imports no Celery, Redis or
 SDK (a test holds it to that).
 """

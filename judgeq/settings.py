@@ -43,7 +43,7 @@ WEIGHT_PREFIX = "JUDGEQ_WEIGHT_"
 
 
 class Settings(BaseSettings):
-    """Every ``JUDGEQ_…`` variable, with its default (see the README's configuration table)."""
+    """Every ``JUDGEQ_…`` variable, with its default (see docs/configuration.md)."""
 
     model_config = SettingsConfigDict(env_prefix="JUDGEQ_", extra="ignore", frozen=True)
 
@@ -264,7 +264,7 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
             close = [WEIGHT_PREFIX + "<DIMENSION>"]
         else:
             close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]}?)" if close else " (see the README's configuration table)"
+        hint = f" (did you mean {close[0]}?)" if close else " (see docs/configuration.md)"
         lines.append(f"unknown setting {key} is ignored{hint}")
     return lines
 

@@ -153,7 +153,7 @@ def test_env_names_match_settings() -> None:
 
 
 def test_readme_scaling_matches_compose() -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text() + (ROOT / "docs" / "scaling.md").read_text()
     assert "docker compose up -d --scale worker=" in readme
     assert "docker compose run --rm producer judgeq submit /data/" in readme
     assert "5555" in readme and "./results" in readme

@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_readme_python_example_runs(tmp_path: Path) -> None:
-    text = (ROOT / "README.md").read_text()
-    match = re.search(r"## Python API\n.*?```python\n(.*?)```", text, re.S)
-    assert match is not None, "the README has a Python API example"
+    text = (ROOT / "docs" / "python-api.md").read_text()
+    match = re.search(r"# Python API\n.*?```python\n(.*?)```", text, re.S)
+    assert match is not None, "the manual has a Python API example"
     code = match.group(1).split("run_id = judgeq.submit")[0]  # the in-process part
     (tmp_path / "examples").mkdir()
     shutil.copy(ROOT / "examples" / "responses.jsonl", tmp_path / "examples" / "responses.jsonl")
@@ -54,9 +54,9 @@ def test_a_misspelt_option_of_the_api_is_an_error_not_ignored(tmp_path: Path) ->
 def test_the_readme_offline_testing_example_runs(tmp_path: Path) -> None:
     """``judgeq.testing`` is public: the README's example grades through the real SDK against
     the stand-in, a job with ``[[fake:429]]`` ending ``rate_limited`` after its refused calls."""
-    text = (ROOT / "README.md").read_text()
-    match = re.search(r"### Testing your own pipeline offline\n.*?```python\n(.*?)```", text, re.S)
-    assert match is not None, "the README has an offline testing example"
+    text = (ROOT / "docs" / "python-api.md").read_text()
+    match = re.search(r"## Testing your own pipeline offline\n.*?```python\n(.*?)```", text, re.S)
+    assert match is not None, "the manual has an offline testing example"
     code = match.group(1)
     expected = re.search(r"^# (.*)$", code, re.M)
     assert expected is not None

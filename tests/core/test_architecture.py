@@ -226,7 +226,7 @@ def test_the_readme_lists_the_layers_in_their_order() -> None:
     listed above it."""
     import re
 
-    table = (ROOT / "README.md").read_text(encoding="utf-8").split("| package | holds |", 1)[1]
+    table = (ROOT / "docs" / "index.md").read_text(encoding="utf-8").split("| package | holds |", 1)[1]
     rows = re.findall(r"^\| `([^`]+)`", table.split("\n\n", 1)[0], re.M)
     names = [
         "judgeq." + row.removeprefix("judgeq/").removesuffix("/").removesuffix(".py").replace("/", ".")
