@@ -530,3 +530,28 @@ def test_a_held_jobs_answered_calls_are_served_from_the_cache_and_counted_once()
     assert (result.input_tokens, result.output_tokens) == (200, 20)  # both replies, once each
     report = reduce_run(store, RUN)
     assert report["usage"].get("reply_cache", {}).get("hits", 0) == 0  # its own spend, not a saving
+
+
+def test_an_upstream_key_revoked_behind_a_gateway_pauses_with_no_null() -> None:
+    """(issue 29: 401s, then 429s from the gateway made 21 rate_limited nulls and never paused:
+    each 429 null was stored and reset the streak.) The 429s of a judge that answers no one are
+    held, so the 401s' streak goes on to the pause."""
+    judge = Judge()
+    store, contexts = setup(response_rows(40), "quality", judge, judge_timeout=0.1, judge_deadline=0.3)
+    outcomes: list[Outcome | Held] = []
+    for i in range(12):
+        judge.error = (
+            JudgeAuthError("401 upstream key revoked")
+            if i % 2 == 0
+            else judgeq.JudgeRateLimited("429", retry_after=0.01)
+        )
+        held = process_job(store, contexts, RUN, i)
+        outcomes.append(held)
+        assert isinstance(held, Held)
+        settled = settle_held(store, RUN, [(i, held)], systemic_limit=5, final=False)
+        if settled is Outcome.PAUSED:
+            break
+    state = store.state(RUN)
+    assert state["state"] == "paused" and "auth_error" in state["pause_reason"], state
+    assert store.counters(RUN).get("done", 0) == 0  # nothing nulled, whatever came
+    assert len(outcomes) == 9  # the 5th 401 (with four 429s held between them) paused the run
