@@ -303,6 +303,7 @@ def wait_for_report(
     complete_since: float | None = None
     outage_since: float | None = None
     was_paused = False
+    was_waiting = False
     while True:
         try:
             report = store.report(run_id)
@@ -346,14 +347,15 @@ def wait_for_report(
         if tty:
             out.write("\r\033[K" + progress_line(snap))
             out.flush()
-        elif snap.state == "paused" and not was_paused:
-            out.write(progress_line(snap) + "\n")
+        elif (snap.state == "paused" and not was_paused) or (snap.waiting_s is not None and not was_waiting):
+            out.write(progress_line(snap) + "\n")  # a pause or a wait for the judge: said at once
             out.flush()
         elif now - last_print >= 5.0:
             out.write(progress_line(snap) + "\n")
             out.flush()
             last_print = now
         was_paused = snap.state == "paused"
+        was_waiting = snap.waiting_s is not None
         # every job done: the report is a reduce away, look for it more often
         sleep(interval if snap.done < snap.total else min(interval, 0.05))
 

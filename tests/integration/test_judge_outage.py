@@ -1,12 +1,10 @@
 """Systemic failures hold the jobs, never null them (real Redis, real workers, the real SDK
 against the fake Messages API):
 
-* the judge's server goes away mid-run (connection refused): the jobs are held, the run waits
-  for its judge and says so, and goes on by itself when the server is back: every job graded,
-  no null;
-* a gateway refuses the workers' key with a 400 for every call (LiteLLM with a master key and
-  no database answers "No connected db."): the run pauses instead of nulling every job, and
-  resumes once the key is fixed.
+the judge's server goes away mid-run (connection refused): the jobs are held, the run waits
+for its judge and says so, and goes on by itself when the server is back: every job graded, no
+null. (A key refused with a gateway's 400 for every call pauses the run instead:
+tests/integration/test_self_healing.py.)
 """
 
 from __future__ import annotations
@@ -38,11 +36,12 @@ pytestmark = pytest.mark.integration
 
 
 def _submit(tmp_path: Path, env: dict[str, str], run_id: str, n: int, *extra: str) -> subprocess.Popen[str]:
+    """``judgeq submit --wait`` in the background, its stderr in ``tmp_path/RUN.err``."""
     batch = write_batch(tmp_path / f"{run_id}.jsonl", response_rows(n))
     return subprocess.Popen(
         [sys.executable, "-m", "judgeq", "submit", str(batch), *SUBMIT, "--run-id", run_id, "--wait",
          "--out", str(tmp_path / "out"), *extra],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env, stdout=subprocess.DEVNULL, stderr=(tmp_path / f"{run_id}.err").open("w"), text=True,
     )  # fmt: skip
 
 
@@ -70,10 +69,12 @@ def test_an_outage_holds_the_jobs_and_the_run_goes_on_when_the_judge_is_back(
         nulls = {k: v for k, v in client.hgetall(counters).items() if k.startswith("null:")}
         assert nulls == {}, nulls  # jobs failed all their attempts and none became a null
         wait_for_log(worker, "waits for its judge", 30)
+        said = tmp_path / "outage.err"
+        wait_for(lambda: "WAITING for the judge" in said.read_text(), 60, "--wait saying so")
         before = float(client.hget(counters, "done") or 0)
         api.start(port)  # back
-        assert proc.stdout is not None
-        _, err = proc.communicate(timeout=180)
+        proc.wait(timeout=180)
+        err = said.read_text()
     finally:
         api.stop()
         if proc is not None and proc.poll() is None:
@@ -82,41 +83,5 @@ def test_an_outage_holds_the_jobs_and_the_run_goes_on_when_the_judge_is_back(
     report = json.loads((tmp_path / "out" / "outage" / "report.json").read_text())
     assert report["counts"]["graded"] == n and report["counts"]["null"] == 0
     assert before < n  # the outage came while jobs were left
-    assert "WAITING for the judge" in err  # --wait said so while it waited
     assert "answers again" in worker.output()
     assert "waiting_since" not in redis_server.client().hgetall("judgeq:run:{outage}:state")
-
-
-@pytest.mark.timeout(240)
-def test_a_gateway_refusing_the_workers_key_with_a_400_pauses_instead_of_nulling(
-    tmp_path: Path,
-    env: dict[str, str],
-    fake_api: FakeMessagesAPI,
-    redis_server: RedisServer,
-    start_worker: Callable[..., Worker],
-) -> None:
-    start_worker("w1", env={"JUDGEQ_SYSTEMIC_FAILURES": "5"}, concurrency=4)
-    rotated = "sk-ant-test-ROTATED"
-    fake_api.api_key = rotated  # the workers hold the old key; the producer has the new one
-    fake_api.refused_key = (400, "No connected db.")
-    proc: subprocess.Popen[str] | None = None
-    try:
-        proc = _submit(tmp_path, {**env, "ANTHROPIC_API_KEY": rotated}, "gw", 40, "--keep-waiting")
-        client = redis_server.client()
-        state = "judgeq:run:{gw}:state"
-        wait_for(lambda: client.hget(state, "state") == "paused", 90, "the pause")
-        wait_for(lambda: client.hget(state, "enqueue") == "done", 60, "enqueuing")
-        assert int(float(client.hget("judgeq:run:{gw}:counters", "done") or 0)) == 0  # no null
-        reason = client.hget(state, "pause_reason") or ""
-        assert "invalid_request" in reason and "No connected db." in reason, reason
-        fake_api.api_key = API_KEY  # the workers' key is made good on the gateway
-        resumed = judgeq_cli("resume", "gw", env=env)
-        assert resumed.returncode == 0, resumed.stderr
-        _, err = proc.communicate(timeout=180)
-    finally:
-        fake_api.api_key, fake_api.refused_key = API_KEY, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err[-3000:]
-    report = json.loads((tmp_path / "out" / "gw" / "report.json").read_text())
-    assert report["counts"]["graded"] == 40 and report["counts"]["null"] == 0

@@ -4,7 +4,8 @@ real SDK against the fake Messages API):
 * a lost reduce message: the workers' repair loop sends the reducer again;
 * a rubric that fails to load on the workers: jobs are retried, then internal_error nulls;
 * a worker started with a refused key says so at ERROR and takes no job until the key works;
-* a run whose judge calls all fail the same systemic way pauses, says why, and resumes.
+* a run whose judge calls all fail the same systemic way (a refused key: the API's 401 or a
+  gateway's 400) pauses, says why, and resumes.
 """
 
 from __future__ import annotations
@@ -161,16 +162,29 @@ def test_a_worker_without_a_key_says_so_at_start(
     assert "judge set-up broken" not in log
 
 
+@pytest.mark.parametrize(
+    ("refused", "reason"),
+    [
+        (None, "auth_error"),  # the API: 401
+        # a gateway refusing the key with a 400 for every call (LiteLLM with a master key and no
+        # database; issue 29: 300 of 300 jobs became invalid_request nulls in 1.3 s)
+        ((400, "No connected db."), "invalid_request"),
+    ],
+    ids=["401", "gateway-400"],
+)
 def test_a_run_whose_calls_all_fail_systemically_pauses_and_resumes(
     tmp_path: Path,
     env: dict[str, str],
     fake_api: FakeMessagesAPI,
     redis_server: RedisServer,
     start_worker: Callable[..., Worker],
+    refused: tuple[int, str] | None,
+    reason: str,
 ) -> None:
     start_worker("w1", env={"JUDGEQ_SYSTEMIC_FAILURES": "5"}, concurrency=4)
     rotated = "sk-ant-test-ROTATED"
     fake_api.api_key = rotated  # the workers' key is revoked; the producer has the new one
+    fake_api.refused_key = refused
     try:
         batch = write_batch(tmp_path / "b.jsonl", response_rows(40))
         proc = subprocess.Popen(
@@ -200,18 +214,19 @@ def test_a_run_whose_calls_all_fail_systemically_pauses_and_resumes(
         assert int(float(client.hget("judgeq:run:{paused}:counters", "done") or 0)) == 0  # no null
         status = judgeq_cli("status", "paused", env=env)
         lines = [x for x in status.stdout.splitlines() if "PAUSED" in x]
-        assert len(lines) == 1 and "auth_error" in lines[0] and "judgeq resume paused" in lines[0]
+        assert len(lines) == 1 and reason in lines[0] and "judgeq resume paused" in lines[0]
+        assert refused is None or refused[1] in lines[0]
         assert judgeq_cli("resume", "nope", env=env).returncode == 2
         fake_api.api_key = API_KEY  # fixed
         resumed = judgeq_cli("resume", "paused", env=env)
         assert resumed.returncode == 0 and "40 pending job(s) enqueued again" in resumed.stderr
         _, stderr = proc.communicate(timeout=120)
     finally:
-        fake_api.api_key = API_KEY
+        fake_api.api_key, fake_api.refused_key = API_KEY, None
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, stderr[-2000:]
-    assert "PAUSED: auth_error" in stderr  # --wait said why
+    assert f"PAUSED: {reason}" in stderr  # --wait said why
     report = json.loads((tmp_path / "out" / "paused" / "report.json").read_text())
     assert report["counts"]["graded"] == 40 and report["counts"]["null"] == 0
     again = judgeq_cli("resume", "paused", env=env)
