@@ -17,21 +17,9 @@ import pytest
 import judgeq
 from judgeq.errors import SYSTEMIC_REASONS, UNAVAILABLE_REASONS, JudgeAuthError, JudgeModelNotFound
 from judgeq.grading.request import JudgeRequest
+from judgeq.pipeline.holds import ANSWER_FLOOR_S, claim_probe, hold_kind, judge_answering, wait_delay
 from judgeq.pipeline.job import null_result
-from judgeq.pipeline.stages import (
-    ANSWER_FLOOR_S,
-    Contexts,
-    Held,
-    Outcome,
-    claim_probe,
-    finalize_run,
-    hold_kind,
-    judge_answering,
-    process_job,
-    reduce_run,
-    settle_held,
-    wait_delay,
-)
+from judgeq.pipeline.stages import Contexts, Held, Outcome, finalize_run, process_job, reduce_run, settle_held
 from judgeq.rubric.model import read_rubric_text
 from judgeq.runspec import RunSpec
 from judgeq.store.base import MemoryStore
