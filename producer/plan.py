@@ -307,7 +307,12 @@ def make_plan(
     )
 
 
-KIND_RUBRIC = {"response": "quality", "question": "retrieval-relevance", "pair": "pairwise"}
+KIND_RUBRIC = {
+    "response": "quality",
+    "question": "retrieval-relevance",
+    "pair": "pairwise",
+    "conversation": "task-success",
+}
 """Every kind of job (:data:`judgeq.jobs.models.JOB_MODELS`), with the built-in rubric suggested
 for it."""
 
@@ -331,6 +336,8 @@ def check_rubric_fits(rubric: Rubric, scan: JobsFileScan) -> None:
     grades = " and ".join(sorted(fits))
     if "pair" in fits:
         what = "its scale is pairwise"
+    elif "conversation" in fits:
+        what = "it says job: conversation"
     elif "question" in fits:
         what = "it has a 'retrieval' section"
     else:
@@ -346,7 +353,8 @@ def check_rubric_fits(rubric: Rubric, scan: JobsFileScan) -> None:
     other = {
         "question": "with a 'retrieval' section",
         "pair": "with scale pairwise",
-        "response": "without a 'retrieval' section, not pairwise",
+        "conversation": "with job: conversation",
+        "response": "without a 'retrieval' section or job: conversation, not pairwise",
     }[kind]
     raise ConfigError(
         f"rubric {rubric.name!r} grades {grades} jobs ({what}), but {scan.name} has "

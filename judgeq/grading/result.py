@@ -21,7 +21,7 @@ class Result(BaseModel):
 
     job_id: str
     index: int
-    kind: Literal["response", "question", "pair"] = "response"
+    kind: Literal["response", "question", "pair", "conversation"] = "response"
     status: Literal["graded", "null"]
     null_reason: str | None = None
     scores: dict[str, float] = {}
@@ -100,6 +100,19 @@ class Result(BaseModel):
     key_facts_present: list[str] | None = None
     key_facts_missing: list[str] | None = None
 
+    # conversation jobs
+    tools_called: list[str] | None = None
+    """The tools the agent called, in order."""
+    checks: dict[str, bool] | None = None
+    """The trajectory checks' outcomes (:mod:`judgeq.transcripts.checks`), by check."""
+    check_failures: dict[str, str] | None = None
+    """Why each failed check failed."""
+    settled_by: Literal["checks"] | None = None
+    """``checks``: a hard check failed and settled the job (failed) without a judge call: it
+    has no judge's score (``overall`` is None) and counts as failed in the pass rates."""
+    cuts: list[list[int]] | None = None
+    """Tool results cut for the judge: [message index, characters, characters kept] each."""
+
     def to_line(self) -> dict[str, Any]:
         """The ``verdicts.jsonl`` form: question-only fields dropped for response jobs."""
         data = self.model_dump(mode="json")
@@ -109,7 +122,7 @@ class Result(BaseModel):
         if self.kind != "pair":
             for key in _PAIR_FIELDS:
                 data.pop(key, None)
-        for key in ("label", "judge_scores", "judge_usage", "holistic"):
+        for key in ("label", "judge_scores", "judge_usage", "holistic", *_CONVERSATION_FIELDS):
             if data.get(key) is None:
                 data.pop(key, None)
         return data
@@ -132,4 +145,5 @@ _QUESTION_FIELDS = (
     "key_facts_present",
     "key_facts_missing",
 )
+_CONVERSATION_FIELDS = ("tools_called", "checks", "check_failures", "settled_by", "cuts")
 _PAIR_FIELDS = ("model_b", "winner", "votes", "len_a", "len_b")

@@ -1,6 +1,6 @@
 """Grading jobs: one line of a batch.
 
-Three kinds:
+Four kinds:
 
 * ``response`` — ``id``, ``input``, ``output``; optional ``context``, ``expected_answer``,
   ``model`` (the system that produced the output) and ``metadata``;
@@ -12,20 +12,24 @@ Three kinds:
   ``output_b``; optional ``model_a``, ``model_b`` (the systems that produced them),
   ``context``, ``expected_answer`` and ``metadata``.
 
+* ``conversation`` — an agent's ``messages`` (OpenAI chat format, or Anthropic's blocks),
+  optional ``tools``, ``reference`` and ``checks``: see :mod:`judgeq.jobs.conversation`.
+
 Any job may carry a ``label`` (a person's grade, for the report's agreement section): a
 number on the rubric's scale, ``pass``/``fail``, or for pairs ``a``/``b``/``tie``.
 
 The kind is given as ``kind`` or inferred: ``question`` or ``retrieved`` present means a
-question job, ``output_a`` a pair job.
+question job, ``messages`` a conversation, ``output_a`` a pair job.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from judgeq.jobs.base import LABEL_WORDS, MAX_ID_CHARS, JobBase, JobId
+from judgeq.jobs.conversation import ConversationJob
 from judgeq.rubric.model import Chunk
 
 __all__ = [
@@ -33,6 +37,7 @@ __all__ = [
     "LABEL_WORDS",
     "MAX_ID_CHARS",
     "MAX_RETRIEVED",
+    "ConversationJob",
     "Job",
     "JobId",
     "PairJob",
@@ -41,59 +46,10 @@ __all__ = [
     "infer_kind",
 ]
 
-MAX_ID_CHARS = 256
 MAX_RETRIEVED = 1000
 
-JobId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 
-
-LABEL_WORDS = ("pass", "fail", "a", "b", "tie")
-
-
-class _Job(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
-
-    id: JobId
-    model: str | None = None
-    metadata: dict[str, Any] | None = None
-    label: float | str | None = None
-    """A person's grade: a number on the rubric's scale, ``pass``/``fail``, or ``a``/``b``/``tie``."""
-
-    @field_validator("label", mode="before")
-    @classmethod
-    def _label(cls, v: Any) -> Any:
-        if v is None:
-            return v
-        if isinstance(v, bool):
-            return "pass" if v else "fail"
-        if isinstance(v, (int, float)):
-            if not math.isfinite(v):
-                raise ValueError("must be a finite number")
-            return float(v)
-        if isinstance(v, str):
-            word = v.strip().lower()
-            if word in LABEL_WORDS:
-                return word
-            try:
-                number = float(word)
-            except ValueError:
-                raise ValueError(f"must be a number, pass, fail, a, b or tie; got {v!r}") from None
-            if not math.isfinite(number):
-                raise ValueError("must be a finite number")
-            return number
-        raise ValueError(f"must be a number, pass, fail, a, b or tie; got {type(v).__name__}")
-
-    @field_validator("id", mode="before")
-    @classmethod
-    def _id(cls, v: Any) -> Any:
-        if isinstance(v, int) and not isinstance(v, bool):
-            return str(v)
-        if isinstance(v, str) and not v.strip():
-            raise ValueError("must not be blank")
-        return v
-
-
-class ResponseJob(_Job):
+class ResponseJob(JobBase):
     """Grade one model response."""
 
     kind: Literal["response"] = "response"
@@ -111,7 +67,7 @@ class ResponseJob(_Job):
         }
 
 
-class QuestionJob(_Job):
+class QuestionJob(JobBase):
     """Grade the chunks retrieved for one question."""
 
     kind: Literal["question"] = "question"
@@ -155,7 +111,7 @@ class QuestionJob(_Job):
         }
 
 
-class PairJob(_Job):
+class PairJob(JobBase):
     """Compare two outputs for one input (judged A, B or tie)."""
 
     kind: Literal["pair"] = "pair"
@@ -185,7 +141,7 @@ class PairJob(_Job):
         }
 
 
-Job = ResponseJob | QuestionJob | PairJob
+Job = ResponseJob | QuestionJob | PairJob | ConversationJob
 
 
 def infer_kind(obj: dict[str, Any]) -> str:
@@ -195,11 +151,14 @@ def infer_kind(obj: dict[str, Any]) -> str:
         return kind
     if "question" in obj or "retrieved" in obj:
         return "question"
+    if "messages" in obj:
+        return "conversation"
     return "pair" if "output_a" in obj else "response"
 
 
-JOB_MODELS: dict[str, type[ResponseJob] | type[QuestionJob] | type[PairJob]] = {
+JOB_MODELS: dict[str, type[ResponseJob] | type[QuestionJob] | type[PairJob] | type[ConversationJob]] = {
     "response": ResponseJob,
     "question": QuestionJob,
     "pair": PairJob,
+    "conversation": ConversationJob,
 }

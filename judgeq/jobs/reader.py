@@ -48,6 +48,7 @@ __all__ = [
     "open_jobs_file",
     "parse_line",
     "scan_jobs_file",
+    "split_problems",
 ]
 
 MAX_ERRORS_SHOWN = 20
@@ -183,7 +184,8 @@ def parse_line(text: str, limits: JobsFileLimits) -> tuple[Job | None, str, str]
     kind = infer_kind(obj)
     model = JOB_MODELS.get(kind)
     if model is None:
-        return None, "kind", f"unknown kind {kind!r} (use 'response', 'question' or 'pair')"
+        *most, last = (repr(k) for k in JOB_MODELS)
+        return None, "kind", f"unknown kind {kind!r} (use {', '.join(most)} or {last})"
     # only a line longer than the limit can hold a string over it, and a lone surrogate can
     # only come from a \\u escape: most lines skip the walk through every string
     bad = _bad_string(obj, limits.max_field_chars) if _may_hold_bad_string(text, limits) else None
@@ -241,6 +243,18 @@ def _lines(path: Path, limits: JobsFileLimits) -> Iterator[tuple[int, str | None
                 yield line_no, None, f"not valid UTF-8 (byte {exc.start + 1} of the line)"
 
 
+def split_problems(fld: str, problem: str) -> list[tuple[str, str]]:
+    """A line's problems, one each: a conversation states all of its own at once, one
+    ``field: problem`` per line of the message."""
+    if "\n" not in problem:
+        return [(fld, problem)]
+    out: list[tuple[str, str]] = []
+    for line in problem.splitlines():
+        head, sep, rest = line.partition(": ")
+        out.append((head, rest) if sep and " " not in head else (fld, line))
+    return out
+
+
 JobCheck = Callable[[Job], "tuple[str, str] | None"]
 """A check of a parsed job against the run (e.g. its label against the rubric's scale):
 ``(field, problem)``, or None when the job is fine."""
@@ -265,7 +279,8 @@ def scan_jobs_file(
             continue
         job, fld, problem = parse_line(text, limits)
         if job is None:
-            scan.add_error(line_no, fld, problem)
+            for where, what in split_problems(fld, problem):
+                scan.add_error(line_no, where, what)
             continue
         checked = check(job) if check is not None else None
         if checked is not None:

@@ -33,7 +33,9 @@ from judgeq.grading.result import Result
 from judgeq.grading.retrieval import first_relevant_rank, hits_at, llm_grade, total_score
 from judgeq.grading.score import Score, score_verdict
 from judgeq.grading.verdict import ParsedVerdict, parse_verdict
-from judgeq.jobs.models import JOB_MODELS, Job, PairJob, QuestionJob, infer_kind
+from judgeq.jobs.conversation import job_checks, settled_by_checks
+from judgeq.jobs.conversation import result_fields as conversation_fields
+from judgeq.jobs.models import JOB_MODELS, ConversationJob, Job, PairJob, QuestionJob, ResponseJob, infer_kind
 from judgeq.judges.base import (
     CallOutcome,
     Gate,
@@ -49,6 +51,7 @@ from judgeq.rubric.model import RetrievalConfig, Rubric
 from judgeq.runspec import RunSpec
 from judgeq.store.reply_cache import ReplyCache, cache_key
 from judgeq.telemetry import CacheHit, VerdictParsed, emit, job_context, observed
+from judgeq.transcripts.checks import Check
 
 __all__ = [
     "NOTES_LIMIT",
@@ -215,6 +218,8 @@ def default_disagreement(rubric: Rubric) -> float:
 def job_calls(ctx: GradingContext, job: Job) -> list[Call]:
     """The judge calls of ``job``: per judge, one call, or for a pair job two (A/B then B/A)
     unless the run does not swap."""
+    if settled(ctx, job):
+        return []
     orders = (False, True) if isinstance(job, PairJob) and ctx.swap else (False,)
     requests = {swapped: ctx.request_for(job, swapped=swapped) for swapped in orders}
     calls: list[Call] = []
@@ -297,7 +302,7 @@ def _combine(
 ) -> Result:
     rubric = ctx.rubric
     judges = ctx.judges
-    all_cached = all(r.cached for r in results)
+    all_cached = bool(results) and all(r.cached for r in results)
     spent = [r for r in results if all_cached or not r.cached]
     base: dict[str, object] = {
         "job_id": job.id,
@@ -310,7 +315,7 @@ def _combine(
         "judge_model": ctx.judge.model,
         "cached": all_cached,
         "batch": batch,
-        **job_fields(job, ctx.retrieval),
+        **job_fields(job, ctx.retrieval, ctx.rubric.checks),
     }
     replies = [r.outcome.reply for r in spent if r.outcome.reply is not None]
     base.update(
@@ -344,6 +349,8 @@ def _combine(
             return failed
     if len(results) < call_count(ctx, job):
         return _null("internal_error", "a judge call of this job is missing", base)
+    if not results:  # settled by a failed hard check: no judge was asked
+        return Result(status="graded", passed=False, settled_by="checks", **base)  # type: ignore[arg-type]
     verdicts: list[ParsedVerdict] = []
     for r in results:
         reply = r.outcome.reply
@@ -401,8 +408,15 @@ def provenance(judge: Judge, reply: JudgeReply) -> str:
     return " ".join(str(p or "-").replace(" ", "_") for p in parts)
 
 
+def settled(ctx: GradingContext, job: Job) -> bool:
+    """A conversation whose hard check failed: settled without a judge call."""
+    return isinstance(job, ConversationJob) and settled_by_checks(job_checks(ctx.rubric.checks, job))
+
+
 def call_count(ctx: GradingContext, job: Job) -> int:
     """How many calls :func:`job_calls` makes for ``job``."""
+    if settled(ctx, job):
+        return 0
     return len(ctx.judges) * (2 if isinstance(job, PairJob) and ctx.swap else 1)
 
 
@@ -416,8 +430,11 @@ def _who(ctx: GradingContext, r: CallResult) -> str:
 def input_key(job: Job) -> str:
     """A short hash of what a job asks (its input or question, and its expected answer), so
     results of several models on the same input can be paired."""
-    text = job.question if isinstance(job, QuestionJob) else job.input
-    material = f"{text}\x00{job.expected_answer or ''}"
+    if isinstance(job, ConversationJob):
+        text, expected = job.first_input, job.reference.expected_text() if job.reference else None
+    else:
+        text, expected = (job.question if isinstance(job, QuestionJob) else job.input), job.expected_answer
+    material = f"{text}\x00{expected or ''}"
     return hashlib.blake2b(material.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
@@ -431,7 +448,13 @@ def _scored_result(
 ) -> Result:
     rubric = ctx.rubric
     # The safety gate checks what a model said; retrieved documents are not checked.
-    candidate = job.output if job.kind == "response" else None
+    candidate = (
+        job.output
+        if isinstance(job, ResponseJob)
+        else "\n".join(m.content for m in job.messages if m.role == "assistant")
+        if isinstance(job, ConversationJob)
+        else None
+    )
     scores: list[Score] = [
         score_verdict(rubric, pv, candidate=candidate, safety_gate=ctx.safety_gate, safety_cap=ctx.safety_cap)
         for pv in verdicts
@@ -548,7 +571,8 @@ def null_result(
     job: Job | None = None,
     job_id: str | None = None,
     retrieval: RetrievalConfig | None = None,
-    kind: Literal["response", "question", "pair"] | None = None,
+    kind: Literal["response", "question", "pair", "conversation"] | None = None,
+    checks: Sequence[Check] = (),
 ) -> Result:
     """The one way a null result is made outside a judge's reply (internal error, held jobs
     out of retries, lost, finalized, canceled, a batch-lane failure).
@@ -567,6 +591,7 @@ def null_result(
     if spec is not None:
         try:
             rubric_name, rubric_version, kind = spec.rubric.name, spec.rubric.version, spec.rubric.job_kind
+            checks = spec.rubric.checks
         except Exception:  # the rubric itself fails to load: the null still names the run's rubric
             rubric_name, rubric_version, kind = spec.rubric_source, "unknown", None
         judge_model, retrieval = spec.judge_model, spec.retrieval
@@ -584,7 +609,7 @@ def null_result(
         if kind == "question":
             base["question_id"] = ident
     if job is not None:
-        base.update(job_fields(job, retrieval))
+        base.update(job_fields(job, retrieval, checks))
     return _null(reason, why[:RAW_NULL_LIMIT] if why else why, base)
 
 
@@ -606,7 +631,9 @@ def _payload_id(raw: str | None, index: int) -> str:
         return f"#{index}"
 
 
-def job_fields(job: Job, retrieval: RetrievalConfig | None) -> dict[str, object]:
+def job_fields(
+    job: Job, retrieval: RetrievalConfig | None, checks: Sequence[Check] = ()
+) -> dict[str, object]:
     """What every result of ``job`` carries, graded or null: its kind, model (a pair's output
     A's, and ``model_b``), label and input key; a pair's output lengths; a question's
     retrieval fields (rank, hits: they need no judge)."""
@@ -620,6 +647,8 @@ def job_fields(job: Job, retrieval: RetrievalConfig | None) -> dict[str, object]
         fields.update(model_b=job.model_b, len_a=len(job.output_a), len_b=len(job.output_b))
     if isinstance(job, QuestionJob):
         fields.update(_question_fields(job, retrieval or RetrievalConfig()))
+    if isinstance(job, ConversationJob):
+        fields.update(conversation_fields(job_checks(checks, job), job))
     return fields
 
 

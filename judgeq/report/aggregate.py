@@ -27,6 +27,7 @@ from typing import Any, TypedDict
 
 from judgeq.grading.result import Result
 from judgeq.judges.prices import Price, Prices, shipped_prices
+from judgeq.report.conversation import ConversationStats
 from judgeq.report.stats import t_interval, wilson
 from judgeq.report.validity import AgreementStats, CouncilStats, InputPairing, PairwiseStats
 from judgeq.settings import default_thresholds
@@ -227,6 +228,8 @@ class Summary:
     passed: int = 0
     flags: Counter[str] = field(default_factory=Counter)
     retrieval: RetrievalStats | None = None
+    settled: int = 0
+    """Jobs graded (failed) by a hard trajectory check, without a judge's score."""
 
     def add(self, r: Result) -> None:
         self.total += 1
@@ -236,6 +239,10 @@ class Summary:
             self.retrieval.add(r)
         for f in r.flags:
             self.flags[f] += 1
+        if r.settled_by is not None:  # failed by a hard check: a grade (fail), no judge's score
+            self.graded += 1
+            self.settled += 1
+            return
         if r.status != "graded" or r.overall is None:
             self.null_by_reason[r.null_reason or "unknown"] += 1
             return
@@ -261,6 +268,7 @@ class Summary:
                 "graded": self.graded,
                 "null": null,
                 "null_by_reason": dict(sorted(self.null_by_reason.items())),
+                **({"settled_by_checks": self.settled} if self.settled else {}),
             },
             "coverage": pct(self.graded, self.total),
             "coverage_ci95": wilson(self.graded, self.total),
@@ -419,6 +427,7 @@ class Aggregator:
             else None
         )
         self.pairing = InputPairing()
+        self.conversation = ConversationStats(lo=lo)
         self.judge_spent: dict[str, list[int]] = {}
         """A council's tokens per judge model (for its cost): input, output, cache read, write,
         per lane (live 0-3, batch 4-7)."""
@@ -427,6 +436,7 @@ class Aggregator:
         self.run.add(r)  # a pair job's model is output A's: pairs are reported by model pair instead
         self.agreement.add(r)
         self.pairing.add(r)
+        self.conversation.add(r)
         if self.pairwise is not None and r.kind == "pair":
             self.pairwise.add(r, judges=max(1, len(self.judges)), swapped=self.swap)
         if self.council is not None:
@@ -544,6 +554,9 @@ class Aggregator:
             out["by_model_paired"] = paired
         if self.pairwise is not None:
             out["pairwise"] = self.pairwise.to_dict()
+        conversation = self.conversation.to_dict()
+        if conversation is not None:
+            out["conversation"] = conversation
         agreement = self.agreement.to_dict()
         if agreement is not None:
             out["agreement"] = agreement

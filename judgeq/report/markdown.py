@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from judgeq.judges.prices import unpriced_text
+from judgeq.report.conversation import conversation_markdown
 from judgeq.report.formatting import fmt, fmt_ci, fmt_p, lane_name
 
 __all__ = ["render_markdown", "validity_markdown"]
@@ -235,6 +236,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(
                 f"| hit@{k} | {fmt_ci(v, rt.get('ci95', {}).get('hit_at_k_rates', {}).get(k), '%')} |"
             )
+    lines += conversation_markdown(report.get("conversation"))
     if report.get("by_model"):
         lines += [
             "",

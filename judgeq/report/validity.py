@@ -194,6 +194,12 @@ class AgreementStats:
         if r.label is None:
             return
         self.labelled += 1
+        if r.settled_by is not None:  # failed by a hard check: a fail, with no score to compare
+            if self.mode != "pairwise" and isinstance(r.label, str):
+                self.pass_fail[(r.label, "fail")] += 1
+            elif self.mode != "pairwise" and self.threshold is not None:
+                self.pass_fail[("pass" if float(r.label) >= self.threshold else "fail", "fail")] += 1
+            return
         if r.status != "graded" or r.overall is None:
             self.nulls[r.null_reason or "unknown"] += 1
             return

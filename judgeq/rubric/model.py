@@ -25,6 +25,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from judgeq.errors import ConfigError, RubricError
+from judgeq.transcripts.checks import Check
+from judgeq.transcripts.messages import read_messages, read_tools
 
 __all__ = [
     "DEFAULT_PASS_THRESHOLDS",
@@ -199,13 +201,17 @@ class Golden(_Model):
     """A worked example with its expected outcome, used to check a rubric end to end."""
 
     name: str
-    input: str
+    input: str | None = None
     output: str | None = None
     output_a: str | None = None
     output_b: str | None = None
     context: str | None = None
     expected_answer: str | None = None
     retrieved: list[Chunk] | None = None
+    messages: list[Any] | None = None
+    """A conversation golden: its messages (and ``tools``, ``reference``), as in a job line."""
+    tools: list[Any] | None = None
+    reference: dict[str, Any] | None = None
     expected: Literal["pass", "fail", "a", "b", "tie"] | float
 
     @field_validator("expected", mode="before")
@@ -215,6 +221,14 @@ class Golden(_Model):
 
     @model_validator(mode="after")
     def _outputs(self) -> Golden:
+        if self.messages is not None:
+            if self.output is not None or self.output_a is not None or self.retrieved is not None:
+                raise ValueError("a conversation golden has messages (and no output)")
+            return self
+        if self.tools is not None or self.reference is not None:
+            raise ValueError("tools and reference are for conversation goldens (with messages)")
+        if self.input is None:
+            raise ValueError("input: required field is missing")
         pair = self.output_a is not None or self.output_b is not None
         if pair and (self.output_a is None or self.output_b is None or self.output is not None):
             raise ValueError("a pairwise golden has output_a and output_b (and no output)")
@@ -225,6 +239,11 @@ class Golden(_Model):
     def job(self) -> dict[str, Any]:
         """The golden as a batch line (with its ``expected`` outcome as the ``label``)."""
         fields: dict[str, Any] = {"id": f"golden:{self.name}", "label": self.expected}
+        if self.messages is not None:
+            fields.update(
+                kind="conversation", messages=self.messages, tools=self.tools, reference=self.reference
+            )
+            return {k: v for k, v in fields.items() if v is not None}
         if self.retrieved is not None:
             fields.update(
                 question=self.input,
@@ -266,6 +285,11 @@ class Rubric(_Model):
     pass_threshold: float | None = None
     goldens: list[Golden] = Field(default_factory=list)
     retrieval: RetrievalConfig | None = None
+    job: Literal["conversation"] | None = None
+    """The kind of job graded, where the scale and sections do not say it: ``conversation``
+    (an agent's messages and tool calls; see :mod:`judgeq.jobs.conversation`)."""
+    checks: list[Check] = Field(default_factory=list)
+    """Deterministic trajectory checks run before the judge (conversation rubrics)."""
     tags: list[str] = Field(default_factory=list)
     author: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -355,7 +379,19 @@ class Rubric(_Model):
                 f"ceiling.dimension: {self.ceiling.dimension!r} is not a dimension "
                 f"(have: {', '.join(names) or 'none'})"
             )
+        if self.job == "conversation":
+            if self.is_pairwise or self.retrieval is not None:
+                say("job: a conversation rubric is not pairwise and has no retrieval section")
+        elif self.checks:
+            say("checks: trajectory checks are for conversation rubrics (job: conversation)")
         for g in self.goldens:
+            if (g.messages is not None) != (self.job == "conversation"):
+                say(f"goldens.{g.name}: a conversation rubric's goldens have messages, and only theirs")
+                continue
+            if g.messages is not None:
+                tools, said = read_tools(g.tools) if g.tools is not None else (None, [])
+                said += read_messages(g.messages, tools)[1]
+                problems += [f"goldens.{g.name}.{line}" for line in said]
             if self.is_pairwise:
                 if g.expected not in ("a", "b", "tie") or g.output_a is None:
                     say(
@@ -399,10 +435,13 @@ class Rubric(_Model):
         return self.scale == "pairwise"
 
     @property
-    def job_kind(self) -> Literal["response", "question", "pair"]:
+    def job_kind(self) -> Literal["response", "question", "pair", "conversation"]:
         """The kind of job the rubric grades: a pairwise rubric pair jobs (it compares two
         outputs), a rubric with a ``retrieval`` section question jobs (it asks about retrieved
-        chunks and the expected answer's key facts), any other rubric response jobs."""
+        chunks and the expected answer's key facts), a rubric with ``job: conversation``
+        conversations, any other rubric response jobs."""
+        if self.job is not None:
+            return self.job
         if self.is_pairwise:
             return "pair"
         return "question" if self.retrieval is not None else "response"

@@ -143,6 +143,7 @@ def _register() -> None:
         export,
         exporter,
         flower,
+        importer,
         rescore,
         resume,
         rubrics,
@@ -163,7 +164,14 @@ def _register() -> None:
     main.add_command(status.archive)
     main.add_command(resume.resume)
     main.add_command(wait.wait_cmd)
-    for command in (runs.runs, cancel.cancel, export.export, compare.compare, rescore.rescore):
+    for command in (
+        runs.runs,
+        cancel.cancel,
+        export.export,
+        importer.import_cmd,
+        compare.compare,
+        rescore.rescore,
+    ):
         main.add_command(command)
     main.add_command(worker.worker)
     main.add_command(flower.flower)

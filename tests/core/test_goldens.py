@@ -63,7 +63,14 @@ def test_golden_lands_on_expected_side(rubric_name: str, golden_name: str) -> No
     for body in seen:
         assert "temperature" not in body and "tool_choice" not in body
         assert body["messages"][-1]["role"] == "user"
-        assert golden.input in body["messages"][0]["content"]
+        if golden.messages is not None:  # a conversation: every message is shown, as data
+            assert result.kind == "conversation"
+            for message in golden.messages:
+                text = message.get("content")
+                if isinstance(text, str) and text:
+                    assert text in body["messages"][0]["content"]
+        else:
+            assert golden.input is not None and golden.input in body["messages"][0]["content"]
 
 
 def outcome_side(rubric: Rubric, golden: Golden) -> object:

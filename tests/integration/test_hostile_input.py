@@ -256,7 +256,7 @@ REJECTED = [
     ),
     pytest.param(
         Case(
-            [f"{B}:1: kind: unknown kind 'essay' (use 'response', 'question' or 'pair')"],
+            [f"{B}:1: kind: unknown kind 'essay' (use 'response', 'question', 'pair' or 'conversation')"],
             batch=jsonl(response(1, kind="essay")),
         ),
         id="unknown-kind",

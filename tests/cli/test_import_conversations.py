@@ -1,0 +1,135 @@
+"""Conversations people have, read as conversation jobs (issue 30, point 6): OpenAI chat JSONL,
+τ-bench trajectories and an Inspect eval log, each a small real public sample
+(``tests/fixtures/conversations/README.md`` gives their sources and licences)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from judgeq.jobs.conversation import ConversationJob, job_checks
+from judgeq.transcripts.checks import Check
+from judgeq.transcripts.importers import ImportProblem, from_inspect_log, from_openai_jsonl, from_tau_bench
+
+FIX = Path(__file__).parent.parent / "fixtures" / "conversations"
+TAU = json.loads((FIX / "tau-bench-airline-sample.json").read_text())
+TOOLS = json.loads((FIX / "tau-bench-airline-tools.json").read_text())
+
+
+def judgeq(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "judgeq", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ANTHROPIC_API_KEY": ""},
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+def test_tau_bench_runs_keep_their_reference_actions_reward_and_failed_calls() -> None:
+    jobs = [ConversationJob.model_validate(line) for line in from_tau_bench(TAU, TOOLS, model="gpt-4o")]
+    assert [j.id for j in jobs] == [f"tau:{r['task_id']}:{r['trial']}" for r in TAU]
+    assert [j.label for j in jobs] == ["pass" if r["reward"] == 1.0 else "fail" for r in TAU]
+    for job, run in zip(jobs, TAU, strict=True):
+        assert job.model == "gpt-4o" and job.tools is not None and len(job.tools) == 14
+        assert job.reference is not None and job.reference.tool_calls is not None
+        assert [(c.name, c.arguments) for c in job.reference.tool_calls] == [
+            (a["name"], a["kwargs"]) for a in run["info"]["task"]["actions"]
+        ]
+        calls = [m["tool_calls"][0]["function"]["name"] for m in run["traj"] if m.get("tool_calls")]
+        assert [c.name for c in job.tool_calls] == calls  # every call, in order
+    # task 11's first book_reservation failed ("Error: ..."): marked, so a check can leave it out
+    failed = [m for m in jobs[3].messages if m.role == "tool" and m.is_error]
+    assert failed and all(m.content.startswith("Error") for m in failed)
+    writes = Check(check="reference_calls", tools=["book_reservation"], mode="exact", match="exact")
+    assert [o.passed for o in job_checks([writes], jobs[3])] == [False]  # two calls, one reference
+    skip = writes.model_copy(update={"skip_failed": True})
+    assert [o.passed for o in job_checks([skip], jobs[3])] == [True]
+
+
+def test_openai_chat_jsonl_lines_become_jobs_with_their_extra_keys_as_metadata() -> None:
+    lines = (FIX / "openai-chat-sample.jsonl").read_text().splitlines()
+    jobs = [ConversationJob.model_validate(line) for line in from_openai_jsonl(lines)]
+    assert [j.id for j in jobs] == ["openai:1", "openai:2"]
+    assert jobs[0].metadata == {"parallel_tool_calls": False}
+    assert (
+        jobs[0].messages == ConversationJob.model_validate({"id": "x", "messages": TAU[0]["traj"]}).messages
+    )
+
+
+def test_an_inspect_log_sample_reads_as_the_openai_request_it_made() -> None:
+    log = json.loads((FIX / "inspect-browser-sample.json").read_text())
+    (line,) = from_inspect_log(log)
+    job = ConversationJob.model_validate(line)
+    assert job.id == "inspect:1:1" and job.model == "openai/gpt-4o-mini"
+    assert [m.role for m in job.messages] == ["user", *["assistant", "tool"] * 4, "assistant"]
+    assert [c.name for c in job.tool_calls] == ["web_browser_go", *["web_browser_click"] * 3]
+    assert job.tool_calls[0].arguments == {"url": "https://www.aisi.gov.uk/"}
+    assert job.tools is not None and len(job.tools) == 8
+    assert job.final_answer.startswith("The AI Security Institute")
+
+
+@pytest.mark.parametrize(
+    ("reader", "data", "where"),
+    [
+        (from_tau_bench, {"not": "a list"}, "the file"),
+        (from_tau_bench, [{"task_id": 1, "traj": []}], "[0].info"),
+        (from_inspect_log, {"samples": [{"id": 1}]}, "samples[0].messages"),
+        (from_inspect_log, [], "the file"),
+    ],
+)
+def test_unreadable_records_are_named(reader: object, data: object, where: str) -> None:
+    with pytest.raises(ImportProblem) as err:
+        list(reader(data))  # type: ignore[operator]
+    assert err.value.where == where
+
+
+def test_openai_lines_that_are_not_conversations_are_named() -> None:
+    with pytest.raises(ImportProblem, match="line 2: expected an object with 'messages'"):
+        list(from_openai_jsonl(['{"messages": [{"role": "user", "content": "x"}]}', '{"prompt": "x"}']))
+    with pytest.raises(ImportProblem, match="line 1: invalid JSON"):
+        list(from_openai_jsonl(["{"]))
+
+
+def test_import_then_grade_through_the_cli(tmp_path: Path) -> None:
+    out = tmp_path / "tau.jsonl"
+    done = judgeq(
+        "import", "tau-bench", str(FIX / "tau-bench-airline-sample.json"), "--tools",
+        str(FIX / "tau-bench-airline-tools.json"), "-o", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "wrote 4 conversation job(s)" in done.stderr
+    assert len(out.read_text().splitlines()) == 4
+    graded = judgeq(
+        "run", str(out), "--rubric", "task-success", "--out", str(tmp_path / "results"), cwd=tmp_path
+    )
+    assert graded.returncode == 0, graded.stderr
+    (report,) = (tmp_path / "results").glob("*/report.json")
+    data = json.loads(report.read_text())
+    assert data["counts"]["total"] == 4 and data["conversation"]["jobs"] == 4
+    assert "reference_calls:in_order:subset" in data["conversation"]["checks"]
+
+
+def test_a_conversation_the_reader_refuses_writes_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"}]})
+        + "\n"
+    )
+    out = tmp_path / "out.jsonl"
+    done = judgeq("import", "openai", str(bad), "-o", str(out))
+    assert done.returncode == 2 and not out.exists()
+    assert f"{bad}: job 1 (openai:1): messages.1.role: unknown role 'robot'" in done.stderr
+    assert "Traceback" not in done.stderr and "nothing was written" in done.stderr
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{")
+    done = judgeq("import", "tau-bench", str(garbage))
+    assert (
+        done.returncode == 2 and f"{garbage}: invalid JSON" in done.stderr and "Traceback" not in done.stderr
+    )
