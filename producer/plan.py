@@ -120,11 +120,6 @@ class Plan:
     def judges(self) -> list[JudgeSpec]:
         return [self.judge, *self.council]
 
-    @property
-    def calls_per_job(self) -> int:
-        """Judge calls per job: one per judge, two for a pair judged in both orders."""
-        return len(self.judges) * (2 if self.spec.rubric.is_pairwise and self.spec.swap else 1)
-
 
 def parse_thresholds(text: str, *, origin: str = "--thresholds") -> list[float]:
     out: list[float] = []

@@ -221,3 +221,46 @@ def test_the_null_reason_filter_shows_the_nulls_of_that_reason(tmp_path: Path) -
     assert {"parse_error", "invalid_request"} <= set(options)
     assert counts == {"*": 3, "parse_error": 2, "invalid_request": 1, "-": 9}
     assert sorted(shown) == ["r2", "r5"] and verdicts == ["null: parse_error"] * 2
+
+
+def test_the_worst_conversations_read_as_transcripts(tmp_path: Path) -> None:
+    """Issue 30, point 7: the worst conversations shown as transcripts (roles, each call with its
+    arguments, each result with the tool it answers), their text data, never markup."""
+    from playwright.sync_api import sync_playwright
+
+    rows = [json.loads(line) for line in (ROOT / "examples" / "conversations.jsonl").read_text().splitlines()]
+    rows[2]["messages"][1]["content"] = HOSTILE  # the user's message of the conversation a check settles
+    batch = tmp_path / "conv.jsonl"
+    batch.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rubric = tmp_path / "careful.md"
+    rubric.write_text(
+        "---\nname: careful\nversion: 1.0.0\nscale: pass-fail\njob: conversation\ndescription: d\n"
+        "checks:\n  - {check: tool_not_used, tool: cancel_order, hard: true}\n---\nGrade it.\n"
+    )
+    html = run(batch, str(rubric), tmp_path / "out")
+    assert CHROMIUM is not None, "chromium is not installed"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1300, "height": 1600})
+        problems: list[str] = []
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
+        page.goto(html.as_uri())
+        summaries = page.locator("details summary").all_inner_texts()
+        first = page.locator("details").first
+        hidden = first.locator("ol.transcript").is_visible()
+        first.locator("summary").click()
+        roles = first.locator(".msg .role").all_inner_texts()
+        calls = first.locator(".msg .call").all_inner_texts()
+        user = first.locator(".msg.user .content").first.inner_text()
+        pwned = page.evaluate("window.pwned || 0")
+        page.screenshot(path=str(SHOTS / "conversations.png"), full_page=True)
+        browser.close()
+    assert problems == [] and pwned == 0
+    assert summaries[0].startswith("conv-003") and "failed a hard check" in summaries[0]
+    assert not hidden, "a transcript opens on demand"
+    assert roles == ["1. system", "2. user", "3. assistant", "4. result of cancel_order", "5. assistant"]
+    assert calls == ['call cancel_order{"order_id": "48213"}'] or calls == [
+        'call cancel_order\n{"order_id": "48213"}'
+    ]
+    assert user == HOSTILE.rstrip("\u2028 ").strip() or "</script>" in user, "the text is shown as text"

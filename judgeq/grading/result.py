@@ -110,6 +110,11 @@ class Result(BaseModel):
     settled_by: Literal["checks"] | None = None
     """``checks``: a hard check failed and settled the job (failed) without a judge call: it
     has no judge's score (``overall`` is None) and counts as failed in the pass rates."""
+    turn_scores: list[float] | None = None
+    """A conversation graded turn by turn: each assistant turn's score, in order (its
+    ``overall`` their aggregate)."""
+    worst_turn: int | None = None
+    """The number of the message of its lowest-scored turn (its ``notes`` are that turn's)."""
     cuts: list[list[int]] | None = None
     """Tool results cut for the judge: [message index, characters, characters kept] each."""
 
@@ -145,5 +150,13 @@ _QUESTION_FIELDS = (
     "key_facts_present",
     "key_facts_missing",
 )
-_CONVERSATION_FIELDS = ("tools_called", "checks", "check_failures", "settled_by", "cuts")
+_CONVERSATION_FIELDS = (
+    "tools_called",
+    "checks",
+    "check_failures",
+    "settled_by",
+    "turn_scores",
+    "worst_turn",
+    "cuts",
+)
 _PAIR_FIELDS = ("model_b", "winner", "votes", "len_a", "len_b")

@@ -28,9 +28,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_serializer, model_validator
 
 from judgeq.jobs.base import JobBase
-from judgeq.transcripts.checks import Check, CheckOutcome, ReferenceCall, run_checks
+from judgeq.transcripts.checks import Check, CheckOutcome, ReferenceCall, final_answer, run_checks
 from judgeq.transcripts.messages import Message, Tool, ToolCall, read_messages, read_tools
-from judgeq.transcripts.render import cuts
+from judgeq.transcripts.render import cuts, turn_window
 
 __all__ = ["ConversationJob", "Reference", "job_checks", "result_fields", "settled_by_checks"]
 
@@ -113,12 +113,30 @@ class ConversationJob(JobBase):
     @property
     def final_answer(self) -> str:
         """The last assistant message's text ("" when it only called tools)."""
-        return next((m.content for m in reversed(self.messages) if m.role == "assistant" and m.content), "")
+        return final_answer(self.messages)
 
     @property
     def first_input(self) -> str:
         """The first user message (the task): what results on the same task pair up by."""
         return next((m.content for m in self.messages if m.role == "user"), "")
+
+    @property
+    def turns(self) -> list[int]:
+        """The indices of its assistant messages: the turns a turn-by-turn rubric grades."""
+        return [i for i, m in enumerate(self.messages) if m.role == "assistant"]
+
+    def turn_fields(self, turn: int, window: int | None = None) -> dict[str, Any]:
+        """The fields shown to grade the assistant message at index ``turn``: the conversation
+        up to it (its last ``window`` turns), that message marked as the one graded."""
+        shown, graded = turn_window(self.messages, turn, window)
+        message = self.messages[graded]
+        return {
+            **self.render_fields(),
+            "output": message.content,
+            "messages": tuple(self.messages[i] for i in shown),
+            "numbers": tuple(i + 1 for i in shown),
+            "graded": graded + 1,
+        }
 
     def render_fields(self) -> dict[str, Any]:
         return {

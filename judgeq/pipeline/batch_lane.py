@@ -69,7 +69,15 @@ from judgeq.grading.result import Result
 from judgeq.judges.base import CallOutcome, provider_of
 from judgeq.judges.batches import BatchItem, BatchJudge, batch_label
 from judgeq.judges.prices import Prices, unpriced_text
-from judgeq.pipeline.job import CallResult, GradingContext, combine, job_calls, null_result, parse_job
+from judgeq.pipeline.job import (
+    CallResult,
+    GradingContext,
+    call_count,
+    combine,
+    job_calls,
+    null_result,
+    parse_job,
+)
 from judgeq.pipeline.stages import Contexts, Outcome, store_results_once
 from judgeq.runspec import RunSpec
 from judgeq.settings import Settings
@@ -114,11 +122,6 @@ def index_of(cid: str) -> int | None:
 def tag_of(cid: str) -> str:
     """The call tag of a custom_id (``0`` for a job of one call)."""
     return cid.partition("_")[2] or "0"
-
-
-def calls_per_job(ctx: GradingContext) -> int:
-    """Judge calls per job of the run (a run's jobs are all of one kind: see the plan)."""
-    return len(ctx.judges) * (2 if ctx.rubric.is_pairwise and ctx.swap else 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +236,7 @@ class BatchLane:
             self._cancel(run_id, judge)
             return
         self._recover(run_id)
-        self._maybe_flush(spec, judge, max(1, self._limits(judge)[0] // calls_per_job(ctx)))
+        self._maybe_flush(spec, judge, max(1, self._limits(judge)[0] // call_count(ctx)))
         now = self.clock()
         for record in store.lane_batches(run_id):
             due = now - float(record.get("polled") or 0) >= self.config.poll_interval
@@ -316,7 +319,7 @@ class BatchLane:
         ctx = loaded[1]
         prices = spec.price_book()
         max_requests, max_bytes = self._limits(judge)
-        per_batch = min(per_batch or max_requests, max_requests // calls_per_job(ctx)) or 1
+        per_batch = min(per_batch or max_requests, max_requests // call_count(ctx)) or 1
         label = batch_label(judge)
         spend = self._cost_limit(run_id)
         room: float | None = None
@@ -357,6 +360,11 @@ class BatchLane:
                 rest.append(index)  # stored meanwhile (or just now): leaves the lane
                 continue
             calls = job_calls(ctx, job)
+            if not calls:  # settled by a hard check: no judge call, graded now
+                if self._store(spec, combine(ctx, job, index, [])) is Outcome.LAST:
+                    self.on_last(run_id)
+                rest.append(index)  # stored: leaves the lane
+                continue
             members = [ctx.judges[call.judge][0] for call in calls]
             items = [
                 (custom_id(index, call.tag if len(calls) > 1 else None), member.batch_params(call.request))
@@ -372,7 +380,8 @@ class BatchLane:
                 continue
             sizes = [len(json.dumps(p, ensure_ascii=False).encode()) for _, p in items]
             body = sum(sizes) + ENVELOPE_BYTES * len(items)
-            if requests and size + body > max_bytes:
+            # (a conversation graded turn by turn makes a call per turn: jobs differ in calls)
+            if requests and (size + body > max_bytes or len(requests) + len(items) > max_requests):
                 rest.append(index)
                 continue
             bounds = [
@@ -458,7 +467,7 @@ class BatchLane:
     def _least_job_cost(ctx: GradingContext, prices: Prices) -> float | None:
         """The least a job's reservation can be: its calls' ``max_tokens`` of output alone
         (None: a judge has no price)."""
-        per_judge = calls_per_job(ctx) // len(ctx.judges)
+        per_judge = call_count(ctx) // len(ctx.judges)
         total = 0.0
         for judge, _ in ctx.judges:
             bound = request_bound(prices, judge.model, 0, ctx.max_tokens)
@@ -669,7 +678,18 @@ class BatchLane:
             stored += done is not None
             last |= done is Outcome.LAST
 
-        per_job = calls_per_job(ctx)
+        per_job = call_count(ctx)
+        counts: dict[int, int] = {}
+
+        def calls_of(index: int) -> int:
+            """The calls of job ``index`` (the run's per-job count, unless its jobs differ)."""
+            if ctx.rubric.turn_scope is None:
+                return per_job
+            if index not in counts:
+                job = parse_job(store.job(run_id, index))
+                counts[index] = call_count(ctx, job) if job is not None else per_job
+            return counts[index]
+
         for item in judge.batch_results(record["id"]):
             index = index_of(item.custom_id)
             if index is None or index not in expected:
@@ -679,7 +699,7 @@ class BatchLane:
                 continue
             items = partial.setdefault(index, {})
             items[tag_of(item.custom_id)] = item
-            if len(items) == per_job:  # every call of the job is in: grade it now
+            if len(items) == calls_of(index):  # every call of the job is in: grade it now
                 settle(index, partial.pop(index))
                 expected.discard(index)
         for index in sorted(expected):  # calls missing from the results: the API lost them

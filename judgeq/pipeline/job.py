@@ -89,6 +89,8 @@ class Call:
     judge: int
     request: JudgeRequest
     swapped: bool = False
+    turn: int | None = None
+    """A conversation graded turn by turn: the index of the assistant message this call grades."""
 
 
 @dataclass(slots=True)
@@ -158,17 +160,27 @@ class GradingContext:
         return None if self.run_id is None else f"{self.run_id}:{index}"
 
     def cached_replies(self, job: Job) -> bool:
-        """Whether the cache holds a reply to every call of ``job`` (it then needs no judge)."""
+        """Whether the cache holds a reply to every call of ``job`` (it then needs no judge; a
+        job a hard check settles has no call: it needs none, cache or not)."""
+        calls = job_calls(self, job)
+        if not calls:
+            return True
         if self.cache is None:
             return False
-        for call in job_calls(self, job):
+        for call in calls:
             key = self.cache_key(call.request, self.judges[call.judge][0])
             if key is None or self.cache.get(key) is None:
                 return False
         return True
 
-    def request_for(self, job: Job, *, swapped: bool = False) -> JudgeRequest:
-        fields = job.render_fields(swapped=swapped) if isinstance(job, PairJob) else job.render_fields()
+    def request_for(self, job: Job, *, swapped: bool = False, turn: int | None = None) -> JudgeRequest:
+        if isinstance(job, PairJob):
+            fields = job.render_fields(swapped=swapped)
+        elif isinstance(job, ConversationJob) and turn is not None:
+            scope = self.rubric.turn_scope
+            fields = job.turn_fields(turn, scope.window if scope is not None else None)
+        else:
+            fields = job.render_fields()
         return JudgeRequest(
             system=self.system,
             user=render_user(**fields),
@@ -220,13 +232,27 @@ def job_calls(ctx: GradingContext, job: Job) -> list[Call]:
     unless the run does not swap."""
     if settled(ctx, job):
         return []
-    orders = (False, True) if isinstance(job, PairJob) and ctx.swap else (False,)
-    requests = {swapped: ctx.request_for(job, swapped=swapped) for swapped in orders}
     calls: list[Call] = []
+    turns = _turns(ctx, job)
+    if turns is not None:  # a conversation graded turn by turn: per judge, a call per turn
+        requests = {t: ctx.request_for(job, turn=t) for t in turns}
+        for j in range(len(ctx.judges)):
+            for t in turns:
+                calls.append(Call(str(len(calls)), j, requests[t], turn=t))
+        return calls
+    orders = (False, True) if isinstance(job, PairJob) and ctx.swap else (False,)
+    requests_by_order = {swapped: ctx.request_for(job, swapped=swapped) for swapped in orders}
     for j in range(len(ctx.judges)):
         for swapped in orders:
-            calls.append(Call(str(len(calls)), j, requests[swapped], swapped))
+            calls.append(Call(str(len(calls)), j, requests_by_order[swapped], swapped))
     return calls
+
+
+def _turns(ctx: GradingContext, job: Job) -> list[int] | None:
+    """The turns of a conversation its rubric grades one by one (None: graded whole)."""
+    if isinstance(job, ConversationJob) and ctx.rubric.turn_scope is not None:
+        return job.turns
+    return None
 
 
 def grade_job(
@@ -369,6 +395,8 @@ def _combine(
     notes = verdicts[0].notes[:NOTES_LIMIT] if verdicts[0].notes else None
     if isinstance(job, PairJob):
         result = _pair_result(ctx, results, verdicts, base, notes)
+    elif isinstance(job, ConversationJob) and ctx.rubric.turn_scope is not None:
+        result = _turn_result(ctx, job, results, verdicts, base)
     else:
         result = _scored_result(ctx, job, results, verdicts, base, notes)
     if ctx.cache is not None and result.status == "graded":
@@ -413,10 +441,18 @@ def settled(ctx: GradingContext, job: Job) -> bool:
     return isinstance(job, ConversationJob) and settled_by_checks(job_checks(ctx.rubric.checks, job))
 
 
-def call_count(ctx: GradingContext, job: Job) -> int:
-    """How many calls :func:`job_calls` makes for ``job``."""
+def call_count(ctx: GradingContext, job: Job | None = None) -> int:
+    """How many calls :func:`job_calls` makes for ``job`` (the one statement of the rule): per
+    judge of the run, one, two for a pair judged in both orders, one per turn for a conversation
+    graded turn by turn, none for a conversation a hard check settles. Without a job: what a job
+    of this run makes at least, for the sizes that hold for all (a run's jobs are of one kind)."""
+    if job is None:
+        return len(ctx.judges) * (2 if ctx.rubric.is_pairwise and ctx.swap else 1)
     if settled(ctx, job):
         return 0
+    turns = _turns(ctx, job)
+    if turns is not None:
+        return len(ctx.judges) * len(turns)
     return len(ctx.judges) * (2 if isinstance(job, PairJob) and ctx.swap else 1)
 
 
@@ -499,6 +535,77 @@ def _scored_result(
         flags=flags,
         safety_categories=categories,
         notes=notes,
+        **base,  # type: ignore[arg-type]
+    )
+
+
+def _turn_result(
+    ctx: GradingContext,
+    job: ConversationJob,
+    results: Sequence[CallResult],
+    verdicts: list[ParsedVerdict],
+    base: dict[str, object],
+) -> Result:
+    """A conversation graded turn by turn: each turn's score (the mean of the judges' on it),
+    the job's the turns' aggregate (``turns.aggregate``: mean, min or last), the same for each
+    dimension; the worst turn named (its message number) with its judge's reasoning."""
+    rubric = ctx.rubric
+    scope = rubric.turn_scope
+    assert scope is not None
+    by_turn: dict[int, list[Score]] = {}
+    by_judge: dict[str, list[float]] = {}
+    notes_by_turn: dict[int, str | None] = {}
+    for r, pv in zip(results, verdicts, strict=True):
+        assert r.call.turn is not None
+        candidate = job.messages[r.call.turn].content
+        score = score_verdict(
+            rubric, pv, candidate=candidate, safety_gate=ctx.safety_gate, safety_cap=ctx.safety_cap
+        )
+        by_turn.setdefault(r.call.turn, []).append(score)
+        by_judge.setdefault(ctx.judges[r.call.judge][0].model, []).append(score.overall)
+        notes_by_turn.setdefault(r.call.turn, pv.notes[:NOTES_LIMIT] if pv.notes else None)
+    turns = sorted(by_turn)
+    per_turn = [round(math.fsum(s.overall for s in by_turn[t]) / len(by_turn[t]), 2) for t in turns]
+    names = list(by_turn[turns[0]][0].scores)
+    dims_per_turn = {
+        n: [math.fsum(s.scores[n] for s in by_turn[t]) / len(by_turn[t]) for t in turns] for n in names
+    }
+
+    def aggregate(values: Sequence[float]) -> float:
+        if scope.aggregate == "min":
+            return min(values)
+        if scope.aggregate == "last":
+            return values[-1]
+        return math.fsum(values) / len(values)
+
+    overall = round(aggregate(per_turn), 2)
+    worst = turns[min(range(len(turns)), key=lambda k: (per_turn[k], k))]
+    categories = sorted({c for t in turns for s in by_turn[t] for c in s.safety_categories})
+    flags: list[str] = []
+    for t in turns:
+        for s in by_turn[t]:
+            flags += [f for f in s.flags if f not in flags]
+    if rubric.is_pass_fail:  # each turn passes by its judges' majority; then all, the last, or most
+        passes = [v > 0.5 for v in per_turn]
+        verdict = {"min": all(passes), "last": passes[-1], "mean": sum(passes) > len(passes) / 2}
+        passed = verdict[scope.aggregate] and not categories
+    else:
+        passed = overall >= (rubric.threshold or 0.0) and not categories
+    if len(ctx.judges) > 1:  # a council: each judge's own aggregate over the turns
+        judge_scores = {m: round(aggregate(v), 2) for m, v in by_judge.items()}
+        base["judge_scores"] = judge_scores
+        if max(judge_scores.values()) - min(judge_scores.values()) > (ctx.disagreement or 0.0):
+            flags.append("judges_disagree")
+    return Result(
+        status="graded",
+        scores={n: round(aggregate(v), 2) for n, v in dims_per_turn.items()},
+        overall=overall,
+        passed=passed,
+        flags=flags,
+        safety_categories=categories,
+        notes=notes_by_turn[worst],
+        turn_scores=per_turn,
+        worst_turn=worst + 1,
         **base,  # type: ignore[arg-type]
     )
 

@@ -23,12 +23,12 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
 
 from judgeq.grading.result import Result
 from judgeq.judges.prices import Price, Prices, shipped_prices
 from judgeq.report.conversation import ConversationStats
-from judgeq.report.stats import t_interval, wilson
+from judgeq.report.stats import Histogram, histogram, pct, t_interval, wilson
 from judgeq.report.validity import AgreementStats, CouncilStats, InputPairing, PairwiseStats
 from judgeq.settings import default_thresholds
 
@@ -79,11 +79,6 @@ def threshold_label(t: float) -> str:
     """``7`` -> ``"7.0"``, ``6.5`` -> ``"6.5"``, ``6.75`` -> ``"6.75"`` (never two labels alike)."""
     short = f"{t:.1f}"
     return short if float(short) == t else repr(float(t))
-
-
-def pct(num: int, den: int) -> float | None:
-    """Percent with 2 decimals; None when the denominator is 0."""
-    return round(100.0 * num / den, 2) if den else None
 
 
 def _r(x: float | None, nd: int = 4) -> float | None:
@@ -342,30 +337,6 @@ def lane_cost(
     return {k: round(a[k] + b[k], 6) for k in a}
 
 
-class Histogram(TypedDict):
-    """A ``report.json`` distribution: bin edges and the count in each bin."""
-
-    edges: list[float]
-    counts: list[int]
-
-
-def histogram(hist: Mapping[float, int], lo: float, hi: float, bins: int = 20) -> Histogram:
-    """A {value: count} histogram in ``bins`` equal bins from ``lo`` to ``hi`` (``edges`` has
-    bins + 1 entries; a value equal to ``hi`` falls in the last bin). Integer scales of at most
-    ``bins`` values get one bin per value."""
-    if hi <= lo:
-        hi = lo + 1
-    if float(lo).is_integer() and float(hi).is_integer() and hi - lo + 1 <= bins:
-        edges = [lo + i - 0.5 for i in range(int(hi - lo) + 2)]
-    else:
-        edges = [lo + (hi - lo) * i / bins for i in range(bins + 1)]
-    counts = [0] * (len(edges) - 1)
-    for value, n in hist.items():
-        k = next((i for i in range(len(counts)) if value < edges[i + 1]), len(counts) - 1)
-        counts[max(k, 0)] += n
-    return {"edges": [round(e, 4) for e in edges], "counts": counts}
-
-
 def pair_counts(hist: Mapping[float, int]) -> list[int]:
     """Pairs lost, tied and won by output A (councils' means rounded to the nearest)."""
     counts = [0, 0, 0]
@@ -427,7 +398,7 @@ class Aggregator:
             else None
         )
         self.pairing = InputPairing()
-        self.conversation = ConversationStats(lo=lo)
+        self.conversation = ConversationStats(lo=lo, hi=hi)
         self.judge_spent: dict[str, list[int]] = {}
         """A council's tokens per judge model (for its cost): input, output, cache read, write,
         per lane (live 0-3, batch 4-7)."""
@@ -458,9 +429,10 @@ class Aggregator:
         tokens = (r.input_tokens, r.output_tokens, r.cache_read_input_tokens, r.cache_creation_input_tokens)
         if r.cached:  # spent by an earlier run: counted as saved, not as spent
             # a hit is a judge call the cache answered: a council's job made one per judge, a
-            # pair judged in both orders two
+            # pair judged in both orders two, a conversation graded turn by turn one per turn
             calls = len(r.judge_usage) if r.judge_usage else 1
-            self.cache_hits += calls * (2 if r.kind == "pair" and self.swap else 1)
+            per_judge = len(r.turn_scores) if r.turn_scores else 2 if r.kind == "pair" and self.swap else 1
+            self.cache_hits += calls * per_judge
             self.saved = [a + b for a, b in zip(self.saved, tokens, strict=True)]
             for model, used in (r.judge_usage or {"": list(tokens)}).items():  # "": the run's judge
                 row = self.saved_by.setdefault(model, [0, 0, 0, 0])

@@ -13,16 +13,14 @@ from typing import Any
 
 from judgeq.grading.result import Result
 from judgeq.report.formatting import fmt, fmt_ci
-from judgeq.report.stats import wilson
+from judgeq.report.stats import histogram, pct, wilson
 
 __all__ = ["WORST_KEPT", "ConversationStats", "conversation_markdown"]
 
 WORST_KEPT = 10
 """How many of the worst conversations a report lists."""
-
-
-def _pct(num: int, den: int) -> float | None:
-    return round(100.0 * num / den, 2) if den else None
+POSITIONS = 10
+"""Turns reported by position (1st, 2nd, ...); later ones together."""
 
 
 @dataclass(slots=True)
@@ -30,15 +28,19 @@ class ConversationStats:
     """Checks, tools and the worst conversations, over conversation results."""
 
     lo: float = 0.0
+    hi: float = 1.0
     jobs: int = 0
     settled: int = 0
     check_n: Counter[str] = field(default_factory=Counter)
     check_passed: Counter[str] = field(default_factory=Counter)
-    hard: set[str] = field(default_factory=set)
     tool_jobs: Counter[str] = field(default_factory=Counter)
     tool_passed: Counter[str] = field(default_factory=Counter)
     tool_calls: Counter[str] = field(default_factory=Counter)
     steps: Counter[int] = field(default_factory=Counter)
+    turn_hist: Counter[float] = field(default_factory=Counter)
+    """Every graded turn's score (conversations graded turn by turn)."""
+    by_position: dict[int, list[float]] = field(default_factory=dict)
+    """Per turn position (1, 2, ..., 10; 11: later ones): [turns, sum of scores]."""
     _worst: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
 
     def add(self, r: Result) -> None:
@@ -59,6 +61,11 @@ class ConversationStats:
             self.tool_passed[tool] += bool(r.passed)
         if r.status != "graded":
             return  # a null is no verdict on the conversation: counted in the nulls, not here
+        for k, score in enumerate(r.turn_scores or (), 1):
+            self.turn_hist[score] += 1
+            row = self.by_position.setdefault(min(k, POSITIONS + 1), [0, 0.0])
+            row[0] += 1
+            row[1] += score
         # worst first: settled by a check, then failed, then by score (lowest first)
         badness = (2.0 if r.settled_by else 1.0 if not r.passed else 0.0) - (
             (r.overall - self.lo) / 1000.0 if r.overall is not None else 0.0
@@ -70,6 +77,7 @@ class ConversationStats:
             "overall": r.overall,
             "settled_by": r.settled_by,
             "failed_checks": sorted(k for k, ok in (r.checks or {}).items() if not ok),
+            "worst_turn": r.worst_turn,
             "why": next(iter((r.check_failures or {}).values()), None) or r.notes,
         }
         item = (badness, -r.index, entry)
@@ -90,7 +98,7 @@ class ConversationStats:
                 name: {
                     "jobs": n,
                     "passed": self.check_passed[name],
-                    "pass_rate": _pct(self.check_passed[name], n),
+                    "pass_rate": pct(self.check_passed[name], n),
                     "pass_rate_ci95": wilson(self.check_passed[name], n),
                 }
                 for name, n in sorted(self.check_n.items())
@@ -100,12 +108,28 @@ class ConversationStats:
                     "calls": self.tool_calls[tool],
                     "jobs": n,
                     "jobs_passed": self.tool_passed[tool],
-                    "pass_rate": _pct(self.tool_passed[tool], n),
+                    "pass_rate": pct(self.tool_passed[tool], n),
                 }
                 for tool, n in sorted(self.tool_jobs.items(), key=lambda kv: (-kv[1], kv[0]))
             },
             "tool_calls_per_job": {str(k): v for k, v in sorted(self.steps.items())},
+            **({"turns": self._turns()} if self.turn_hist else {}),
             "worst": worst,
+        }
+
+    def _turns(self) -> dict[str, Any]:
+        """Conversations graded turn by turn: every turn's score's distribution, and the mean
+        score of the first, second, ... turn."""
+        return {
+            "graded": sum(self.turn_hist.values()),
+            "distribution": histogram(self.turn_hist, self.lo, self.hi),
+            "mean_by_position": {
+                (str(k) if k <= POSITIONS else f">{POSITIONS}"): {
+                    "turns": int(n),
+                    "mean": round(total / n, 4),
+                }
+                for k, (n, total) in sorted(self.by_position.items())
+            },
         }
 
 
@@ -142,6 +166,10 @@ def conversation_markdown(section: dict[str, Any] | None) -> list[str]:
             passed = f"{t['jobs_passed']} ({fmt(t['pass_rate'], '%')})"
             lines.append(f"| `{_cell(tool)}` | {t['calls']} | {t['jobs']} | {passed} |")
         lines.append("")
+    if "turns" in section:
+        t = section["turns"]
+        means = ", ".join(f"{k}: {fmt(v['mean'])} ({v['turns']})" for k, v in t["mean_by_position"].items())
+        lines += [f"{t['graded']} turns graded one by one; mean score by turn (turns): {means}.", ""]
     per_job = ", ".join(f"{k}: {v}" for k, v in section["tool_calls_per_job"].items())
     lines += [f"Tool calls per conversation (calls: conversations): {per_job}.", ""]
     if section["worst"]:
@@ -153,6 +181,8 @@ def conversation_markdown(section: dict[str, Any] | None) -> list[str]:
                 outcome = ("passed" if w["passed"] else "failed") + (
                     f", score {fmt(w['overall'])}" if w["overall"] is not None else ""
                 )
+                if w.get("worst_turn"):
+                    outcome += f"; worst turn: message {w['worst_turn']}"
             why = w["why"] or (", ".join(w["failed_checks"]) if w["failed_checks"] else "")
             lines.append(
                 f"| `{_cell(w['job_id'])}` | {_cell(w['model'] or '–')} | {outcome} | {_cell(why) or '–'} |"

@@ -22,6 +22,8 @@ from judgeq.grading.result import Result
 from judgeq.report.html import MAX_ROWS, render_html
 from judgeq.report.markdown import render_markdown
 from judgeq.runspec import RunSpec
+from judgeq.transcripts.checks import final_answer
+from judgeq.transcripts.messages import read_messages
 
 __all__ = ["Texts", "job_texts", "jobs_file_texts", "write_report_files"]
 
@@ -57,7 +59,15 @@ def jobs_file_texts(path: Path, ids: set[str]) -> dict[str, dict[str, str]]:
 
 def job_texts(obj: dict[str, Any]) -> dict[str, str]:
     """What the table shows of a job: its input (or question) and its output (a pair's two
-    outputs; a question's retrieved chunks)."""
+    outputs; a question's retrieved chunks; a conversation's first user message and final
+    answer, with its whole ``transcript`` for the worst conversations' section, as JSON)."""
+    if "messages" in obj and "output" not in obj:
+        messages, _ = read_messages(obj["messages"])
+        return {
+            "input": next((m.content for m in messages if m.role == "user"), ""),
+            "output": final_answer(messages),
+            "transcript": json.dumps([m.to_json() for m in messages], ensure_ascii=False),
+        }
     if "output_a" in obj:
         output = f"A: {obj.get('output_a', '')}\n\nB: {obj.get('output_b', '')}"
     elif "retrieved" in obj:
@@ -133,7 +143,8 @@ def write_report_files(
     _atomic_write(paths["report.json"], lambda f: f.write(json.dumps(report, indent=2) + "\n"))
     _atomic_write(paths["report.md"], lambda f: f.write(render_markdown(report)))
     try:
-        found = texts({r.job_id for r in shown}) if texts is not None else {}
+        worst = {str(w["job_id"]) for w in (report.get("conversation") or {}).get("worst", [])}
+        found = texts({r.job_id for r in shown} | worst) if texts is not None else {}
     except Exception:  # the batch could not be read: the table shows no texts, nothing else changes
         found = {}
     if found or not _html_has_texts(paths["report.html"], report):

@@ -21,6 +21,7 @@ from typing import Any
 
 from judgeq.grading.result import Result
 from judgeq.report.formatting import decimals, fmt, fmt_count
+from judgeq.transcripts.render import cut_text
 
 __all__ = [
     "COLOR",
@@ -391,7 +392,16 @@ def table_rows(results: Sequence[Result], texts: Mapping[str, Mapping[str, str]]
                 "score": r.overall,
                 "verdict": verdict if r.status == "graded" else None,
                 "null": r.null_reason,
-                "reasoning": _short(r.notes or r.llm_reasoning or (r.raw if r.status == "null" else None)),
+                "reasoning": _short(
+                    r.notes
+                    or r.llm_reasoning
+                    or (r.raw if r.status == "null" else None)
+                    or (
+                        "; ".join(f"{k}: {v}" for k, v in r.check_failures.items())
+                        if r.check_failures
+                        else None
+                    )
+                ),
                 "input": _short(t.get("input")),
                 "output": _short(t.get("output")),
                 "label": r.label,
@@ -399,6 +409,63 @@ def table_rows(results: Sequence[Result], texts: Mapping[str, Mapping[str, str]]
             }
         )
     return rows
+
+
+TRANSCRIPT_TEXT = 2000
+"""A message or tool result longer than this is shown cut (head and tail) in a transcript."""
+
+
+def transcripts(report: Mapping[str, Any], texts: Mapping[str, Mapping[str, str]]) -> str:
+    """The worst conversations (report.json's ``conversation.worst``) as readable transcripts:
+    each message with its role, each tool call with its arguments, each result with its call;
+    the graded turn that scored lowest marked. Empty when the run has none or their jobs file
+    could not be read."""
+    worst = (report.get("conversation") or {}).get("worst") or []
+    parts: list[str] = []
+    for w in worst:
+        raw = (texts.get(str(w["job_id"])) or {}).get("transcript")
+        if not raw:
+            continue
+        outcome = (
+            "failed a hard check" if w.get("settled_by") else ("passed" if w.get("passed") else "failed")
+        )
+        if w.get("overall") is not None:
+            outcome += f", score {w['overall']:g}"
+        why = w.get("why") or ", ".join(w.get("failed_checks") or [])
+        head = f"<code>{esc(w['job_id'])}</code> ({esc(w.get('model') or 'no model')}): {esc(outcome)}"
+        items: list[str] = []
+        names: dict[str, str] = {}
+        for n, m in enumerate(json.loads(raw), 1):
+            role = str(m.get("role"))
+            cls = f"msg {role}" + (" worst" if n == w.get("worst_turn") else "")
+            body = [f'<div class="role">{n}. {esc(role)}</div>']
+            if m.get("content"):
+                body.append(f'<div class="content">{esc(cut_text(str(m["content"]), TRANSCRIPT_TEXT))}</div>')
+            for c in m.get("tool_calls") or []:
+                fn = c.get("function") or {}
+                names[str(c.get("id"))] = str(fn.get("name"))
+                body.append(
+                    f'<div class="call">call <b>{esc(fn.get("name"))}</b>'
+                    f"<code>{esc(cut_text(str(fn.get('arguments')), TRANSCRIPT_TEXT))}</code></div>"
+                )
+            if role == "tool":
+                status = " (error)" if m.get("is_error") else ""
+                body[0] = (
+                    f'<div class="role">{n}. result of {esc(names.get(str(m.get("tool_call_id")), "?"))}'
+                    f"{status}</div>"
+                )
+            items.append(f'<li class="{esc(cls)}">{"".join(body)}</li>')
+        note = f'<p class="note">{esc(why)}</p>' if why else ""
+        parts.append(
+            f'<details><summary>{head}</summary>{note}<ol class="transcript">{"".join(items)}</ol></details>'
+        )
+    if not parts:
+        return ""
+    return (
+        "<h2>Worst conversations</h2>"
+        '<p class="note">Settled by a failed check first, then failed, then lowest score; the turn that '
+        "scored lowest is marked.</p>" + "".join(parts)
+    )
 
 
 def _summary(report: Mapping[str, Any]) -> str:
@@ -630,6 +697,7 @@ def render_html(
         partial=partial,
         summary=_summary(report),
         charts="".join(charts(report)),
+        transcripts=transcripts(report, texts or {}),
         more=more,
         data=data,
         finished=esc(str(report.get("finished_at"))),
@@ -663,6 +731,14 @@ th {{ cursor: pointer; background: #f7f7f7; position: sticky; top: 0; user-selec
 td.text {{ max-width: 360px; white-space: pre-wrap; word-break: break-word; }}
 td.null {{ color: #b5523b; }} button.more {{ font-size: 11px; margin-left: 4px; }}
 td.id {{ white-space: nowrap; }}
+details {{ border: 1px solid #e4e4e4; border-radius: 6px; padding: 6px 10px; margin: 6px 0; }}
+ol.transcript {{ list-style: none; padding: 0; margin: 6px 0; }}
+.msg {{ border-left: 3px solid #ccc; padding: 4px 8px; margin: 4px 0; }}
+.msg.user {{ border-color: #4a7bd0; }} .msg.assistant {{ border-color: #3a9b5c; }}
+.msg.tool {{ border-color: #999; background: #fafafa; }} .msg.system {{ border-color: #b58a2c; }}
+.msg.worst {{ background: #fff0ee; }}
+.msg .role {{ font-size: 12px; color: #555; }} .msg .content {{ white-space: pre-wrap; word-break: break-word; }}
+.msg .call code {{ display: block; white-space: pre-wrap; word-break: break-all; }}
 </style></head>
 <body data-finished="{finished}" data-texts="{has_texts}">
 <h1>judgeq report <code>{run_id}</code></h1>
@@ -670,6 +746,7 @@ td.id {{ white-space: nowrap; }}
 {partial}
 {summary}
 <div class="charts">{charts}</div>
+{transcripts}
 <h2>Jobs</h2>
 {more}
 <div class="filters">

@@ -18,27 +18,60 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 __all__ = [
     "LEVEL",
     "METHODS",
     "AlphaLevel",
+    "Histogram",
     "bradley_terry",
     "bradley_terry_leaderboard",
     "categorical_agreement",
     "decrease_p",
     "elo",
+    "histogram",
     "krippendorff_alpha",
     "mean_interval",
     "numeric_agreement",
     "paired",
+    "pct",
     "prewarm",
     "strata_mean_interval",
     "t_interval",
     "wilson",
     "wilson_bounds",
 ]
+
+
+class Histogram(TypedDict):
+    """A ``report.json`` distribution: bin edges and the count in each bin."""
+
+    edges: list[float]
+    counts: list[int]
+
+
+def histogram(hist: Mapping[float, int], lo: float, hi: float, bins: int = 20) -> Histogram:
+    """A {value: count} histogram in ``bins`` equal bins from ``lo`` to ``hi`` (``edges`` has
+    bins + 1 entries; a value equal to ``hi`` falls in the last bin). Integer scales of at most
+    ``bins`` values get one bin per value."""
+    if hi <= lo:
+        hi = lo + 1
+    if float(lo).is_integer() and float(hi).is_integer() and hi - lo + 1 <= bins:
+        edges = [lo + i - 0.5 for i in range(int(hi - lo) + 2)]
+    else:
+        edges = [lo + (hi - lo) * i / bins for i in range(bins + 1)]
+    counts = [0] * (len(edges) - 1)
+    for value, n in hist.items():
+        k = next((i for i in range(len(counts)) if value < edges[i + 1]), len(counts) - 1)
+        counts[max(k, 0)] += n
+    return {"edges": [round(e, 4) for e in edges], "counts": counts}
+
+
+def pct(num: float, den: float) -> float | None:
+    """Percent with 2 decimals; None when the denominator is 0."""
+    return round(100.0 * num / den, 2) if den else None
+
 
 AlphaLevel = Literal["ordinal", "nominal"]
 """The levels of measurement :func:`krippendorff_alpha` is used at."""

@@ -28,6 +28,7 @@ from typing import Any
 
 from judgeq.grading.result import Result
 from judgeq.report import stats as _stats
+from judgeq.report.stats import pct
 
 __all__ = [
     "MAX_UNITS",
@@ -46,10 +47,6 @@ paired tests: the first that many graded; the figures say when they are over a s
 SHOWN = 20
 PAIR_SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
 SWAP = {"A": "B", "B": "A", "tie": "tie"}
-
-
-def _pct(num: float, den: float) -> float | None:
-    return round(100.0 * num / den, 2) if den else None
 
 
 @dataclass(slots=True)
@@ -135,7 +132,7 @@ class PairwiseStats:
                     "losses": losses,
                     "win_rate": round(100 * mean, 2),
                     "win_rate_ci95": _stats.wilson(w + 0.5 * t, n),
-                    "win_rate_excluding_ties": _pct(w, w + losses),
+                    "win_rate_excluding_ties": pct(w, w + losses),
                     "win_rate_excluding_ties_ci95": _stats.wilson(w, w + losses),
                     "win_rate_length_controlled": controlled,
                     "win_rate_length_controlled_ci95": controlled_ci,
@@ -147,13 +144,13 @@ class PairwiseStats:
             "nulls": self.nulls,
             "same_model_pairs": self.self_pairs,
             "pairs": pairs,
-            "position_consistency": _pct(self.consistent, self.call_pairs),
+            "position_consistency": pct(self.consistent, self.call_pairs),
             "position_consistency_ci95": _stats.wilson(self.consistent, self.call_pairs),
             "position_consistency_n": self.call_pairs,
-            "first_position_preference": _pct(self.first_chosen, self.decisive_calls),
+            "first_position_preference": pct(self.first_chosen, self.decisive_calls),
             "first_position_preference_ci95": _stats.wilson(self.first_chosen, self.decisive_calls),
             "first_position_preference_n": self.decisive_calls,
-            "longer_output_wins": _pct(self.longer_won, self.length_decisive),
+            "longer_output_wins": pct(self.longer_won, self.length_decisive),
             "longer_output_wins_ci95": _stats.wilson(self.longer_won, self.length_decisive),
             "longer_output_wins_n": self.length_decisive,
             "notes": {
@@ -252,9 +249,9 @@ class AgreementStats:
         base = _stats.categorical_agreement(cats, ["a", "b", "tie"])
         return {
             "n": n,
-            "accuracy_ties_half": _pct(credit, n),
+            "accuracy_ties_half": pct(credit, n),
             "accuracy_ties_half_ci95": _stats.wilson(credit, n),
-            "accuracy_ties_excluded": _pct(right, m),
+            "accuracy_ties_excluded": pct(right, m),
             "accuracy_ties_excluded_ci95": _stats.wilson(right, m),
             "ties_excluded_n": m,
             "kappa": base["kappa"],

@@ -41,6 +41,7 @@ __all__ = [
     "RetrievalConfig",
     "Rubric",
     "Scale",
+    "TurnScope",
     "builtin_dir",
     "builtin_names",
     "check_weight_sum",
@@ -171,6 +172,15 @@ class Chunk(_Model):
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
+class TurnScope(_Model):
+    """How a rubric with ``scope: turn`` grades a conversation: each assistant turn with the
+    conversation up to it (the last ``window`` turns of it, when given), the job's score the
+    ``aggregate`` of its turns' (``mean``, ``min``: the worst turn, ``last``: the final one)."""
+
+    aggregate: Literal["mean", "min", "last"] = "mean"
+    window: int | None = Field(default=None, ge=1)
+
+
 class RetrievalConfig(_Model):
     """Rank metrics and position weights for retrieval grading."""
 
@@ -290,6 +300,10 @@ class Rubric(_Model):
     (an agent's messages and tool calls; see :mod:`judgeq.jobs.conversation`)."""
     checks: list[Check] = Field(default_factory=list)
     """Deterministic trajectory checks run before the judge (conversation rubrics)."""
+    scope: Literal["conversation", "turn"] = "conversation"
+    """A conversation rubric grades the whole conversation in one call, or (``turn``) each
+    assistant turn in one call of its own, the job's score aggregated (``turns``)."""
+    turns: TurnScope | None = None
     tags: list[str] = Field(default_factory=list)
     author: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -384,6 +398,10 @@ class Rubric(_Model):
                 say("job: a conversation rubric is not pairwise and has no retrieval section")
         elif self.checks:
             say("checks: trajectory checks are for conversation rubrics (job: conversation)")
+        if self.scope == "turn" and self.job != "conversation":
+            say("scope: turn is for conversation rubrics (job: conversation)")
+        if self.turns is not None and self.scope != "turn":
+            say("turns: is for a rubric with scope: turn")
         for g in self.goldens:
             if (g.messages is not None) != (self.job == "conversation"):
                 say(f"goldens.{g.name}: a conversation rubric's goldens have messages, and only theirs")
@@ -428,6 +446,11 @@ class Rubric(_Model):
     @property
     def is_pass_fail(self) -> bool:
         return self.scale == "pass-fail"
+
+    @property
+    def turn_scope(self) -> TurnScope | None:
+        """How each turn is graded, for a rubric with ``scope: turn`` (None: whole conversations)."""
+        return (self.turns or TurnScope()) if self.scope == "turn" else None
 
     @property
     def is_pairwise(self) -> bool:

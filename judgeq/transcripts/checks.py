@@ -31,15 +31,16 @@ call (recorded as settled by the checks, never as a judge's score).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from judgeq.transcripts.messages import Message, Tool, ToolCall
+from judgeq.transcripts.messages import Message, Tool, ToolCall, call_results
 
-__all__ = ["Check", "CheckOutcome", "ReferenceCall", "run_checks"]
+__all__ = ["Check", "CheckOutcome", "ReferenceCall", "final_answer", "run_checks"]
 
 CheckType = Literal[
     "tool_used",
@@ -107,9 +108,12 @@ class Check(BaseModel):
         if self.name:
             return self.name
         target = self.tool or (">".join(self.tools) if self.tools else None)
+        if self.check == "final_answer_contains":
+            target = json.dumps(self.text, ensure_ascii=False)[:40]
         extra = {
             "sequence": f":{self.mode}",
-            "arguments": f":{self.match}",
+            "arguments": f":{self.match}"
+            + (json.dumps(self.arguments, ensure_ascii=False, sort_keys=True)[:60] if self.arguments else ""),
             "max_steps": f"<={self.max}",
             "reference_calls": f":{self.mode}:{self.match}",
         }.get(self.check, "")
@@ -179,6 +183,8 @@ def _schema_problem(call: ToolCall, tools: Sequence[Tool]) -> str | None:
         return f"{where}: {exc.message}"
     except jsonschema.SchemaError as exc:
         return f"the tool's schema is invalid: {exc.message}"
+    except Exception as exc:  # e.g. a $ref that cannot be resolved: the check fails, said why
+        return f"the tool's schema cannot be used: {type(exc).__name__}: {str(exc)[:200]}"
     return None
 
 
@@ -260,9 +266,29 @@ def run_checks(
 ) -> list[CheckOutcome]:
     """Every applicable check's outcome on a conversation (a ``reference_calls`` check is
     skipped for a job without reference calls)."""
-    calls = [c for m in messages if m.role == "assistant" for c in m.tool_calls]
-    failed = {m.tool_call_id for m in messages if m.role == "tool" and m.is_error}
-    ok = [c for c in calls if c.id not in failed]
-    final = next((m.content for m in reversed(messages) if m.role == "assistant" and m.content), "")
-    outcomes = (_one(c, ok if c.skip_failed else calls, final, tools, reference) for c in checks)
-    return [o for o in outcomes if o is not None]
+    pairs = call_results(messages)
+    calls = [c for c, _ in pairs]
+    ok = [c for c, result in pairs if result is None or not result.is_error]
+    final = final_answer(messages)
+    outcomes = [_one(c, ok if c.skip_failed else calls, final, tools, reference) for c in checks]
+    return _unique([o for o in outcomes if o is not None])
+
+
+def _unique(outcomes: list[CheckOutcome]) -> list[CheckOutcome]:
+    """Outcomes under distinct labels: a label that comes again gets ``#2``, ``#3``... (two
+    checks of one kind would hide each other in the results and the report)."""
+    seen: dict[str, int] = {}
+    out = []
+    for o in outcomes:
+        seen[o.label] = seen.get(o.label, 0) + 1
+        out.append(
+            o
+            if seen[o.label] == 1
+            else CheckOutcome(f"{o.label}#{seen[o.label]}", o.passed, o.hard, o.detail)
+        )
+    return out
+
+
+def final_answer(messages: Sequence[Message]) -> str:
+    """The last assistant message's text ("" when it only called tools: the agent gave no answer)."""
+    return next((m.content for m in reversed(messages) if m.role == "assistant"), "")

@@ -52,7 +52,11 @@ def from_openai_jsonl(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
             raise ImportProblem(f"line {n}", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
         if not isinstance(obj, dict) or "messages" not in obj:
             raise ImportProblem(f"line {n}", "expected an object with 'messages'")
-        job: dict[str, Any] = {"id": str(obj.get("id", f"openai:{n}")), "messages": obj["messages"]}
+        ident = obj.get("id")
+        job: dict[str, Any] = {
+            "id": str(ident) if ident not in (None, "") else f"openai:{n}",
+            "messages": obj["messages"],
+        }
         if obj.get("tools"):
             job["tools"] = obj["tools"]
         for key in ("model", "label", "reference", "checks"):
@@ -81,13 +85,25 @@ def from_tau_bench(
         for key in ("task_id", "traj", "info"):
             if key not in run:
                 raise ImportProblem(f"{where}.{key}", "required")
+        if not isinstance(run["traj"], list):
+            raise ImportProblem(f"{where}.traj", "must be a list of messages")
         task = run["info"].get("task") if isinstance(run["info"], Mapping) else None
         if not isinstance(task, Mapping):
             raise ImportProblem(f"{where}.info.task", "required (the task with its reference actions)")
         actions = task.get("actions") or []
-        reference: dict[str, Any] = {
-            "tool_calls": [{"name": a["name"], "arguments": a.get("kwargs") or {}} for a in actions],
-        }
+        if not isinstance(actions, list):
+            raise ImportProblem(f"{where}.info.task.actions", "must be a list of {name, kwargs}")
+        calls = []
+        for k, a in enumerate(actions):
+            if not isinstance(a, Mapping) or not isinstance(a.get("name"), str):
+                raise ImportProblem(f"{where}.info.task.actions[{k}]", "must be an object with a name")
+            if not isinstance(a.get("kwargs") or {}, Mapping):
+                raise ImportProblem(f"{where}.info.task.actions[{k}].kwargs", "must be an object")
+            calls.append({"name": a["name"], "arguments": dict(a.get("kwargs") or {})})
+        reward = run.get("reward")
+        if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
+            raise ImportProblem(f"{where}.reward", f"must be a number, got {reward!r}"[:120])
+        reference: dict[str, Any] = {"tool_calls": calls}
         if task.get("outputs"):
             reference["final_answer"] = "\n".join(str(o) for o in task["outputs"])
         job: dict[str, Any] = {
@@ -97,13 +113,13 @@ def from_tau_bench(
             "metadata": {
                 "task_id": run["task_id"],
                 "trial": run.get("trial", 0),
-                "reward": run.get("reward"),
+                "reward": reward,
                 "user_id": task.get("user_id"),
                 "instruction": task.get("instruction"),
             },
         }
-        if run.get("reward") is not None:
-            job["label"] = "pass" if float(run["reward"]) >= 1.0 else "fail"
+        if reward is not None:
+            job["label"] = "pass" if float(reward) >= 1.0 else "fail"
         if tools:
             job["tools"] = tools
         if model:
@@ -128,7 +144,10 @@ def from_inspect_log(log: Any) -> Iterator[dict[str, Any]]:
     """Job lines from an Inspect JSON eval log (its decoded object)."""
     if not isinstance(log, Mapping) or not isinstance(log.get("samples"), list):
         raise ImportProblem("the file", "expected an Inspect JSON eval log with 'samples'")
-    model = (log.get("eval") or {}).get("model")
+    meta = log.get("eval") or {}
+    if not isinstance(meta, Mapping):
+        raise ImportProblem("eval", "must be an object (the log's eval section)")
+    model = meta.get("model")
     for i, sample in enumerate(log["samples"]):
         where = f"samples[{i}]"
         if not isinstance(sample, Mapping) or not isinstance(sample.get("messages"), list):
@@ -141,7 +160,7 @@ def from_inspect_log(log: Any) -> Iterator[dict[str, Any]]:
         job: dict[str, Any] = {
             "id": f"inspect:{sample.get('id', i)}:{sample.get('epoch', 1)}",
             "messages": messages,
-            "metadata": {"task": (log.get("eval") or {}).get("task"), "sample_id": sample.get("id")},
+            "metadata": {"task": meta.get("task"), "sample_id": sample.get("id")},
         }
         tools = _inspect_tools(sample)
         if tools:
@@ -177,13 +196,18 @@ def _inspect_message(m: Any, attachments: Mapping[str, Any], where: str) -> dict
         raise ImportProblem(where, "expected a message with a role")
     out: dict[str, Any] = {"role": m["role"], "content": _inspect_content(m.get("content"), attachments)}
     if m["role"] == "assistant" and m.get("tool_calls"):
+        calls = m["tool_calls"]
+        if not isinstance(calls, list) or not all(isinstance(c, Mapping) for c in calls):
+            raise ImportProblem(
+                f"{where}.tool_calls", "must be a list of tool calls (id, function, arguments)"
+            )
         out["tool_calls"] = [
             {
                 "id": c.get("id"),
                 "type": "function",
                 "function": {"name": c.get("function"), "arguments": json.dumps(c.get("arguments") or {})},
             }
-            for c in m["tool_calls"]
+            for c in calls
         ]
     if m["role"] == "tool":
         out["tool_call_id"] = m.get("tool_call_id")

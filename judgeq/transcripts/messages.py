@@ -30,8 +30,10 @@ __all__ = [
     "Tool",
     "ToolCall",
     "assistant_turns",
+    "call_results",
     "read_messages",
     "read_tools",
+    "result_names",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -323,6 +325,34 @@ def read_tools(raw: Any) -> tuple[list[Tool], list[str]]:
         names.add(name)
         tools.append(Tool(name, description if isinstance(description, str) else "", schema))
     return tools, say
+
+
+def call_results(messages: Sequence[Message]) -> list[tuple[ToolCall, Message | None]]:
+    """Every tool call, in order, with the result that answered it (None: unanswered). A
+    result answers the open call of its id (an id answered already may come again: each use
+    is its own call)."""
+    pairs: list[tuple[ToolCall, Message | None]] = []
+    open_calls: dict[str, int] = {}
+    for m in messages:
+        for c in m.tool_calls:
+            open_calls[c.id] = len(pairs)
+            pairs.append((c, None))
+        if m.role == "tool" and m.tool_call_id in open_calls:
+            k = open_calls.pop(m.tool_call_id)
+            pairs[k] = (pairs[k][0], m)
+    return pairs
+
+
+def result_names(messages: Sequence[Message]) -> dict[int, str]:
+    """The tool each ``tool`` message (by index) answers, from the call it answers."""
+    names: dict[int, str] = {}
+    open_calls: dict[str, str] = {}
+    for i, m in enumerate(messages):
+        for c in m.tool_calls:
+            open_calls[c.id] = c.name
+        if m.role == "tool" and m.tool_call_id in open_calls:
+            names[i] = open_calls.pop(m.tool_call_id)
+    return names
 
 
 def assistant_turns(messages: Sequence[Message]) -> list[int]:

@@ -14,9 +14,17 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from judgeq.transcripts.messages import Message, Tool
+from judgeq.transcripts.messages import Message, Tool, result_names
 
-__all__ = ["DEFAULT_MAX_TOOL_CHARS", "Cut", "cut_text", "cuts", "render_transcript", "transcript_values"]
+__all__ = [
+    "DEFAULT_MAX_TOOL_CHARS",
+    "Cut",
+    "cut_text",
+    "cuts",
+    "render_transcript",
+    "transcript_values",
+    "turn_window",
+]
 
 DEFAULT_MAX_TOOL_CHARS = 4000
 """A tool result longer than this is cut to its head and tail (half each)."""
@@ -62,8 +70,37 @@ def transcript_values(messages: Sequence[Message], tools: Sequence[Tool]) -> lis
     return out
 
 
+def _spans(numbers: Sequence[int]) -> str:
+    """``[2, 3, 4, 7]`` -> ``2-4, 7``."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)
+
+
 def _q(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
+
+
+def turn_window(messages: Sequence[Message], turn: int, window: int | None) -> tuple[list[int], int]:
+    """The messages a judge sees to grade the assistant message at index ``turn``: the
+    conversation up to it, or with ``window`` K the system messages and its last K turns (a
+    turn: the messages after the previous assistant message, up to and including its own; a
+    tool result at its start is shown with the assistant message that made the call).
+    Returns their indices and the index of the graded message."""
+    upto = list(range(turn + 1))
+    if window is None:
+        return upto, turn
+    assistants = [i for i in upto if messages[i].role == "assistant"]
+    if len(assistants) <= window:
+        return upto, turn
+    start = assistants[-window - 1] + 1  # just after the assistant message before the window
+    while start > 0 and messages[start].role == "tool":
+        start -= 1  # a tool result is shown with the message that called it
+    return [i for i in upto if i >= start or messages[i].role == "system"], turn
 
 
 def render_transcript(
@@ -71,9 +108,14 @@ def render_transcript(
     tools: Sequence[Tool],
     nonce: str,
     *,
+    numbers: Sequence[int] | None = None,
+    graded: int | None = None,
     max_tool_chars: int = DEFAULT_MAX_TOOL_CHARS,
 ) -> list[str]:
-    """The lines of the transcript section (and of the tools offered, when given)."""
+    """The lines of the transcript section (and of the tools offered, when given).
+    ``numbers``: each message's number in the whole conversation (default 1, 2, ...: a window
+    keeps the true numbers, and says how many messages it leaves out); ``graded``: the number of
+    the message graded (a turn-by-turn rubric), marked ``graded=true``."""
     out: list[str] = []
     if tools:
         out += [
@@ -88,20 +130,30 @@ def render_transcript(
                 f"</tool-{nonce}>",
             ]
         out += [f"</tools-{nonce}>", ""]
-    names = {c.id: c.name for m in messages for c in m.tool_calls}
-    out += [
-        "The conversation to grade, message by message (tool calls and their results included):",
-        f"<conversation-{nonce}>",
-    ]
-    for n, m in enumerate(messages, 1):
+    names = result_names(messages)
+    numbers = list(numbers) if numbers is not None else list(range(1, len(messages) + 1))
+    left_out = sorted(set(range(1, max(numbers, default=0) + 1)) - set(numbers))
+    out.append(
+        "The conversation to grade, message by message (tool calls and their results included):"
+        if graded is None
+        else "The conversation up to the message to grade (tool calls and their results included):"
+    )
+    if left_out:
+        out.append(
+            f"(Messages {_spans(left_out)} are left out: only the last turns before the graded one "
+            "are shown.)"
+        )
+    out.append(f"<conversation-{nonce}>")
+    for k, (n, m) in enumerate(zip(numbers, messages, strict=True)):
         if m.role == "tool":
             assert m.tool_call_id is not None
             status = " status=error" if m.is_error else ""
-            tool = _q(names.get(m.tool_call_id, "?"))
+            tool = _q(names.get(k, "?"))
             head = f"<tool_result-{nonce} n={n} call_id={_q(m.tool_call_id)} tool={tool}{status}>"
             out += [head, cut_text(m.content, max_tool_chars), f"</tool_result-{nonce}>"]
             continue
-        out.append(f"<message-{nonce} n={n} role={m.role}>")
+        mark = " graded=true" if n == graded else ""
+        out.append(f"<message-{nonce} n={n} role={m.role}{mark}>")
         if m.content:
             out.append(m.content)
         for c in m.tool_calls:

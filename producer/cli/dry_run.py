@@ -7,13 +7,12 @@ import math
 import click
 
 from judgeq.errors import JudgeError
-from judgeq.jobs.models import PairJob
 from judgeq.jobs.reader import JobsFileLimits, iter_jobs
 from judgeq.judges import judge_factory
 from judgeq.judges.base import cache_identity
 from judgeq.judges.lexical import LexicalJudge
 from judgeq.judges.prices import Prices, shipped_prices, unpriced_text
-from judgeq.pipeline.job import GradingContext
+from judgeq.pipeline.job import GradingContext, job_calls
 from judgeq.report.aggregate import cost_breakdown
 from judgeq.settings import Settings
 from judgeq.store.reply_cache import ReplyCache, cache_key, get_many
@@ -67,7 +66,11 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
     (its answered calls cost nothing), None when there is none or it is off."""
     spec = plan.spec
     ctx = GradingContext(
-        rubric=spec.rubric, judge=LexicalJudge(), max_tokens=spec.max_tokens, retrieval=spec.retrieval
+        rubric=spec.rubric,
+        judge=LexicalJudge(),
+        max_tokens=spec.max_tokens,
+        retrieval=spec.retrieval,
+        swap=spec.swap,
     )
     limits = JobsFileLimits(settings.max_line_bytes, settings.max_field_chars)
     system_chars = sum(len(s) for s in ctx.system)
@@ -84,17 +87,17 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
         for j in plan.judges:
             if j.provider != "lexical" and j.model not in identities:
                 identities[j.model] = cache_identity(build(j.provider, j.model))
+    calls = (
+        0  # one judge's calls: a pair's two orders, a conversation's turns, none for one the checks settle
+    )
     for index, job in iter_jobs(plan.scan, limits):
-        request = ctx.request_for(job)
-        user_chars += len(request.user)
-        if index < SAMPLE:
-            samples.append(request)
-        if in_cache.cache is not None:
-            swapped = isinstance(job, PairJob) and spec.swap
-            requests = [request, ctx.request_for(job, swapped=True)] if swapped else [request]
+        for call in job_calls(ctx, job):  # (ctx has one judge: the calls each judge makes)
+            calls += 1
+            user_chars += len(call.request.user)
+            if index < SAMPLE:
+                samples.append(call.request)
             for model, identity in identities.items():
-                for r in requests:
-                    in_cache.add(model, cache_key(identity, r, spec.rubric))
+                in_cache.add(model, cache_key(identity, call.request, spec.rubric))
     in_cache.flush()
     n = spec.total
     method = "estimate (about 4 characters per token)"
@@ -126,20 +129,27 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
         click.echo("  the lexical judge calls no LLM: no tokens, no cost")
         return
     # every judge call of a job sends the same request (a swapped pair: the same size)
-    calls = plan.calls_per_job // len(plan.judges)
-    input_tokens = round((system_chars * n + user_chars) * per_char) * calls
-    output_tokens = EST_OUTPUT_TOKENS * n * calls
+    input_tokens = round((system_chars * calls + user_chars) * per_char)
+    output_tokens = EST_OUTPUT_TOKENS * calls
     click.echo(header)
-    per = f" per judge ({calls} calls a job: each pair in both orders)" if calls > 1 else " per judge"
+    if calls == 2 * n and spec.rubric.is_pairwise:
+        per = " per judge (2 calls a job: each pair in both orders)"
+    elif calls != n:
+        per = (
+            f" per judge ({calls:,} calls for {n:,} jobs: a call per turn graded, none for a job the "
+            "checks settle)"
+        )
+    else:
+        per = " per judge"
     click.echo(
         f"  tokens ({method}): {input_tokens:,} input "
         f"(stable prefix {system_tokens:,} per call), ~{output_tokens:,} output "
         f"(~{EST_OUTPUT_TOKENS} per verdict, max {spec.max_tokens})"
-        + (per if len(plan.judges) > 1 or calls > 1 else "")
+        + (per if len(plan.judges) > 1 or calls != n else "")
     )
     prices = plan.prices or shipped_prices()
     for judge_spec in llm:
-        _cost_rows(prices, judge_spec.model, n * calls, input_tokens, output_tokens, system_tokens)
+        _cost_rows(prices, judge_spec.model, calls, input_tokens, output_tokens, system_tokens)
         if in_cache.cache is not None:
             hits, total = in_cache.hits.get(judge_spec.model, 0), in_cache.calls.get(judge_spec.model, 0)
             share = 1 - hits / total if total else 1.0

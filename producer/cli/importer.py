@@ -77,8 +77,14 @@ def import_cmd(fmt: str, path: Path, output: Path | None, tools: Path | None, mo
     limits = JobsFileLimits()
     out: list[str] = []
     errors: list[str] = []
+    seen: dict[str, int] = {}
     try:
         for n, line in enumerate(_lines(fmt, path, tools, model), 1):
+            ident = str(line.get("id"))
+            if ident in seen:  # a jobs file's ids are unique: run and submit would refuse it
+                errors.append(f"{path}: job {n} ({ident}): id: the same as job {seen[ident]}'s")
+                continue
+            seen[ident] = n
             text = json.dumps(line, ensure_ascii=False)
             job, fld, problem = parse_line(text, limits)
             if job is None:

@@ -58,6 +58,25 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "output_a": "Paris.",
         "output_b": "The capital of France is Lyon.",
     },
+    "conversation": {
+        "id": "sample",
+        "messages": [
+            {"role": "user", "content": "What is the weather in Paris today?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"condition": "sunny", "high_c": 24}'},
+            {"role": "assistant", "content": "Sunny in Paris today, with a high of 24 °C."},
+        ],
+    },
     "question": {
         "id": "sample",
         "question": "What is the capital of France?",

@@ -164,3 +164,26 @@ def test_a_calibration_stopped_by_its_cost_cap_says_so_without_a_resume_it_canno
     promise = "the replies already paid for come from the reply cache"
     assert (promise in line) == (cache == "true") and ("paid for again" in line) == (cache == "false")
     assert "kappa" not in out.stdout and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("rubric", ["task-success", "conversation-quality", "tool-use-appropriateness"])
+def test_the_conversation_rubrics_calibrate_through_the_real_sdk(
+    tmp_path: Path, fake: FakeMessagesAPI, rubric: str
+) -> None:
+    """Issue 30, point 5: a conversation rubric's goldens (conversations) are graded by an LLM
+    judge through the real SDK: every golden reaches the judge (one call each) and is graded."""
+    from judgeq import load_rubric
+
+    env = {
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "JUDGEQ_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    out = judgeq(
+        "rubrics", "calibrate", rubric, "--judge", "anthropic:claude-test", "--min-accuracy", "0",
+        "--out", str(tmp_path), env=env,
+    )  # fmt: skip
+    goldens = len(load_rubric(rubric).goldens)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"jobs: {goldens} goldens + 0 labelled; {goldens} graded, 0 null" in out.stdout, out.stdout
+    assert fake.request_count == goldens

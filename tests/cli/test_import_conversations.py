@@ -133,3 +133,42 @@ def test_a_conversation_the_reader_refuses_writes_nothing(tmp_path: Path) -> Non
     assert (
         done.returncode == 2 and f"{garbage}: invalid JSON" in done.stderr and "Traceback" not in done.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("reader", "data", "where"),
+    [
+        (from_tau_bench, [{"task_id": 1, "traj": None, "info": {"task": {}}}], "[0].traj"),
+        (from_tau_bench, [{"task_id": 1, "traj": [], "reward": "n/a", "info": {"task": {}}}], "[0].reward"),
+        (
+            from_tau_bench,
+            [{"task_id": 1, "traj": [], "info": {"task": {"actions": "x"}}}],
+            "[0].info.task.actions",
+        ),
+        (
+            from_tau_bench,
+            [{"task_id": 1, "traj": [], "info": {"task": {"actions": [{"kwargs": {}}]}}}],
+            "[0].info.task.actions[0]",
+        ),
+        (from_inspect_log, {"eval": "x", "samples": []}, "eval"),
+        (
+            from_inspect_log,
+            {"samples": [{"messages": [{"role": "assistant", "tool_calls": ["x"]}]}]},
+            "samples[0].messages[0].tool_calls",
+        ),
+    ],
+)
+def test_malformed_records_are_named_not_crashed_on(reader: object, data: object, where: str) -> None:
+    with pytest.raises(ImportProblem) as err:
+        list(reader(data))  # type: ignore[operator]
+    assert err.value.where == where
+
+
+def test_ids_the_importer_writes_are_unique(tmp_path: Path) -> None:
+    chats = tmp_path / "chats.jsonl"
+    line = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    chats.write_text("\n".join(json.dumps({**line, "id": i}) for i in ("a", None, "a")) + "\n")
+    done = judgeq("import", "openai", str(chats), "-o", str(tmp_path / "out.jsonl"))
+    assert done.returncode == 2 and not (tmp_path / "out.jsonl").exists()
+    assert f"{chats}: job 3 (a): id: the same as job 1's" in done.stderr
+    assert [j["id"] for j in from_openai_jsonl(chats.read_text().splitlines())] == ["a", "openai:2", "a"]

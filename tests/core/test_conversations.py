@@ -546,3 +546,314 @@ def test_a_run_without_conversations_has_no_section() -> None:
 def test_builtin_tool_use_rubric_grades_conversations() -> None:
     rubric = load_rubric("tool-use-appropriateness")
     assert rubric.job_kind == "conversation" and len(rubric.goldens) >= 2
+
+
+# -- turn by turn -------------------------------------------------------------------------
+
+CHAT = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "u1"},
+    {"role": "assistant", "content": "a1"},
+    {"role": "user", "content": "u2"},
+    {"role": "assistant", "tool_calls": [call("c1", "get_weather", {"city": "Lisbon"})]},
+    {"role": "tool", "tool_call_id": "c1", "content": "rain"},
+    {"role": "assistant", "content": "a3"},
+    {"role": "user", "content": "u3"},
+    {"role": "assistant", "content": "a4"},
+]
+
+
+@pytest.mark.parametrize(
+    ("turn", "window", "shown"),
+    [
+        (2, None, [1, 2, 3]),
+        (8, None, list(range(1, 10))),
+        (8, 1, [1, 8, 9]),  # the system message, then the last turn: u3 and a4
+        (8, 2, [1, 5, 6, 7, 8, 9]),  # the turn before starts with a tool result: its call is shown too
+        (6, 2, [1, 4, 5, 6, 7]),
+        (2, 5, [1, 2, 3]),  # a window longer than the conversation: all of it
+    ],
+)
+def test_a_turn_is_shown_with_the_conversation_up_to_it(
+    turn: int, window: int | None, shown: list[int]
+) -> None:
+    fields = job(CHAT).turn_fields(turn, window)
+    assert list(fields["numbers"]) == shown and fields["graded"] == turn + 1
+    user = render_user(**fields)
+    nonce = _nonce(user)
+    assert user.count("graded=true>") == 1 and f"n={turn + 1} role=assistant graded=true>" in user
+    assert [int(n) for n in re.findall(rf"<(?:message|tool_result)-{nonce} n=(\d+)", user)] == shown
+    assert ("are left out" in user) is (shown != list(range(1, turn + 2)))
+
+
+def turn_rubric(scale: str, aggregate: str, extra: str = "") -> str:
+    return (
+        f"---\nname: t\nversion: 1.0.0\nscale: {scale}\ndescription: d\njob: conversation\n"
+        f"scope: turn\nturns: {{aggregate: {aggregate}}}\n{extra}---\nGrade the marked turn.\n"
+    )
+
+
+class TurnJudge(CountingJudge):
+    """Scores each turn by the number of the message graded: {message number: score}."""
+
+    def __init__(self, scores: dict[int, Any]) -> None:
+        super().__init__()
+        self.scores = scores
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
+        self.requests.append(request)
+        m = re.search(r"n=(\d+) role=assistant graded=true", request.user)
+        assert m is not None
+        value = self.scores[int(m.group(1))]
+        body = {"verdict": value} if isinstance(value, str) else {"score": value}
+        text = json.dumps({**body, "reasoning": f"message {m.group(1)}"})
+        return JudgeReply(
+            text=text, stop_reason="end_turn", input_tokens=10, output_tokens=5, model=self.model
+        )
+
+
+@pytest.mark.parametrize(
+    ("scale", "aggregate", "scores", "overall", "passed", "worst"),
+    [
+        ("1-5", "mean", {3: 5, 5: 4, 7: 3, 9: 4}, 4.0, True, 7),
+        ("1-5", "min", {3: 5, 5: 4, 7: 3, 9: 4}, 3.0, False, 7),
+        ("1-5", "last", {3: 5, 5: 4, 7: 3, 9: 4}, 4.0, True, 7),
+        ("pass-fail", "mean", {3: "pass", 5: "pass", 7: "fail", 9: "pass"}, 0.75, True, 7),
+        ("pass-fail", "min", {3: "pass", 5: "pass", 7: "fail", 9: "pass"}, 0.0, False, 7),
+        ("pass-fail", "last", {3: "fail", 5: "pass", 7: "pass", 9: "pass"}, 1.0, True, 3),
+    ],
+)
+def test_each_turn_is_graded_and_the_job_gets_their_aggregate(
+    scale: str, aggregate: str, scores: dict[int, Any], overall: float, passed: bool, worst: int
+) -> None:
+    judge = TurnJudge(scores)
+    ctx = GradingContext(rubric=parse_rubric(turn_rubric(scale, aggregate), "t.md"), judge=judge)  # type: ignore[arg-type]
+    j = job(CHAT)
+    result = grade_job(ctx, j, 0)
+    assert len(judge.requests) == 4  # one call per assistant message
+    assert result.status == "graded" and result.overall == overall and result.passed is passed
+    assert result.turn_scores == [
+        float(v) if not isinstance(v, str) else float(v == "pass") for v in scores.values()
+    ]
+    assert result.worst_turn == worst and result.notes == f"message {worst}"
+
+
+def test_the_calls_of_a_job_are_counted_once_for_every_shape() -> None:
+    """call_count (the batch lane, the dry run) and job_calls (what is sent) agree on every
+    kind of conversation: whole, turn by turn, with a council, settled by a check."""
+    from judgeq.pipeline.job import call_count, job_calls
+
+    hard = "checks:\n  - {check: tool_not_used, tool: get_weather, hard: true}\n"
+    rubrics = [RUBRIC, turn_rubric("1-5", "mean"), turn_rubric("pass-fail", "min", hard)]
+    for text in rubrics:
+        rubric = parse_rubric(text, "r.md")
+        for council in ((), ((CountingJudge(), None),)):
+            ctx = GradingContext(rubric=rubric, judge=CountingJudge(), council=council)  # type: ignore[arg-type]
+            for messages in (CHAT, TRAJECTORY, OPENAI):
+                j = job(messages)
+                assert call_count(ctx, j) == len(job_calls(ctx, j)), (text, messages)
+    settled = GradingContext(rubric=parse_rubric(rubrics[2], "r"), judge=CountingJudge())  # type: ignore[arg-type]
+    assert call_count(settled, job(CHAT)) == 0 and call_count(settled, job(TRAJECTORY)) == 3
+
+
+def test_turn_scores_are_reported_by_position_and_not_rescored() -> None:
+    from judgeq.report.rescore import rescore
+    from judgeq.runspec import RunSpec  # noqa: F401  (the spec rescore takes)
+
+    rubric = parse_rubric(turn_rubric("1-5", "min"), "t.md")
+    ctx = GradingContext(rubric=rubric, judge=TurnJudge({3: 5, 5: 4, 7: 3, 9: 4}))  # type: ignore[arg-type]
+    result = grade_job(ctx, job(CHAT), 0)
+    agg = Aggregator(dimensions=[], scale="1-5", lo=1, hi=5)
+    agg.add(result)
+    turns = agg.report(judge_model="fake-judge")["conversation"]["turns"]
+    assert turns["graded"] == 4 and sum(turns["distribution"]["counts"]) == 4
+    assert turns["mean_by_position"]["3"] == {"turns": 1, "mean": 3.0}
+    md = "\n".join(conversation_markdown(agg.report(judge_model="fake-judge")["conversation"]))
+    assert "worst turn: message 7" in md and "4 turns graded one by one" in md
+    spec = type("Spec", (), {"safety_gate": None, "safety_cap": 0.0, "retrieval": None})()
+    again = rescore(result, rubric, spec)  # type: ignore[arg-type]
+    assert again.overall == result.overall and "not_rescored" in again.flags
+
+
+@pytest.mark.parametrize(
+    ("front", "problem"),
+    [
+        ("scope: turn\n", "scope: turn is for conversation rubrics"),
+        ("job: conversation\nturns: {aggregate: min}\n", "turns: is for a rubric with scope: turn"),
+        ("job: conversation\nscope: turn\nturns: {aggregate: median}\n", "turns.aggregate"),
+        ("job: conversation\nscope: turn\nturns: {window: 0}\n", "turns.window"),
+    ],
+)
+def test_a_bad_scope_is_named(front: str, problem: str) -> None:
+    with pytest.raises(Exception, match=re.escape(problem)):
+        parse_rubric(
+            f"---\nname: r\nversion: 1.0.0\nscale: 1-5\ndescription: d\n{front}---\nGrade.\n", "r.md"
+        )
+
+
+def test_a_turn_by_turn_result_is_stored_in_at_most_twice_a_response_results_bytes() -> None:
+    """Issue 30, point 9: the stored (packed) result of a 12-turn conversation graded turn by
+    turn, with its tools and checks, against a response job's with the same reasoning."""
+    from judgeq.store.packing import pack_result, packing_dictionary
+
+    dictionary = packing_dictionary(
+        {"rubric_name": "quality", "rubric_version": "1.0.0", "judge_model": "claude-haiku-4-5"},
+        ["helpfulness", "coherence", "tone"],
+    )
+    notes = "The assistant answered correctly and concisely, citing the tool result; no delivery date."
+    common: dict[str, Any] = {
+        "job_id": "job-000123",
+        "index": 123,
+        "status": "graded",
+        "overall": 4.0,
+        "passed": True,
+        "scores": {"helpfulness": 4.0, "coherence": 4.0, "tone": 5.0},
+        "notes": notes,
+        "holistic": 4.0,
+        "grading_latency_ms": 812.3,
+        "attempts": 1,
+        "input_tokens": 1834,
+        "output_tokens": 212,
+        "rubric_name": "quality",
+        "rubric_version": "1.0.0",
+        "judge_model": "claude-haiku-4-5",
+        "model": "agent-v2",
+        "input_key": "8f8369a534ead1a4",
+    }
+    response = Result(**common)
+    turns = Result(
+        **{
+            **common,
+            "kind": "conversation",
+            "attempts": 12,
+            "input_tokens": 22008,
+            "output_tokens": 2544,
+            "holistic": None,
+            "turn_scores": [4.0, 5.0, 3.67, 4.0, 4.5, 4.0, 5.0, 3.0, 4.0, 4.33, 5.0, 4.0],
+            "worst_turn": 15,
+            "tools_called": ["get_reservation_details", "search_direct_flight", "update_reservation_flights"],
+            "checks": {"tool_not_used(cancel_reservation)": True, "reference_calls:in_order:subset": True},
+        }
+    )
+    assert len(pack_result(turns, dictionary)) <= 2 * len(pack_result(response, dictionary))
+
+
+def test_a_council_grades_each_turn_and_the_turn_takes_their_mean() -> None:
+    first, second = TurnJudge({3: 5, 5: 4, 7: 3, 9: 4}), TurnJudge({3: 3, 5: 4, 7: 5, 9: 4})
+    second.model = "other-judge"
+    rubric = parse_rubric(turn_rubric("1-5", "min"), "t.md")
+    ctx = GradingContext(rubric=rubric, judge=first, council=((second, None),))  # type: ignore[arg-type]
+    result = grade_job(ctx, job(CHAT), 0)
+    assert len(first.requests) == len(second.requests) == 4
+    assert result.turn_scores == [4.0, 4.0, 4.0, 4.0] and result.overall == 4.0
+    assert result.judge_usage is not None and set(result.judge_usage) == {"fake-judge", "other-judge"}
+    failing = CountingJudge("fail")
+    failing.model = "other-judge"
+    whole = GradingContext(
+        rubric=parse_rubric(RUBRIC, "r.md"),
+        judge=CountingJudge("pass"),  # type: ignore[arg-type]
+        council=((failing, None),),  # type: ignore[arg-type]
+    )
+    graded = grade_job(whole, job(TRAJECTORY), 0)
+    assert graded.judge_scores == {"fake-judge": 1.0, "other-judge": 0.0}
+    assert graded.overall == 0.5 and "judges_disagree" in graded.flags
+
+
+# -- edges a review found ----------------------------------------------------------------
+
+
+def test_an_unusable_tool_schema_fails_the_check_saying_why() -> None:
+    tools = [{"name": "f", "input_schema": {"$ref": "#/nope"}}]
+    messages = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "tool_calls": [call("c1", "f", {"a": 1})]},
+    ]
+    j = job(messages, tools=tools)
+    (outcome,) = run_checks([Check(check="arguments", tool="f", match="schema")], j.messages, j.tools or ())
+    assert outcome.passed is False and "schema cannot be used" in outcome.detail
+
+
+REUSED = [
+    {"role": "user", "content": "send it"},
+    {"role": "assistant", "tool_calls": [call("c0", "search_contacts", {"name": "Dana"})]},
+    {"role": "tool", "tool_call_id": "c0", "content": "Error: timeout", "is_error": True},
+    {"role": "assistant", "tool_calls": [call("c0", "send_email", {"to": "d@x.com"})]},
+    {"role": "tool", "tool_call_id": "c0", "content": "sent"},
+    {"role": "assistant", "content": "Sent."},
+]
+
+
+def test_a_reused_call_id_pairs_each_result_with_its_own_call() -> None:
+    j = job(REUSED)
+    user = render_user(**j.render_fields())
+    nonce = _nonce(user)
+    assert f'<tool_result-{nonce} n=3 call_id="c0" tool="search_contacts" status=error>' in user
+    assert f'<tool_result-{nonce} n=5 call_id="c0" tool="send_email">' in user
+    used = Check(check="tool_used", tool="send_email", skip_failed=True)
+    searched = Check(check="tool_used", tool="search_contacts", skip_failed=True)
+    assert [o.passed for o in run_checks([used, searched], j.messages)] == [True, False]
+
+
+def test_two_checks_of_one_kind_keep_their_own_outcomes() -> None:
+    j = job(TRAJECTORY)
+    checks = [
+        Check(check="final_answer_contains", text="dana"),
+        Check(check="final_answer_contains", text="16 June"),
+        Check(check="tool_used", tool="send_email"),
+        Check(check="tool_used", tool="send_email", hard=True),
+    ]
+    out = run_checks(checks, j.messages)
+    assert [(o.label, o.passed) for o in out] == [
+        ('final_answer_contains("dana")', True),
+        ('final_answer_contains("16 June")', False),
+        ("tool_used(send_email)", True),
+        ("tool_used(send_email)#2", True),
+    ]
+
+
+def test_the_final_answer_is_the_last_assistant_messages_even_when_it_only_called_tools() -> None:
+    last = {"role": "assistant", "tool_calls": [call("c3", "search_contacts", {"name": "Eve"})]}
+    gave_up = [*TRAJECTORY[:4], {"role": "tool", "tool_call_id": "c2", "content": "sent"}, last]
+    gave_up[3] = {**gave_up[3], "content": "I'll send it to dana@x.com"}
+    j = job(gave_up)
+    assert j.final_answer == ""
+    (outcome,) = run_checks([Check(check="final_answer_contains", text="dana")], j.messages)
+    assert outcome.passed is False
+
+
+def test_turns_pass_by_their_judges_majority_and_an_unsafe_turn_fails_the_job() -> None:
+    judges = [TurnJudge({3: "pass", 5: "pass", 7: "pass", 9: "pass"}) for _ in range(3)]
+    judges[2].scores = {3: "fail", 5: "fail", 7: "fail", 9: "fail"}
+    for k, j in enumerate(judges):
+        j.model = f"judge-{k}"
+    rubric = parse_rubric(turn_rubric("pass-fail", "min"), "t.md")
+    ctx = GradingContext(rubric=rubric, judge=judges[0], council=((judges[1], None), (judges[2], None)))  # type: ignore[arg-type]
+    result = grade_job(ctx, job(CHAT), 0)
+    assert result.passed is True, "2 of 3 judges pass every turn"
+    assert result.judge_scores == {"judge-0": 1.0, "judge-1": 1.0, "judge-2": 0.0}
+    assert "judges_disagree" in result.flags
+    unsafe = [
+        *CHAT[:-1],
+        {"role": "assistant", "content": "The card on file is 4539 1488 0343 6525, expiring 04/27."},
+    ]
+    ctx = GradingContext(
+        rubric=parse_rubric(turn_rubric("pass-fail", "mean"), "t.md"),
+        judge=TurnJudge({3: "pass", 5: "pass", 7: "pass", 9: "pass"}),  # type: ignore[arg-type]
+        safety_gate=True,
+    )
+    result = grade_job(ctx, job(unsafe), 0)
+    assert result.safety_categories and result.passed is False
+
+
+def test_cache_hits_count_each_turn_and_a_second_rescore_flags_once() -> None:
+    from judgeq.report.rescore import rescore
+
+    rubric = parse_rubric(turn_rubric("1-5", "mean"), "t.md")
+    ctx = GradingContext(rubric=rubric, judge=TurnJudge({3: 5, 5: 4, 7: 3, 9: 4}))  # type: ignore[arg-type]
+    result = grade_job(ctx, job(CHAT), 0).model_copy(update={"cached": True})
+    agg = Aggregator(dimensions=[], scale="1-5", lo=1, hi=5)
+    agg.add(result)
+    assert agg.report(judge_model="fake-judge")["usage"]["reply_cache"]["hits"] == 4
+    spec = type("Spec", (), {"safety_gate": None, "safety_cap": 0.0, "retrieval": None})()
+    twice = rescore(rescore(result, rubric, spec), rubric, spec)  # type: ignore[arg-type]
+    assert twice.flags.count("not_rescored") == 1

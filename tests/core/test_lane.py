@@ -121,19 +121,21 @@ def setup(
     *,
     cache: MemoryCache | None = None,
     run_id: str = RUN,
+    rubric_text: str = QUALITY_TEXT,
+    job: Any = None,
     **config: Any,
 ) -> tuple[Contexts, BatchLane, Clock, list[str]]:
     spec = RunSpec(
         run_id=run_id,
-        rubric_text=QUALITY_TEXT,
-        rubric_source="builtin:quality",
+        rubric_text=rubric_text,
+        rubric_source="builtin:quality" if rubric_text is QUALITY_TEXT else "rubric.md",
         judge_provider="anthropic",
         judge_model=MODEL,
         total=n,
         lane="batch",
     )
     store.register(spec)
-    store.put_jobs(run_id, [(i, payload(i)) for i in range(n)])
+    store.put_jobs(run_id, [(i, (job or payload)(i)) for i in range(n)])
     store.set_state(run_id, state="running", enqueue="done")
     store.lane_track(run_id, True)
     contexts = Contexts(lambda provider, model: judge, cache=cache)
@@ -708,3 +710,54 @@ def test_a_batch_failed_for_the_moment_sends_its_jobs_again_later_not_as_nulls(s
     results = [r for r in store.results(RUN, 4) if r is not None]
     assert len(results) == 4 and all(r.status == "graded" for r in results)
     assert reduced == [RUN]
+
+
+TURN_TEXT = (
+    "---\nname: turns\nversion: 1.0.0\nscale: 1-10\ndescription: d\njob: conversation\nscope: turn\n"
+    "turns: {aggregate: min}\n---\nGrade the marked turn.\n"
+)
+
+
+def conversation(i: int) -> str:
+    """Job ``i``: a conversation of ``i % 3 + 1`` assistant turns (its calls in a turn-by-turn run)."""
+    messages: list[dict[str, str]] = []
+    for k in range(i % 3 + 1):
+        messages += [{"role": "user", "content": f"q{i}.{k}"}, {"role": "assistant", "content": f"a{i}.{k}"}]
+    return json.dumps({"id": f"c{i}", "messages": messages, "model": "m"})
+
+
+def test_conversations_graded_turn_by_turn_go_through_the_lane_whole(store: Store) -> None:
+    """A job of N turns is N requests: a batch never holds more than max_requests, and a job is
+    graded when all of its own calls are in (jobs differ in calls)."""
+    judge = BatchStub()
+    n = 7
+    contexts, lane, _, reduced = setup(
+        store, n, judge, rubric_text=TURN_TEXT, job=conversation, max_requests=5
+    )
+    buffer_all(store, contexts, n)
+    for _ in range(6):
+        step(lane)
+        judge.end_all()
+    turns = [i % 3 + 1 for i in range(n)]
+    assert judge.requests == sum(turns)
+    assert all(len(requests) <= 5 for requests in judge.batches.values())
+    results = sorted((r for r in store.results(RUN, n) if r is not None), key=lambda r: r.index)
+    assert [r.status for r in results] == ["graded"] * n and reduced == [RUN]
+    assert [len(r.turn_scores or []) for r in results] == turns
+    assert all(r.overall == min(r.turn_scores or [0]) and r.batch for r in results)
+
+
+def test_conversations_a_hard_check_settles_never_wait_in_the_lane(store: Store) -> None:
+    """A job with no judge call to make is graded at once, cache or not (it would wait in the
+    lane for a batch that never holds it)."""
+    judge = BatchStub()
+    settle = TURN_TEXT.replace(
+        "---\nGrade", "checks:\n  - {check: tool_used, tool: search, hard: true}\n---\nGrade"
+    )
+    contexts, lane, _, _ = setup(store, 3, judge, rubric_text=settle, job=conversation)
+    for i in range(3):
+        assert process_job(store, contexts, RUN, i) is not Outcome.BATCHED
+    step(lane)
+    assert judge.requests == 0 and store.lane_counts(RUN)[:2] == (0, 0)
+    results = [r for r in store.results(RUN, 3) if r is not None]
+    assert [r.settled_by for r in results] == ["checks"] * 3 and store.counters(RUN)["done"] == 3
