@@ -146,11 +146,10 @@ def main() -> int:
     base = rows[0][2] / rows[0][1]
     print(f"{args.workers} workers x {args.concurrency}, judge latency {args.latency}s")
     print(f"{'run':14} {'wall s':>8} {'calls':>8} {'calls/s':>9} {'vs responses':>13}")
-    worst = 1.0
     for name, wall, calls in rows:
         rate = calls / wall
-        worst = min(worst, rate / base)
         print(f"{name:14} {wall:8.1f} {calls:8d} {rate:9.1f} {rate / base:12.2f}x")
+    worst = min(calls / wall / base for _, wall, calls in rows[1:])
     print(
         f"required: every conversation run >= 0.90x; lowest {worst:.2f}x: "
         + ("ok" if worst >= 0.9 else "MISSED")
