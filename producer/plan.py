@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from judgeq.errors import ConfigError, JudgeError
 from judgeq.grading.retrieval import parse_position_weights
+from judgeq.jobs.kinds import KINDS
 from judgeq.jobs.models import Job
 from judgeq.jobs.reader import JobsFileLimits, JobsFileScan, scan_jobs_file
 from judgeq.judges import (
@@ -302,13 +303,8 @@ def make_plan(
     )
 
 
-KIND_RUBRIC = {
-    "response": "quality",
-    "question": "retrieval-relevance",
-    "pair": "pairwise",
-    "conversation": "task-success",
-}
-"""Every kind of job (:data:`judgeq.jobs.models.JOB_MODELS`), with the built-in rubric suggested
+KIND_RUBRIC = {name: kind.rubric for name, kind in KINDS.items()}
+"""Every kind of job (:data:`judgeq.jobs.kinds.KINDS`), with the built-in rubric suggested
 for it."""
 
 
@@ -329,14 +325,7 @@ def check_rubric_fits(rubric: Rubric, scan: JobsFileScan) -> None:
     if not misfit:
         return
     grades = " and ".join(sorted(fits))
-    if "pair" in fits:
-        what = "its scale is pairwise"
-    elif "conversation" in fits:
-        what = "it says job: conversation"
-    elif "question" in fits:
-        what = "it has a 'retrieval' section"
-    else:
-        what = "it has no 'retrieval' section"
+    what = " and ".join(KINDS[kind].rubric_is for kind in sorted(fits))
     if len(present) > 1:
         use = ", ".join(f"{kind} jobs with --rubric {KIND_RUBRIC[kind]}" for kind in present)
         raise ConfigError(
@@ -345,12 +334,7 @@ def check_rubric_fits(rubric: Rubric, scan: JobsFileScan) -> None:
             f"and grade {use}"
         )
     (kind,) = misfit
-    other = {
-        "question": "with a 'retrieval' section",
-        "pair": "with scale pairwise",
-        "conversation": "with job: conversation",
-        "response": "without a 'retrieval' section or job: conversation, not pairwise",
-    }[kind]
+    other = KINDS[kind].rubric_with
     raise ConfigError(
         f"rubric {rubric.name!r} grades {grades} jobs ({what}), but {scan.name} has "
         f"{_jobs(present[kind], kind)}: use --rubric {KIND_RUBRIC[kind]} (or another rubric {other})"

@@ -22,17 +22,26 @@ stored normalised (Anthropic-format blocks become OpenAI-form messages): see
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_serializer, model_validator
 
 from judgeq.jobs.base import JobBase
+from judgeq.jobs.kind import JobKind
 from judgeq.transcripts.checks import Check, CheckOutcome, ReferenceCall, final_answer, run_checks
 from judgeq.transcripts.messages import Message, Tool, ToolCall, read_messages, read_tools
 from judgeq.transcripts.render import cuts, turn_window
 
-__all__ = ["ConversationJob", "Reference", "job_checks", "result_fields", "settled_by_checks"]
+__all__ = [
+    "CONVERSATION",
+    "ConversationJob",
+    "Reference",
+    "job_checks",
+    "result_fields",
+    "settled_by_checks",
+]
 
 
 class Reference(BaseModel):
@@ -180,3 +189,44 @@ def result_fields(outcomes: Sequence[CheckOutcome], job: ConversationJob) -> dic
     if cut:
         fields["cuts"] = [[c.message, c.chars, c.kept] for c in cut]
     return fields
+
+
+def _texts(obj: Mapping[str, Any]) -> dict[str, str]:
+    """The first user message and the final answer; the whole ``transcript`` (JSON) for the
+    worst conversations' section of report.html."""
+    messages, _ = read_messages(obj.get("messages"))
+    return {
+        "input": next((m.content for m in messages if m.role == "user"), ""),
+        "output": final_answer(messages),
+        "transcript": json.dumps([m.to_json() for m in messages], ensure_ascii=False),
+    }
+
+
+CONVERSATION = JobKind(
+    name="conversation",
+    model=ConversationJob,
+    marks=("messages",),
+    rubric="task-success",
+    rubric_is="it says job: conversation",
+    rubric_with="with job: conversation",
+    sample={
+        "id": "sample",
+        "messages": [
+            {"role": "user", "content": "What is the weather in Paris today?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"condition": "sunny", "high_c": 24}'},
+            {"role": "assistant", "content": "Sunny in Paris today, with a high of 24 °C."},
+        ],
+    },
+    texts=_texts,
+)

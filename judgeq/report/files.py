@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from judgeq.grading.result import Result
+from judgeq.jobs.kinds import texts_of
 from judgeq.report.html import MAX_ROWS, render_html
 from judgeq.report.markdown import render_markdown
 from judgeq.runspec import RunSpec
-from judgeq.transcripts.checks import final_answer
-from judgeq.transcripts.messages import read_messages
 
 __all__ = ["Texts", "job_texts", "jobs_file_texts", "write_report_files"]
 
@@ -58,24 +57,9 @@ def jobs_file_texts(path: Path, ids: set[str]) -> dict[str, dict[str, str]]:
 
 
 def job_texts(obj: dict[str, Any]) -> dict[str, str]:
-    """What the table shows of a job: its input (or question) and its output (a pair's two
-    outputs; a question's retrieved chunks; a conversation's first user message and final
-    answer, with its whole ``transcript`` for the worst conversations' section, as JSON)."""
-    if "messages" in obj and "output" not in obj:
-        messages, _ = read_messages(obj["messages"])
-        return {
-            "input": next((m.content for m in messages if m.role == "user"), ""),
-            "output": final_answer(messages),
-            "transcript": json.dumps([m.to_json() for m in messages], ensure_ascii=False),
-        }
-    if "output_a" in obj:
-        output = f"A: {obj.get('output_a', '')}\n\nB: {obj.get('output_b', '')}"
-    elif "retrieved" in obj:
-        chunks = obj.get("retrieved") or []
-        output = "\n".join(f"[{c.get('doc_id')}] {c.get('text', '')}" for c in chunks if isinstance(c, dict))
-    else:
-        output = str(obj.get("output", ""))
-    return {"input": str(obj.get("input", obj.get("question", ""))), "output": output}
+    """What the table shows of a job: its input and its output, as its kind reads them from
+    its line (:attr:`judgeq.jobs.kind.JobKind.texts`)."""
+    return texts_of(obj)
 
 
 def _atomic_write(path: Path, write: Any, *, gz: bool = False) -> None:

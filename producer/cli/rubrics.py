@@ -11,6 +11,7 @@ import yaml
 
 from judgeq.errors import JudgeqError, RubricError
 from judgeq.grading.request import render_request
+from judgeq.jobs.kinds import KINDS
 from judgeq.jobs.models import JOB_MODELS, Job, infer_kind
 from judgeq.rubric.model import Rubric, builtin_names, load_rubric
 from judgeq.settings import load_settings
@@ -46,48 +47,7 @@ def list_() -> None:
         click.echo(f"{name:<{width}}  {version:<7}  {scale:<9}  {desc}")
 
 
-SAMPLES: dict[str, dict[str, Any]] = {
-    "response": {
-        "id": "sample",
-        "input": "What is the capital of France?",
-        "output": "Paris is the capital of France.",
-    },
-    "pair": {
-        "id": "sample",
-        "input": "What is the capital of France?",
-        "output_a": "Paris.",
-        "output_b": "The capital of France is Lyon.",
-    },
-    "conversation": {
-        "id": "sample",
-        "messages": [
-            {"role": "user", "content": "What is the weather in Paris today?"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "call_1", "content": '{"condition": "sunny", "high_c": 24}'},
-            {"role": "assistant", "content": "Sunny in Paris today, with a high of 24 °C."},
-        ],
-    },
-    "question": {
-        "id": "sample",
-        "question": "What is the capital of France?",
-        "expected_answer": "Paris",
-        "retrieved": [
-            {"doc_id": "d1", "text": "Paris is the capital and largest city of France."},
-            {"doc_id": "d2", "text": "Lyon is a city in France."},
-        ],
-        "needle_doc_id": "d1",
-    },
-}
+SAMPLES: dict[str, dict[str, Any]] = {name: dict(kind.sample) for name, kind in KINDS.items()}
 """The sample job ``rubrics show`` renders for a rubric without goldens, by the kind it grades."""
 
 

@@ -170,9 +170,11 @@ def test_broker_restart_mid_run(
 def test_judge_faults_at_scale_end_as_injected(
     tmp_path: Path, env: dict[str, str], fake_api: FakeMessagesAPI, start_worker: Callable[..., Worker]
 ) -> None:
-    # a 'slow' fault sleeps 3 s: a 2 s attempt timeout turns it into a timeout, and a 6 s
-    # deadline leaves a loaded machine room for the retries of the transient faults
-    timing = {"JUDGEQ_JUDGE_TIMEOUT": "2", "JUDGEQ_JUDGE_DEADLINE": "6", "JUDGEQ_VISIBILITY_TIMEOUT": "15"}
+    # a 'slow' fault sleeps 3 s: a 2 s attempt timeout turns every attempt of it into a timeout,
+    # and a 12 s deadline leaves a loaded machine room for the retries of the transient faults
+    # (6 s did not: a full CI run on 2 cores, 3 test processes and 2 workers of 48, ended 4 of
+    # them as timeouts); the visibility timeout stays above the deadline (no redelivery)
+    timing = {"JUDGEQ_JUDGE_TIMEOUT": "2", "JUDGEQ_JUDGE_DEADLINE": "12", "JUDGEQ_VISIBILITY_TIMEOUT": "30"}
     env = {**env, **timing}
     plan = fault_plan(300, 0.3)
     batch = write_batch(tmp_path / "b.jsonl", response_rows(300, plan))

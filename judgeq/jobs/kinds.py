@@ -1,0 +1,44 @@
+"""Every kind of job, registered in one place: the reader, the plan, the CLI and the report
+files ask this registry (by a line's ``kind``, or the fields that mark it) instead of naming
+kinds. A new kind is a module defining its model and :class:`~judgeq.jobs.kind.JobKind`, and
+one line here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from judgeq.jobs.conversation import CONVERSATION
+from judgeq.jobs.kind import JobKind
+from judgeq.jobs.pair import PAIR
+from judgeq.jobs.question import QUESTION
+from judgeq.jobs.response import RESPONSE
+
+__all__ = ["DEFAULT", "KINDS", "infer_kind", "kind_of", "texts_of"]
+
+KINDS: dict[str, JobKind] = {k.name: k for k in (RESPONSE, QUESTION, PAIR, CONVERSATION)}
+"""Every kind, by name (in the order error messages list them)."""
+DEFAULT = RESPONSE
+"""The kind of an untagged line no other kind's fields mark."""
+_DETECT_ORDER = (QUESTION, CONVERSATION, PAIR)
+"""The order an untagged line is matched in (a question's fields win over the others')."""
+
+
+def infer_kind(obj: Mapping[str, Any]) -> str:
+    """The kind of a decoded line: ``kind`` if given, else the first kind whose fields it has."""
+    kind = obj.get("kind")
+    if isinstance(kind, str):
+        return kind
+    return next((k.name for k in _DETECT_ORDER if any(m in obj for m in k.marks)), DEFAULT.name)
+
+
+def kind_of(name: str) -> JobKind:
+    """The registered kind ``name`` (KeyError for another)."""
+    return KINDS[name]
+
+
+def texts_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    """A raw line's texts for a report's table (:attr:`JobKind.texts`; a line of an unknown
+    kind shows none)."""
+    kind = KINDS.get(infer_kind(obj))
+    return kind.texts(obj) if kind is not None else {"input": "", "output": ""}
