@@ -1,11 +1,18 @@
-"""What every job has: an id, the system that produced it, metadata and a person's label."""
+"""What every job has: an id, the system that produced it, metadata and a person's label; and
+the job-kind protocol, the methods through which the rest of judgeq grades a job of any kind
+without naming it (each kind's module overrides what differs for it)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, field_validator
+
+from judgeq.jobs.grade import Graded, Scoring, Unit, scored
+from judgeq.rubric.model import RetrievalConfig, Rubric
 
 __all__ = ["LABEL_WORDS", "MAX_ID_CHARS", "JobBase", "JobId"]
 
@@ -50,6 +57,50 @@ class JobBase(BaseModel):
                 raise ValueError("must be a finite number")
             return number
         raise ValueError(f"must be a number, pass, fail, a, b or tie; got {type(v).__name__}")
+
+    # -- the job-kind protocol -----------------------------------------------------------------
+
+    def render_fields(self) -> dict[str, Any]:
+        """The fields of the judge's request for the whole job (see
+        :func:`judgeq.grading.request.render_user`)."""
+        raise NotImplementedError
+
+    def units(self, rubric: Rubric, *, swap: bool) -> tuple[Unit, ...]:
+        """What each judge grades of this job, one call each (see :mod:`judgeq.jobs.grade`):
+        the whole job once, unless its kind says otherwise."""
+        return (Unit(),)
+
+    def request_fields(self, unit: Unit, rubric: Rubric) -> dict[str, Any]:
+        """The fields of the judge's request for one unit."""
+        return self.render_fields()
+
+    def material(self) -> tuple[str, str | None]:
+        """What the job asks and what was expected: results of several systems on the same
+        material pair up (:meth:`input_key`)."""
+        raise NotImplementedError
+
+    def input_key(self) -> str:
+        """A short hash of :meth:`material`, so results of several models on the same input can
+        be paired."""
+        text, expected = self.material()
+        material = f"{text}\x00{expected or ''}"
+        return hashlib.blake2b(material.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+    def result_fields(self, rubric: Rubric | None, retrieval: RetrievalConfig) -> dict[str, object]:
+        """What every result of this job carries, graded or null, besides its kind, label and
+        input key: the system that produced it, and what its kind records without a judge."""
+        return {"model": self.model}
+
+    def candidate(self, unit: Unit) -> str | None:
+        """The text the safety gate checks for one unit (None: nothing a model said)."""
+        return None
+
+    def grade(
+        self, scoring: Scoring, graded: Sequence[Graded], fields: dict[str, object]
+    ) -> dict[str, object]:
+        """The grade from the verdicts of every call (in :meth:`units` order, per judge): the
+        result's score fields. ``fields`` are the result's fields so far (:meth:`result_fields`)."""
+        return scored(scoring, graded, self.candidate(Unit()))
 
     @field_validator("id", mode="before")
     @classmethod

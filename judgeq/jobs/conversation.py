@@ -23,13 +23,17 @@ stored normalised (Anthropic-format blocks become OpenAI-form messages): see
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, field_serializer, model_validator
 
+from judgeq.grading.score import Score
 from judgeq.jobs.base import JobBase
+from judgeq.jobs.grade import Graded, Scoring, Unit, council, notes_of, scored
 from judgeq.jobs.kind import JobKind
+from judgeq.rubric.model import RetrievalConfig, Rubric
 from judgeq.transcripts.checks import Check, CheckOutcome, ReferenceCall, final_answer, run_checks
 from judgeq.transcripts.messages import Message, Tool, ToolCall, read_messages, read_tools
 from judgeq.transcripts.render import cuts, turn_window
@@ -42,6 +46,23 @@ __all__ = [
     "result_fields",
     "settled_by_checks",
 ]
+
+
+class _Memo:
+    """What a job worked out once (its checks' outcomes), kept on it; never part of what the job
+    is: equal to any other memo, so two jobs of equal fields stay equal."""
+
+    __slots__ = ("checks", "outcomes", "owner")
+
+    def __init__(self) -> None:
+        self.owner: int | None = None
+        self.checks: object = None
+        self.outcomes: list[CheckOutcome] = []
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Memo)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class Reference(BaseModel):
@@ -85,6 +106,7 @@ class ConversationJob(JobBase):
     reference: Reference | None = None
     checks: tuple[Check, ...] | None = None
     """Checks of this job alone, beside the rubric's (see :mod:`judgeq.transcripts.checks`)."""
+    _memo: _Memo = PrivateAttr(default_factory=_Memo)
 
     @model_validator(mode="before")
     @classmethod
@@ -156,6 +178,54 @@ class ConversationJob(JobBase):
             "tools": self.tools or (),
         }
 
+    # -- the job-kind protocol -----------------------------------------------------------------
+
+    def outcomes(self, rubric_checks: Sequence[Check]) -> list[CheckOutcome]:
+        """The outcomes of the rubric's checks and the job's own (worked out once per rubric)."""
+        memo = self._memo
+        if memo.owner != id(self) or memo.checks is not rubric_checks:  # a copy shares the memo
+            memo.outcomes = job_checks(rubric_checks, self)
+            memo.owner, memo.checks = id(self), rubric_checks
+        return memo.outcomes
+
+    def units(self, rubric: Rubric, *, swap: bool) -> tuple[Unit, ...]:
+        """None when a hard check failed (settled without a judge); each assistant turn for a
+        rubric that grades turn by turn; else the whole conversation."""
+        if settled_by_checks(self.outcomes(rubric.checks)):
+            return ()
+        if rubric.turn_scope is not None:
+            return tuple(Unit(turn=t) for t in self.turns)
+        return (Unit(),)
+
+    def request_fields(self, unit: Unit, rubric: Rubric) -> dict[str, Any]:
+        if unit.turn is None:
+            return self.render_fields()
+        scope = rubric.turn_scope
+        return self.turn_fields(unit.turn, scope.window if scope is not None else None)
+
+    def material(self) -> tuple[str, str | None]:
+        return self.first_input, self.reference.expected_text() if self.reference else None
+
+    def result_fields(self, rubric: Rubric | None, retrieval: RetrievalConfig) -> dict[str, object]:
+        return {"model": self.model, **result_fields(self.outcomes(rubric.checks if rubric else ()), self)}
+
+    def candidate(self, unit: Unit) -> str | None:
+        """The graded turn's text, or every assistant message's."""
+        if unit.turn is not None:
+            return self.messages[unit.turn].content
+        return "\n".join(m.content for m in self.messages if m.role == "assistant")
+
+    def grade(
+        self, scoring: Scoring, graded: Sequence[Graded], fields: dict[str, object]
+    ) -> dict[str, object]:
+        """Settled by its checks (no verdict): failed, no score. Graded whole: the judges' score.
+        Turn by turn: see :func:`_turn_grade`."""
+        if not graded:
+            return {"passed": False, "settled_by": "checks"}
+        if scoring.rubric.turn_scope is None:
+            return scored(scoring, graded, self.candidate(Unit()))
+        return _turn_grade(self, scoring, graded)
+
 
 def _is_messages(v: Any) -> bool:
     return isinstance(v, (list, tuple)) and bool(v) and all(isinstance(m, Message) for m in v)
@@ -189,6 +259,65 @@ def result_fields(outcomes: Sequence[CheckOutcome], job: ConversationJob) -> dic
     if cut:
         fields["cuts"] = [[c.message, c.chars, c.kept] for c in cut]
     return fields
+
+
+def _turn_grade(job: ConversationJob, scoring: Scoring, graded: Sequence[Graded]) -> dict[str, object]:
+    """A conversation graded turn by turn: each turn's score (the mean of the judges' on it),
+    the job's the turns' aggregate (``turns.aggregate``: mean, min or last), the same for each
+    dimension; the worst turn named (its message number) with its judge's reasoning. Pass-fail:
+    each turn passes by its judges' majority, then all of them, the last, or most; an unsafe
+    turn fails the job."""
+    rubric = scoring.rubric
+    scope = rubric.turn_scope
+    assert scope is not None
+    by_turn: dict[int, list[Score]] = {}
+    by_judge: dict[str, list[float]] = {}
+    notes_by_turn: dict[int, str | None] = {}
+    for g in graded:
+        assert g.unit.turn is not None
+        score = scoring.score(g.verdict, job.candidate(g.unit))
+        by_turn.setdefault(g.unit.turn, []).append(score)
+        by_judge.setdefault(g.model, []).append(score.overall)
+        notes_by_turn.setdefault(g.unit.turn, notes_of(g.verdict))
+    turns = sorted(by_turn)
+    per_turn = [round(math.fsum(s.overall for s in by_turn[t]) / len(by_turn[t]), 2) for t in turns]
+    names = list(by_turn[turns[0]][0].scores)
+    dims_per_turn = {
+        n: [math.fsum(s.scores[n] for s in by_turn[t]) / len(by_turn[t]) for t in turns] for n in names
+    }
+
+    def aggregate(values: Sequence[float]) -> float:
+        if scope.aggregate == "min":
+            return min(values)
+        if scope.aggregate == "last":
+            return values[-1]
+        return math.fsum(values) / len(values)
+
+    overall = round(aggregate(per_turn), 2)
+    worst = turns[min(range(len(turns)), key=lambda k: (per_turn[k], k))]
+    categories = sorted({c for t in turns for s in by_turn[t] for c in s.safety_categories})
+    flags: list[str] = []
+    for t in turns:
+        for s in by_turn[t]:
+            flags += [f for f in s.flags if f not in flags]
+    if rubric.is_pass_fail:
+        passes = [v > 0.5 for v in per_turn]
+        verdict = {"min": all(passes), "last": passes[-1], "mean": sum(passes) > len(passes) / 2}
+        passed = verdict[scope.aggregate] and not categories
+    else:
+        passed = scoring.passes(overall, categories)
+    judge_scores = {m: round(aggregate(v), 2) for m, v in by_judge.items()}  # each judge's own aggregate
+    return {
+        **council(scoring, judge_scores, flags),
+        "scores": {n: round(aggregate(v), 2) for n, v in dims_per_turn.items()},
+        "overall": overall,
+        "passed": passed,
+        "flags": flags,
+        "safety_categories": categories,
+        "notes": notes_by_turn[worst],
+        "turn_scores": per_turn,
+        "worst_turn": worst + 1,
+    }
 
 
 def _texts(obj: Mapping[str, Any]) -> dict[str, str]:

@@ -34,3 +34,6 @@ class JobKind:
     texts: Callable[[Mapping[str, Any]], dict[str, str]]
     """A raw line's ``input`` and ``output`` as report.html's table shows them (and more a
     kind's own section uses, as ``transcript``)."""
+    null_fields: Callable[[str], dict[str, object]] = lambda ident: {}
+    """What a null result of this kind whose job is gone (its payload missing) carries besides
+    its id ``ident`` (a question's ``question_id``)."""

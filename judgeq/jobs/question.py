@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from judgeq.grading.retrieval import first_relevant_rank, hits_at, llm_grade, total_score
 from judgeq.jobs.base import JobBase
+from judgeq.jobs.grade import Graded, Scoring, scored
 from judgeq.jobs.kind import JobKind
-from judgeq.rubric.model import Chunk
+from judgeq.rubric.model import Chunk, RetrievalConfig, Rubric
 
 __all__ = ["MAX_RETRIEVED", "QUESTION", "QuestionJob"]
 
@@ -60,6 +62,44 @@ class QuestionJob(JobBase):
             "retrieved": self.retrieved,
         }
 
+    def material(self) -> tuple[str, str | None]:
+        return self.question, self.expected_answer
+
+    def result_fields(self, rubric: Rubric | None, retrieval: RetrievalConfig) -> dict[str, object]:
+        """Its model and its retrieval fields (rank, hits: they need no judge)."""
+        doc_ids = [c.doc_id for c in self.retrieved]
+        rank = first_relevant_rank(doc_ids, self.relevant)
+        hits = hits_at(rank, sorted({*retrieval.hit_k, 1, 5}))
+        return {
+            "model": self.model,
+            "question_id": self.id,
+            "question": self.question,
+            "expected_answer": self.expected_answer,
+            "retrieved_doc_ids": doc_ids[:100],
+            "needle_found": rank is not None,
+            "rank": rank,
+            "hit_at_1": hits["1"],
+            "hit_at_5": hits["5"],
+            "hit_at_k": {str(k): hits[str(k)] for k in retrieval.hit_k},
+            "latency_ms": self.latency_ms,
+        }
+
+    def grade(
+        self, scoring: Scoring, graded: Sequence[Graded], fields: dict[str, object]
+    ) -> dict[str, object]:
+        """The judge's score, and the question's grade on 1-10 weighted by the rank it was found at."""
+        out = scored(scoring, graded, None)
+        grade = llm_grade(out["overall"], scoring.rubric)  # type: ignore[arg-type]
+        extra = graded[0].verdict.extra
+        out.update(
+            llm_grade=grade,
+            total_score=total_score(grade, fields["rank"], scoring.retrieval or RetrievalConfig()),  # type: ignore[arg-type]
+            llm_reasoning=out["notes"],
+            key_facts_present=extra.get("key_facts_present"),
+            key_facts_missing=extra.get("key_facts_missing"),
+        )
+        return out
+
 
 def _texts(obj: Mapping[str, Any]) -> dict[str, str]:
     chunks = obj.get("retrieved") or []
@@ -85,4 +125,5 @@ QUESTION = JobKind(
         "needle_doc_id": "d1",
     },
     texts=_texts,
+    null_fields=lambda ident: {"question_id": ident},
 )

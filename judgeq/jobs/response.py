@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from judgeq.jobs.base import JobBase
+from judgeq.jobs.grade import Unit
 from judgeq.jobs.kind import JobKind
 
 __all__ = ["RESPONSE", "ResponseJob"]
@@ -28,6 +29,12 @@ class ResponseJob(JobBase):
             "context": self.context,
             "expected_answer": self.expected_answer,
         }
+
+    def material(self) -> tuple[str, str | None]:
+        return self.input, self.expected_answer
+
+    def candidate(self, unit: Unit) -> str | None:
+        return self.output
 
 
 def _texts(obj: Mapping[str, Any]) -> dict[str, str]:

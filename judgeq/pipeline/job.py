@@ -19,23 +19,19 @@ made.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 from judgeq.errors import JudgeError
 from judgeq.grading.request import DEFAULT_MAX_TOKENS, JudgeRequest, output_schema, render_system, render_user
 from judgeq.grading.result import Result
-from judgeq.grading.retrieval import first_relevant_rank, hits_at, llm_grade, total_score
-from judgeq.grading.score import Score, score_verdict
-from judgeq.grading.verdict import ParsedVerdict, parse_verdict
-from judgeq.jobs.conversation import job_checks, settled_by_checks
-from judgeq.jobs.conversation import result_fields as conversation_fields
-from judgeq.jobs.models import JOB_MODELS, ConversationJob, Job, PairJob, QuestionJob, ResponseJob, infer_kind
+from judgeq.grading.verdict import parse_verdict
+from judgeq.jobs.grade import NOTES_LIMIT, Graded, Scoring, Unit
+from judgeq.jobs.kinds import kind_of
+from judgeq.jobs.models import JOB_MODELS, Job, infer_kind
+from judgeq.jobs.pair import PAIR_SCORE, SWAP
 from judgeq.judges.base import (
     CallOutcome,
     Gate,
@@ -51,7 +47,6 @@ from judgeq.rubric.model import RetrievalConfig, Rubric
 from judgeq.runspec import RunSpec
 from judgeq.store.reply_cache import ReplyCache, cache_key
 from judgeq.telemetry import CacheHit, VerdictParsed, emit, job_context, observed
-from judgeq.transcripts.checks import Check
 
 __all__ = [
     "NOTES_LIMIT",
@@ -74,11 +69,6 @@ __all__ = [
     "plan_calls",
 ]
 
-NOTES_LIMIT = 4000
-PAIR_SCORE = {"A": 1.0, "tie": 0.5, "B": 0.0}
-"""Output A's score for a positional verdict."""
-SWAP = {"A": "B", "B": "A", "tie": "tie"}
-
 
 @dataclass(frozen=True, slots=True)
 class Call:
@@ -91,6 +81,11 @@ class Call:
     swapped: bool = False
     turn: int | None = None
     """A conversation graded turn by turn: the index of the assistant message this call grades."""
+
+    @property
+    def unit(self) -> Unit:
+        """What of its job this call grades."""
+        return Unit(self.swapped, self.turn)
 
 
 @dataclass(slots=True)
@@ -159,28 +154,34 @@ class GradingContext:
         """The mark a reply to job ``index`` of this run carries in the reply cache."""
         return None if self.run_id is None else f"{self.run_id}:{index}"
 
+    @property
+    def scoring(self) -> Scoring:
+        """What combining a job's verdicts needs of the run."""
+        return Scoring(
+            rubric=self.rubric,
+            judges=len(self.judges),
+            disagreement=self.disagreement or 0.0,
+            safety_gate=self.safety_gate,
+            safety_cap=self.safety_cap,
+            retrieval=self.retrieval,
+        )
+
     def cached_replies(self, job: Job) -> bool:
         """Whether the cache holds a reply to every call of ``job`` (it then needs no judge; a
         job a hard check settles has no call: it needs none, cache or not)."""
-        calls = job_calls(self, job)
-        if not calls:
+        if call_count(self, job) == 0:
             return True
         if self.cache is None:
             return False
-        for call in calls:
+        for call in job_calls(self, job):
             key = self.cache_key(call.request, self.judges[call.judge][0])
             if key is None or self.cache.get(key) is None:
                 return False
         return True
 
-    def request_for(self, job: Job, *, swapped: bool = False, turn: int | None = None) -> JudgeRequest:
-        if isinstance(job, PairJob):
-            fields = job.render_fields(swapped=swapped)
-        elif isinstance(job, ConversationJob) and turn is not None:
-            scope = self.rubric.turn_scope
-            fields = job.turn_fields(turn, scope.window if scope is not None else None)
-        else:
-            fields = job.render_fields()
+    def request_for(self, job: Job, unit: Unit | None = None) -> JudgeRequest:
+        """The judge's request for one unit of ``job`` (default: the whole job)."""
+        fields = job.request_fields(unit or Unit(), self.rubric)
         return JudgeRequest(
             system=self.system,
             user=render_user(**fields),
@@ -228,31 +229,15 @@ def default_disagreement(rubric: Rubric) -> float:
 
 
 def job_calls(ctx: GradingContext, job: Job) -> list[Call]:
-    """The judge calls of ``job``: per judge, one call, or for a pair job two (A/B then B/A)
-    unless the run does not swap."""
-    if settled(ctx, job):
-        return []
+    """The judge calls of ``job``: per judge, one per unit of the job (:meth:`Job.units`: the
+    whole job, a pair's two orders, a conversation's turns; none for a job its checks settle)."""
+    units = job.units(ctx.rubric, swap=ctx.swap)
+    requests = [ctx.request_for(job, unit) for unit in units]
     calls: list[Call] = []
-    turns = _turns(ctx, job)
-    if turns is not None:  # a conversation graded turn by turn: per judge, a call per turn
-        requests = {t: ctx.request_for(job, turn=t) for t in turns}
-        for j in range(len(ctx.judges)):
-            for t in turns:
-                calls.append(Call(str(len(calls)), j, requests[t], turn=t))
-        return calls
-    orders = (False, True) if isinstance(job, PairJob) and ctx.swap else (False,)
-    requests_by_order = {swapped: ctx.request_for(job, swapped=swapped) for swapped in orders}
     for j in range(len(ctx.judges)):
-        for swapped in orders:
-            calls.append(Call(str(len(calls)), j, requests_by_order[swapped], swapped))
+        for unit, request in zip(units, requests, strict=True):
+            calls.append(Call(str(len(calls)), j, request, unit.swapped, unit.turn))
     return calls
-
-
-def _turns(ctx: GradingContext, job: Job) -> list[int] | None:
-    """The turns of a conversation its rubric grades one by one (None: graded whole)."""
-    if isinstance(job, ConversationJob) and ctx.rubric.turn_scope is not None:
-        return job.turns
-    return None
 
 
 def grade_job(
@@ -341,7 +326,7 @@ def _combine(
         "judge_model": ctx.judge.model,
         "cached": all_cached,
         "batch": batch,
-        **job_fields(job, ctx.retrieval, ctx.rubric.checks),
+        **job_fields(job, ctx.rubric, ctx.retrieval),
     }
     replies = [r.outcome.reply for r in spent if r.outcome.reply is not None]
     base.update(
@@ -375,9 +360,7 @@ def _combine(
             return failed
     if len(results) < call_count(ctx, job):
         return _null("internal_error", "a judge call of this job is missing", base)
-    if not results:  # settled by a failed hard check: no judge was asked
-        return Result(status="graded", passed=False, settled_by="checks", **base)  # type: ignore[arg-type]
-    verdicts: list[ParsedVerdict] = []
+    graded: list[Graded] = []
     for r in results:
         reply = r.outcome.reply
         assert reply is not None
@@ -391,14 +374,9 @@ def _combine(
             notes = pv.notes[:NOTES_LIMIT] if pv.notes else None
             raw = (_who(ctx, r) + (pv.raw or ""))[: RAW_NULL_LIMIT * 4]
             return _null(pv.null_reason, raw, base, notes=notes, flags=pv.flags)
-        verdicts.append(pv)
-    notes = verdicts[0].notes[:NOTES_LIMIT] if verdicts[0].notes else None
-    if isinstance(job, PairJob):
-        result = _pair_result(ctx, results, verdicts, base, notes)
-    elif isinstance(job, ConversationJob) and ctx.rubric.turn_scope is not None:
-        result = _turn_result(ctx, job, results, verdicts, base)
-    else:
-        result = _scored_result(ctx, job, results, verdicts, base, notes)
+        graded.append(Graded(r.call.unit, r.call.judge, judges[r.call.judge][0].model, pv))
+    # no verdict at all: no call was due (a job its checks settle); the kind says what that is
+    result = Result(status="graded", **{**base, **job.grade(ctx.scoring, graded, base)})  # type: ignore[arg-type]
     if ctx.cache is not None and result.status == "graded":
         paid_by = ctx.paid_by(index)
         for r in results:  # only graded replies are kept: a failure is asked again
@@ -436,24 +414,14 @@ def provenance(judge: Judge, reply: JudgeReply) -> str:
     return " ".join(str(p or "-").replace(" ", "_") for p in parts)
 
 
-def settled(ctx: GradingContext, job: Job) -> bool:
-    """A conversation whose hard check failed: settled without a judge call."""
-    return isinstance(job, ConversationJob) and settled_by_checks(job_checks(ctx.rubric.checks, job))
-
-
 def call_count(ctx: GradingContext, job: Job | None = None) -> int:
     """How many calls :func:`job_calls` makes for ``job`` (the one statement of the rule): per
-    judge of the run, one, two for a pair judged in both orders, one per turn for a conversation
-    graded turn by turn, none for a conversation a hard check settles. Without a job: what a job
-    of this run makes at least, for the sizes that hold for all (a run's jobs are of one kind)."""
+    judge of the run, one per unit of the job (:meth:`Job.units`). Without a job: what a job of
+    this run makes at least, for the sizes that hold for all (a run's jobs are of one kind):
+    one per judge, two for a pair judged in both orders."""
     if job is None:
         return len(ctx.judges) * (2 if ctx.rubric.is_pairwise and ctx.swap else 1)
-    if settled(ctx, job):
-        return 0
-    turns = _turns(ctx, job)
-    if turns is not None:
-        return len(ctx.judges) * len(turns)
-    return len(ctx.judges) * (2 if isinstance(job, PairJob) and ctx.swap else 1)
+    return len(ctx.judges) * len(job.units(ctx.rubric, swap=ctx.swap))
 
 
 def _who(ctx: GradingContext, r: CallResult) -> str:
@@ -466,198 +434,7 @@ def _who(ctx: GradingContext, r: CallResult) -> str:
 def input_key(job: Job) -> str:
     """A short hash of what a job asks (its input or question, and its expected answer), so
     results of several models on the same input can be paired."""
-    if isinstance(job, ConversationJob):
-        text, expected = job.first_input, job.reference.expected_text() if job.reference else None
-    else:
-        text, expected = (job.question if isinstance(job, QuestionJob) else job.input), job.expected_answer
-    material = f"{text}\x00{expected or ''}"
-    return hashlib.blake2b(material.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-
-
-def _scored_result(
-    ctx: GradingContext,
-    job: Job,
-    results: Sequence[CallResult],
-    verdicts: list[ParsedVerdict],
-    base: dict[str, object],
-    notes: str | None,
-) -> Result:
-    rubric = ctx.rubric
-    # The safety gate checks what a model said; retrieved documents are not checked.
-    candidate = (
-        job.output
-        if isinstance(job, ResponseJob)
-        else "\n".join(m.content for m in job.messages if m.role == "assistant")
-        if isinstance(job, ConversationJob)
-        else None
-    )
-    scores: list[Score] = [
-        score_verdict(rubric, pv, candidate=candidate, safety_gate=ctx.safety_gate, safety_cap=ctx.safety_cap)
-        for pv in verdicts
-    ]
-    first = scores[0]
-    flags = list(first.flags)
-    if len(scores) == 1:
-        overall, passed, dims = first.overall, first.passed, first.scores
-        categories = first.safety_categories
-        base["holistic"] = verdicts[0].holistic
-        if rubric.is_pass_fail:  # the judge's own verdict, whatever the gate decides
-            base["holistic"] = 1.0 if verdicts[0].verdict == "pass" else 0.0
-    else:
-        overall = round(math.fsum(s.overall for s in scores) / len(scores), 2)
-        names = list(first.scores)
-        dims = {n: round(math.fsum(s.scores[n] for s in scores) / len(scores), 2) for n in names}
-        categories = sorted({c for s in scores for c in s.safety_categories})
-        for s in scores[1:]:
-            flags += [f for f in s.flags if f not in flags]
-        if rubric.is_pass_fail:
-            passed = overall > 0.5
-        else:
-            passed = overall >= (rubric.threshold or 0.0) and not categories
-        per_judge = {
-            ctx.judges[r.call.judge][0].model: s.overall for r, s in zip(results, scores, strict=True)
-        }
-        base["judge_scores"] = per_judge
-        if max(per_judge.values()) - min(per_judge.values()) > (ctx.disagreement or 0.0):
-            flags.append("judges_disagree")
-    if isinstance(job, QuestionJob):
-        grade = llm_grade(overall, rubric)
-        base["llm_grade"] = grade
-        base["total_score"] = total_score(grade, base["rank"], ctx.retrieval or RetrievalConfig())  # type: ignore[arg-type]
-        base["llm_reasoning"] = notes
-        base["key_facts_present"] = verdicts[0].extra.get("key_facts_present")
-        base["key_facts_missing"] = verdicts[0].extra.get("key_facts_missing")
-    return Result(
-        status="graded",
-        scores=dims,
-        overall=overall,
-        passed=passed,
-        flags=flags,
-        safety_categories=categories,
-        notes=notes,
-        **base,  # type: ignore[arg-type]
-    )
-
-
-def _turn_result(
-    ctx: GradingContext,
-    job: ConversationJob,
-    results: Sequence[CallResult],
-    verdicts: list[ParsedVerdict],
-    base: dict[str, object],
-) -> Result:
-    """A conversation graded turn by turn: each turn's score (the mean of the judges' on it),
-    the job's the turns' aggregate (``turns.aggregate``: mean, min or last), the same for each
-    dimension; the worst turn named (its message number) with its judge's reasoning."""
-    rubric = ctx.rubric
-    scope = rubric.turn_scope
-    assert scope is not None
-    by_turn: dict[int, list[Score]] = {}
-    by_judge: dict[str, list[float]] = {}
-    notes_by_turn: dict[int, str | None] = {}
-    for r, pv in zip(results, verdicts, strict=True):
-        assert r.call.turn is not None
-        candidate = job.messages[r.call.turn].content
-        score = score_verdict(
-            rubric, pv, candidate=candidate, safety_gate=ctx.safety_gate, safety_cap=ctx.safety_cap
-        )
-        by_turn.setdefault(r.call.turn, []).append(score)
-        by_judge.setdefault(ctx.judges[r.call.judge][0].model, []).append(score.overall)
-        notes_by_turn.setdefault(r.call.turn, pv.notes[:NOTES_LIMIT] if pv.notes else None)
-    turns = sorted(by_turn)
-    per_turn = [round(math.fsum(s.overall for s in by_turn[t]) / len(by_turn[t]), 2) for t in turns]
-    names = list(by_turn[turns[0]][0].scores)
-    dims_per_turn = {
-        n: [math.fsum(s.scores[n] for s in by_turn[t]) / len(by_turn[t]) for t in turns] for n in names
-    }
-
-    def aggregate(values: Sequence[float]) -> float:
-        if scope.aggregate == "min":
-            return min(values)
-        if scope.aggregate == "last":
-            return values[-1]
-        return math.fsum(values) / len(values)
-
-    overall = round(aggregate(per_turn), 2)
-    worst = turns[min(range(len(turns)), key=lambda k: (per_turn[k], k))]
-    categories = sorted({c for t in turns for s in by_turn[t] for c in s.safety_categories})
-    flags: list[str] = []
-    for t in turns:
-        for s in by_turn[t]:
-            flags += [f for f in s.flags if f not in flags]
-    if rubric.is_pass_fail:  # each turn passes by its judges' majority; then all, the last, or most
-        passes = [v > 0.5 for v in per_turn]
-        verdict = {"min": all(passes), "last": passes[-1], "mean": sum(passes) > len(passes) / 2}
-        passed = verdict[scope.aggregate] and not categories
-    else:
-        passed = overall >= (rubric.threshold or 0.0) and not categories
-    if len(ctx.judges) > 1:  # a council: each judge's own aggregate over the turns
-        judge_scores = {m: round(aggregate(v), 2) for m, v in by_judge.items()}
-        base["judge_scores"] = judge_scores
-        if max(judge_scores.values()) - min(judge_scores.values()) > (ctx.disagreement or 0.0):
-            flags.append("judges_disagree")
-    return Result(
-        status="graded",
-        scores={n: round(aggregate(v), 2) for n, v in dims_per_turn.items()},
-        overall=overall,
-        passed=passed,
-        flags=flags,
-        safety_categories=categories,
-        notes=notes_by_turn[worst],
-        turn_scores=per_turn,
-        worst_turn=worst + 1,
-        **base,  # type: ignore[arg-type]
-    )
-
-
-def _pair_result(
-    ctx: GradingContext,
-    results: Sequence[CallResult],
-    verdicts: list[ParsedVerdict],
-    base: dict[str, object],
-    notes: str | None,
-) -> Result:
-    """Per judge: the verdict of both orders (a flip is a tie, flagged); then the mean of the
-    judges' scores for output A."""
-    flags: list[str] = []
-    votes: list[str] = []
-    per_judge: dict[str, float] = {}
-    dims: dict[str, list[float]] = {}
-    by_judge: dict[int, list[tuple[bool, ParsedVerdict]]] = {}
-    for r, pv in zip(results, verdicts, strict=True):
-        by_judge.setdefault(r.call.judge, []).append((r.call.swapped, pv))
-        votes.append(str(pv.verdict))
-    for j, calls in by_judge.items():
-        seen = [SWAP[str(pv.verdict)] if swapped else str(pv.verdict) for swapped, pv in calls]
-        verdict = seen[0] if len(set(seen)) == 1 else "tie"
-        if len(set(seen)) > 1 and "position_inconsistent" not in flags:
-            flags.append("position_inconsistent")
-        per_judge[ctx.judges[j][0].model] = PAIR_SCORE[verdict]
-        for d in ctx.rubric.dimensions:
-            said = [pv.extra.get("dimension_verdicts", {}).get(d.name) for _, pv in calls]
-            if any(v is None for v in said):
-                continue
-            mapped = [
-                SWAP[str(v)] if swapped else str(v) for (swapped, _), v in zip(calls, said, strict=True)
-            ]
-            dims.setdefault(d.name, []).append(PAIR_SCORE[mapped[0] if len(set(mapped)) == 1 else "tie"])
-    overall = round(math.fsum(per_judge.values()) / len(per_judge), 4)
-    winner: Literal["a", "b", "tie"] = "a" if overall > 0.5 else "b" if overall < 0.5 else "tie"
-    if len(per_judge) > 1:
-        base["judge_scores"] = per_judge
-        if max(per_judge.values()) - min(per_judge.values()) > (ctx.disagreement or 0.0):
-            flags.append("judges_disagree")
-    return Result(
-        status="graded",
-        scores={name: round(math.fsum(v) / len(v), 4) for name, v in dims.items()},
-        overall=overall,
-        passed=None,
-        flags=flags,
-        notes=notes,
-        winner=winner,
-        votes=votes,
-        **base,  # type: ignore[arg-type]
-    )
+    return job.input_key()
 
 
 RAW_NULL_LIMIT = 500
@@ -678,8 +455,8 @@ def null_result(
     job: Job | None = None,
     job_id: str | None = None,
     retrieval: RetrievalConfig | None = None,
-    kind: Literal["response", "question", "pair", "conversation"] | None = None,
-    checks: Sequence[Check] = (),
+    kind: str | None = None,
+    rubric: Rubric | None = None,
 ) -> Result:
     """The one way a null result is made outside a judge's reply (internal error, held jobs
     out of retries, lost, finalized, canceled, a batch-lane failure).
@@ -697,8 +474,8 @@ def null_result(
     """
     if spec is not None:
         try:
-            rubric_name, rubric_version, kind = spec.rubric.name, spec.rubric.version, spec.rubric.job_kind
-            checks = spec.rubric.checks
+            rubric = spec.rubric
+            rubric_name, rubric_version, kind = rubric.name, rubric.version, rubric.job_kind
         except Exception:  # the rubric itself fails to load: the null still names the run's rubric
             rubric_name, rubric_version, kind = spec.rubric_source, "unknown", None
         judge_model, retrieval = spec.judge_model, spec.retrieval
@@ -713,10 +490,9 @@ def null_result(
     }
     if job is None and kind is not None:
         base["kind"] = kind
-        if kind == "question":
-            base["question_id"] = ident
+        base.update(kind_of(kind).null_fields(ident))
     if job is not None:
-        base.update(job_fields(job, retrieval, checks))
+        base.update(job_fields(job, rubric, retrieval))
     return _null(reason, why[:RAW_NULL_LIMIT] if why else why, base)
 
 
@@ -738,44 +514,17 @@ def _payload_id(raw: str | None, index: int) -> str:
         return f"#{index}"
 
 
-def job_fields(
-    job: Job, retrieval: RetrievalConfig | None, checks: Sequence[Check] = ()
-) -> dict[str, object]:
-    """What every result of ``job`` carries, graded or null: its kind, model (a pair's output
-    A's, and ``model_b``), label and input key; a pair's output lengths; a question's
-    retrieval fields (rank, hits: they need no judge)."""
-    fields: dict[str, object] = {
+def job_fields(job: Job, rubric: Rubric | None, retrieval: RetrievalConfig | None) -> dict[str, object]:
+    """What every result of ``job`` carries, graded or null: its kind, label and input key, and
+    what its kind records without a judge (:meth:`Job.result_fields`: the system that produced
+    it, a pair's output lengths, a question's retrieval fields, a conversation's checks)."""
+    return {
         "kind": job.kind,
-        "model": job.model_a if isinstance(job, PairJob) else job.model,
         "label": job.label,
         "input_key": input_key(job),
+        **job.result_fields(rubric, retrieval or RetrievalConfig()),
     }
-    if isinstance(job, PairJob):
-        fields.update(model_b=job.model_b, len_a=len(job.output_a), len_b=len(job.output_b))
-    if isinstance(job, QuestionJob):
-        fields.update(_question_fields(job, retrieval or RetrievalConfig()))
-    if isinstance(job, ConversationJob):
-        fields.update(conversation_fields(job_checks(checks, job), job))
-    return fields
 
 
 def _null(reason: str, raw: str | None, base: dict[str, object], **extra: object) -> Result:
     return Result(status="null", null_reason=reason, raw=raw, **base, **extra)  # type: ignore[arg-type]
-
-
-def _question_fields(job: QuestionJob, config: RetrievalConfig) -> dict[str, object]:
-    doc_ids = [c.doc_id for c in job.retrieved]
-    rank = first_relevant_rank(doc_ids, job.relevant)
-    hits = hits_at(rank, sorted({*config.hit_k, 1, 5}))
-    return {
-        "question_id": job.id,
-        "question": job.question,
-        "expected_answer": job.expected_answer,
-        "retrieved_doc_ids": doc_ids[:100],
-        "needle_found": rank is not None,
-        "rank": rank,
-        "hit_at_1": hits["1"],
-        "hit_at_5": hits["5"],
-        "hit_at_k": {str(k): hits[str(k)] for k in config.hit_k},
-        "latency_ms": job.latency_ms,
-    }

@@ -460,7 +460,7 @@ def test_a_null_keeps_the_checks() -> None:
     assert result.status == "null" and result.null_reason == "invalid_request"
     assert result.checks is not None and all(result.checks.values())
     null = null_result(
-        index=0, reason="lost", why="gone", job=job(TRAJECTORY), checks=parse_rubric(RUBRIC, "r").checks
+        index=0, reason="lost", why="gone", job=job(TRAJECTORY), rubric=parse_rubric(RUBRIC, "r")
     )
     assert null.checks == result.checks
 
@@ -491,7 +491,7 @@ def test_settled_jobs_count_as_failed_and_have_no_score() -> None:
             reason="timeout",
             why="t",
             job=job(TRAJECTORY, label="pass", model="a"),
-            checks=ctx.rubric.checks,
+            rubric=ctx.rubric,
         ),
     ]
     agg = Aggregator(dimensions=[], pass_fail=True, scale="pass-fail", lo=0, hi=1)

@@ -54,7 +54,7 @@ from judgeq import (
     load_rubric,
 )
 from judgeq.grading.retrieval import first_relevant_rank, hits_at, position_weight, total_score
-from judgeq.pipeline.job import GradingContext, _question_fields, grade_job
+from judgeq.pipeline.job import GradingContext, grade_job
 from judgeq.report.aggregate import Aggregator, RetrievalStats
 from judgeq.testing.mock_messages import verdict_for_schema
 
@@ -408,7 +408,7 @@ def test_single_query_property(doc_ids: list[str], needle: str | None, relevant_
     if needle is None and not relevant_ids:
         relevant_ids = ["d0"]
     job = make_job("q", doc_ids, needle, relevant_ids or None)
-    fields = _question_fields(job, RetrievalConfig())
+    fields = job.result_fields(None, RetrievalConfig())
     ref = reference({"q": (doc_ids, set(job.relevant))})
     rank = rank_from_rr(ref.rr["q"])
     assert fields["rank"] == rank == first_relevant_rank(doc_ids, job.relevant)
