@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _harness import API_KEY, fake_api
 
-from judgeq.report.stats import wilson
+from judgeq.figures.stats import wilson
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = ROOT / ".." / "shared" / "data" / "external" / "llmbar"

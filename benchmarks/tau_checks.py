@@ -35,8 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from judgeq.figures.stats import wilson
 from judgeq.jobs.conversation import ConversationJob, job_checks
-from judgeq.report.stats import wilson
 from judgeq.transcripts.checks import Check
 from judgeq.transcripts.importers import from_tau_bench
 

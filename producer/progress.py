@@ -15,11 +15,11 @@ import redis
 from kombu.exceptions import OperationalError
 
 from judgeq.errors import ConfigError, JudgeqError, RunPaused
+from judgeq.figures.formatting import fmt, fmt_count, lane_name
 from judgeq.judges.prices import unpriced_text
 from judgeq.pipeline.batch_lane import lane_summary, lane_text
 from judgeq.ratelimit.headers import fmt_duration
 from judgeq.report.files import jobs_file_texts, write_report_files
-from judgeq.report.formatting import fmt, fmt_count, lane_name
 from judgeq.store.base import Store
 
 __all__ = [

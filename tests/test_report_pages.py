@@ -206,7 +206,7 @@ def test_synthetic_plots_at_their_extremes_have_no_overlapping_labels(tmp_path: 
     page.write_text(
         _PAGE.format(
             title="plots", finished="yes", has_texts="no", run_id="plots", subtitle="", partial="",
-            summary="", charts="".join(charts), transcripts="", more="", data="[]",
+            summary="", charts="".join(charts), kind_sections="", more="", data="[]",
         )
     )  # fmt: skip
     found, _ = measure(page, SHOTS / "plots.png")

@@ -34,6 +34,7 @@ from celery.exceptions import Reject, Retry
 from kombu.exceptions import OperationalError
 
 from judgeq.errors import StoreError
+from judgeq.figures import stats as _stats
 from judgeq.judges import budget_factory, can_serve, judge_factory, served_providers
 from judgeq.pipeline.batch_lane import BatchLane, LaneConfig, lane_loop
 from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK, grade_queue, is_routed, worker_queues
@@ -49,7 +50,6 @@ from judgeq.pipeline.stages import (
 )
 from judgeq.ratelimit.redis import RedisBudget
 from judgeq.redis_connect import connect
-from judgeq.report import stats as _stats
 from judgeq.settings import Settings, unknown_variables
 from judgeq.store.redis import RedisStore
 from judgeq.store.redis_cache import RedisCache

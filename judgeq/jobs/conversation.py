@@ -22,13 +22,20 @@ stored normalised (Anthropic-format blocks become OpenAI-form messages): see
 
 from __future__ import annotations
 
+import heapq
+import html
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_serializer, model_validator
 
+from judgeq.figures.formatting import fmt, fmt_ci
+from judgeq.figures.stats import histogram, pct, wilson
+from judgeq.grading.result import Result
 from judgeq.grading.score import Score
 from judgeq.jobs.base import JobBase
 from judgeq.jobs.grade import Graded, Scoring, Unit, council, notes_of, scored
@@ -36,12 +43,16 @@ from judgeq.jobs.kind import JobKind
 from judgeq.rubric.model import RetrievalConfig, Rubric
 from judgeq.transcripts.checks import Check, CheckOutcome, ReferenceCall, final_answer, run_checks
 from judgeq.transcripts.messages import Message, Tool, ToolCall, read_messages, read_tools
-from judgeq.transcripts.render import cuts, turn_window
+from judgeq.transcripts.render import cut_text, cuts, turn_window
 
 __all__ = [
     "CONVERSATION",
+    "WORST_KEPT",
     "ConversationJob",
+    "ConversationStats",
     "Reference",
+    "conversation_html",
+    "conversation_markdown",
     "job_checks",
     "result_fields",
     "settled_by_checks",
@@ -320,6 +331,249 @@ def _turn_grade(job: ConversationJob, scoring: Scoring, graded: Sequence[Graded]
     }
 
 
+# -- its section of a report: checks' pass rates, tools called, turns, the worst conversations --
+
+WORST_KEPT = 10
+"""How many of the worst conversations a report lists."""
+POSITIONS = 10
+"""Turns reported by position (1st, 2nd, ...); later ones together."""
+
+
+@dataclass(slots=True)
+class ConversationStats:
+    """Checks, tools and the worst conversations, over conversation results."""
+
+    lo: float = 0.0
+    hi: float = 1.0
+    jobs: int = 0
+    settled: int = 0
+    check_n: Counter[str] = field(default_factory=Counter)
+    check_passed: Counter[str] = field(default_factory=Counter)
+    tool_jobs: Counter[str] = field(default_factory=Counter)
+    tool_passed: Counter[str] = field(default_factory=Counter)
+    tool_calls: Counter[str] = field(default_factory=Counter)
+    steps: Counter[int] = field(default_factory=Counter)
+    turn_hist: Counter[float] = field(default_factory=Counter)
+    """Every graded turn's score (conversations graded turn by turn)."""
+    by_position: dict[int, list[float]] = field(default_factory=dict)
+    """Per turn position (1, 2, ..., 10; 11: later ones): [turns, sum of scores]."""
+    _worst: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
+
+    def add(self, r: Result) -> None:
+        self.jobs += 1
+        if r.settled_by == "checks":
+            self.settled += 1
+        for name, ok in (r.checks or {}).items():
+            self.check_n[name] += 1
+            self.check_passed[name] += ok
+        called = r.tools_called or []
+        self.steps[len(called)] += 1
+        for tool in called:
+            self.tool_calls[tool] += 1
+        for tool in set(called):
+            self.tool_jobs[tool] += 1
+            self.tool_passed[tool] += bool(r.passed)
+        if r.status != "graded":
+            return  # a null is no verdict on the conversation: counted in the nulls, not here
+        for k, score in enumerate(r.turn_scores or (), 1):
+            self.turn_hist[score] += 1
+            row = self.by_position.setdefault(min(k, POSITIONS + 1), [0, 0.0])
+            row[0] += 1
+            row[1] += score
+        # worst first: settled by a check, then failed, then by score (lowest first)
+        badness = (2.0 if r.settled_by else 1.0 if not r.passed else 0.0) - (
+            (r.overall - self.lo) / 1000.0 if r.overall is not None else 0.0
+        )
+        entry = {
+            "job_id": r.job_id,
+            "model": r.model,
+            "passed": r.passed,
+            "overall": r.overall,
+            "settled_by": r.settled_by,
+            "failed_checks": sorted(k for k, ok in (r.checks or {}).items() if not ok),
+            "worst_turn": r.worst_turn,
+            "why": next(iter((r.check_failures or {}).values()), None) or r.notes,
+        }
+        item = (badness, -r.index, entry)
+        if len(self._worst) < WORST_KEPT:
+            heapq.heappush(self._worst, item)
+        elif item[:2] > self._worst[0][:2]:
+            heapq.heapreplace(self._worst, item)
+
+    def to_dict(self) -> dict[str, Any] | None:
+        """The ``conversation`` section of report.json (None: the run has no conversation)."""
+        if not self.jobs:
+            return None
+        worst = [e for b, _, e in sorted(self._worst, key=lambda t: t[:2], reverse=True) if b > 0]
+        return {
+            "jobs": self.jobs,
+            "settled_by_checks": self.settled,
+            "checks": {
+                name: {
+                    "jobs": n,
+                    "passed": self.check_passed[name],
+                    "pass_rate": pct(self.check_passed[name], n),
+                    "pass_rate_ci95": wilson(self.check_passed[name], n),
+                }
+                for name, n in sorted(self.check_n.items())
+            },
+            "tools": {
+                tool: {
+                    "calls": self.tool_calls[tool],
+                    "jobs": n,
+                    "jobs_passed": self.tool_passed[tool],
+                    "pass_rate": pct(self.tool_passed[tool], n),
+                }
+                for tool, n in sorted(self.tool_jobs.items(), key=lambda kv: (-kv[1], kv[0]))
+            },
+            "tool_calls_per_job": {str(k): v for k, v in sorted(self.steps.items())},
+            **({"turns": self._turns()} if self.turn_hist else {}),
+            "worst": worst,
+        }
+
+    def _turns(self) -> dict[str, Any]:
+        """Conversations graded turn by turn: every turn's score's distribution, and the mean
+        score of the first, second, ... turn."""
+        return {
+            "graded": sum(self.turn_hist.values()),
+            "distribution": histogram(self.turn_hist, self.lo, self.hi),
+            "mean_by_position": {
+                (str(k) if k <= POSITIONS else f">{POSITIONS}"): {
+                    "turns": int(n),
+                    "mean": round(total / n, 4),
+                }
+                for k, (n, total) in sorted(self.by_position.items())
+            },
+        }
+
+
+def _cell(text: Any) -> str:
+    """A table cell: one line, no pipe, at most 120 characters."""
+    s = " ".join(str(text).split()).replace("|", "\\|")
+    return s if len(s) <= 120 else s[:119] + "…"
+
+
+def conversation_markdown(section: Mapping[str, Any] | None) -> list[str]:
+    """Checks, tools and the worst conversations, as Markdown lines (none without the section)."""
+    if not section:
+        return []
+    lines = ["", f"## Conversations ({section['jobs']})", ""]
+    settled = section["settled_by_checks"]
+    if settled:
+        lines += [
+            f"{settled} settled by a failed hard check, without a judge call: counted as failed in "
+            "the pass rates, with no score in the score statistics.",
+            "",
+        ]
+    if section["checks"]:
+        lines += ["| check | jobs | passed | pass rate (95% CI) |", "|---|---:|---:|---:|"]
+        for name, c in section["checks"].items():
+            rate = fmt_ci(c["pass_rate"], c.get("pass_rate_ci95"), "%")
+            lines.append(f"| `{_cell(name)}` | {c['jobs']} | {c['passed']} | {rate} |")
+        lines.append("")
+    if section["tools"]:
+        lines += [
+            "| tool | calls | conversations | of which passed |",
+            "|---|---:|---:|---:|",
+        ]
+        for tool, t in section["tools"].items():
+            passed = f"{t['jobs_passed']} ({fmt(t['pass_rate'], '%')})"
+            lines.append(f"| `{_cell(tool)}` | {t['calls']} | {t['jobs']} | {passed} |")
+        lines.append("")
+    if "turns" in section:
+        t = section["turns"]
+        means = ", ".join(f"{k}: {fmt(v['mean'])} ({v['turns']})" for k, v in t["mean_by_position"].items())
+        lines += [f"{t['graded']} turns graded one by one; mean score by turn (turns): {means}.", ""]
+    per_job = ", ".join(f"{k}: {v}" for k, v in section["tool_calls_per_job"].items())
+    lines += [f"Tool calls per conversation (calls: conversations): {per_job}.", ""]
+    if section["worst"]:
+        lines += ["Worst conversations:", "", "| job | model | outcome | why |", "|---|---|---|---|"]
+        for w in section["worst"]:
+            if w["settled_by"]:
+                outcome = "failed a hard check"
+            else:
+                outcome = ("passed" if w["passed"] else "failed") + (
+                    f", score {fmt(w['overall'])}" if w["overall"] is not None else ""
+                )
+                if w.get("worst_turn"):
+                    outcome += f"; worst turn: message {w['worst_turn']}"
+            why = w["why"] or (", ".join(w["failed_checks"]) if w["failed_checks"] else "")
+            lines.append(
+                f"| `{_cell(w['job_id'])}` | {_cell(w['model'] or '–')} | {outcome} | {_cell(why) or '–'} |"
+            )
+    return lines
+
+
+# -- its part of report.html ----------------------------------------------------------------
+
+TRANSCRIPT_TEXT = 2000
+"""A message or tool result longer than this is shown cut (head and tail) in a transcript."""
+
+
+def conversation_html(section: Mapping[str, Any] | None, texts: Mapping[str, Mapping[str, str]]) -> str:
+    """The worst conversations (the section's ``worst``) as report.html shows them, readable transcripts:
+    each message with its role, each tool call with its arguments, each result with its call;
+    the graded turn that scored lowest marked. Empty when the run has none or their jobs file
+    could not be read."""
+    worst = (section or {}).get("worst") or []
+    parts: list[str] = []
+    for w in worst:
+        raw = (texts.get(str(w["job_id"])) or {}).get("transcript")
+        if not raw:
+            continue
+        outcome = (
+            "failed a hard check" if w.get("settled_by") else ("passed" if w.get("passed") else "failed")
+        )
+        if w.get("overall") is not None:
+            outcome += f", score {w['overall']:g}"
+        why = w.get("why") or ", ".join(w.get("failed_checks") or [])
+        head = f"<code>{_esc(w['job_id'])}</code> ({_esc(w.get('model') or 'no model')}): {_esc(outcome)}"
+        items: list[str] = []
+        names: dict[str, str] = {}
+        for n, m in enumerate(json.loads(raw), 1):
+            role = str(m.get("role"))
+            cls = f"msg {role}" + (" worst" if n == w.get("worst_turn") else "")
+            body = [f'<div class="role">{n}. {_esc(role)}</div>']
+            if m.get("content"):
+                body.append(
+                    f'<div class="content">{_esc(cut_text(str(m["content"]), TRANSCRIPT_TEXT))}</div>'
+                )
+            for c in m.get("tool_calls") or []:
+                fn = c.get("function") or {}
+                names[str(c.get("id"))] = str(fn.get("name"))
+                body.append(
+                    f'<div class="call">call <b>{_esc(fn.get("name"))}</b>'
+                    f"<code>{_esc(cut_text(str(fn.get('arguments')), TRANSCRIPT_TEXT))}</code></div>"
+                )
+            if role == "tool":
+                status = " (error)" if m.get("is_error") else ""
+                body[0] = (
+                    f'<div class="role">{n}. result of {_esc(names.get(str(m.get("tool_call_id")), "?"))}'
+                    f"{status}</div>"
+                )
+            items.append(f'<li class="{_esc(cls)}">{"".join(body)}</li>')
+        note = f'<p class="note">{_esc(why)}</p>' if why else ""
+        parts.append(
+            f'<details><summary>{head}</summary>{note}<ol class="transcript">{"".join(items)}</ol></details>'
+        )
+    if not parts:
+        return ""
+    return (
+        "<h2>Worst conversations</h2>"
+        '<p class="note">Settled by a failed check first, then failed, then lowest score; the turn that '
+        "scored lowest is marked.</p>" + "".join(parts)
+    )
+
+
+def _esc(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _shown(section: Mapping[str, Any] | None) -> set[str]:
+    """The jobs report.html shows the transcript of: the worst conversations."""
+    return {str(w["job_id"]) for w in (section or {}).get("worst", [])}
+
+
 def _texts(obj: Mapping[str, Any]) -> dict[str, str]:
     """The first user message and the final answer; the whole ``transcript`` (JSON) for the
     worst conversations' section of report.html."""
@@ -358,4 +612,9 @@ CONVERSATION = JobKind(
         ],
     },
     texts=_texts,
+    section="conversation",
+    run_section=lambda shape: ConversationStats(lo=shape.lo, hi=shape.hi),
+    markdown=conversation_markdown,
+    html=conversation_html,
+    shown=_shown,
 )

@@ -8,11 +8,37 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from judgeq.grading.result import Result
 from judgeq.jobs.base import JobBase
+from judgeq.rubric.model import RetrievalConfig, Rubric
 
-__all__ = ["JobKind"]
+__all__ = ["JobKind", "ReportShape", "Section"]
+
+
+class Section(Protocol):
+    """A kind's own section of a report, folded one result of that kind at a time (streaming,
+    bounded memory) and written into report.json under the kind's :attr:`JobKind.section`."""
+
+    def add(self, r: Result) -> None: ...
+
+    def to_dict(self) -> dict[str, Any] | None:
+        """The section as report.json holds it (None: nothing to report)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReportShape:
+    """What a report knows of its run when it starts, as a kind's section needs it."""
+
+    hit_k: tuple[int, ...] = (1, 3, 5, 10)
+    lo: float = 1
+    hi: float = 10
+    pairwise: bool = False
+    """The rubric's scale is pairwise."""
+    judges: int = 1
+    swap: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,3 +63,37 @@ class JobKind:
     null_fields: Callable[[str], dict[str, object]] = lambda ident: {}
     """What a null result of this kind whose job is gone (its payload missing) carries besides
     its id ``ident`` (a question's ``question_id``)."""
+    section: str | None = None
+    """Its own section's key in report.json (``retrieval``, ``pairwise``, ``conversation``)."""
+    group_section: Callable[[ReportShape], Section] | None = None
+    """A section in every group of results (the run's and each model's), made at a group's first
+    result of this kind."""
+    run_section: Callable[[ReportShape], Section | None] | None = None
+    """A section of the whole run (None from it: not for this run)."""
+    markdown: Callable[[Mapping[str, Any] | None], list[str]] | None = None
+    """Its section's lines in report.md."""
+    validity: bool = False
+    """Its section says how far the grades can be trusted (report.md shows it with agreement and
+    the council) rather than what the jobs scored."""
+    html: Callable[[Mapping[str, Any] | None, Mapping[str, Mapping[str, str]]], str] | None = None
+    """Its section's part of report.html, given the texts of the jobs it shows (by job id, from
+    :attr:`texts`)."""
+    shown: Callable[[Mapping[str, Any] | None], set[str]] = lambda section: set()
+    """The jobs whose texts its part of report.html shows (their lines are read back from the
+    jobs file)."""
+    shown_model: Callable[[Result], str | None] = lambda r: r.model
+    """The system a result is of, as report.html's table shows it (a pair: both)."""
+    counters: Callable[[Result], dict[str, float]] = lambda r: {}
+    """What a stored result of this kind adds to its run's live counters besides what every
+    result adds (a question's rank figures, for progress lines)."""
+    export: Callable[[Result], dict[str, Any]] = lambda r: {}
+    """Its own columns in a result's exported row (``judgeq export``)."""
+    rescored: Callable[[Result, float, Rubric, RetrievalConfig], dict[str, object]] = (
+        lambda r, overall, rubric, retrieval: {}
+    )
+    """What a result re-scored to ``overall`` under ``rubric`` updates besides its scores."""
+    debug: Callable[[Result], str | None] = lambda r: None
+    """A stored result's line in a worker's debug log (None: none)."""
+    by_model: bool = True
+    """Whether its results are grouped by the model that produced them (a pair's ``model`` is
+    output A's: pairs are compared by model pair in their own section instead)."""

@@ -5,21 +5,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import model_validator
 
+from judgeq.figures import stats
+from judgeq.figures.formatting import fmt_ci
+from judgeq.figures.stats import pct
+from judgeq.grading.result import Result
 from judgeq.grading.verdict import ParsedVerdict
 from judgeq.jobs.base import JobBase
 from judgeq.jobs.grade import Graded, Scoring, Unit, council, notes_of
 from judgeq.jobs.kind import JobKind
 from judgeq.rubric.model import RetrievalConfig, Rubric
 
-__all__ = ["PAIR", "PAIR_SCORE", "SWAP", "PairJob"]
+__all__ = ["PAIR", "PAIR_SCORE", "SWAP", "WINNER_SCORE", "PairJob", "PairwiseStats", "pairwise_markdown"]
 
 PAIR_SCORE = {"A": 1.0, "tie": 0.5, "B": 0.0}
 """Output A's score for a positional verdict."""
 SWAP = {"A": "B", "B": "A", "tie": "tie"}
+WINNER_SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
+"""A result's score for output A by its ``winner``."""
 
 
 class PairJob(JobBase):
@@ -114,6 +121,177 @@ class PairJob(JobBase):
         }
 
 
+@dataclass(slots=True)
+class _Stratum:
+    n: int = 0
+    score: float = 0.0
+    sq: float = 0.0
+
+
+@dataclass(slots=True)
+class PairwiseStats:
+    """Pair jobs' own section of a report (``pairwise``): wins, ties and losses per model pair
+    with win rates and intervals, position consistency, first-position preference, length
+    bias, a length-controlled win rate and (three models or more) a Bradley-Terry leaderboard.
+    Rates are over **graded** pair jobs (a null pair has no winner; nulls are counted beside:
+    ``nulls``). Models are oriented by name: for the pair (m1, m2) with m1 < m2, ``wins`` are
+    m1's."""
+
+    outcomes: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    strata: dict[tuple[str, str], dict[str, _Stratum]] = field(default_factory=dict)
+    graded: int = 0
+    nulls: int = 0
+    call_pairs: int = 0
+    consistent: int = 0
+    decisive_calls: int = 0
+    first_chosen: int = 0
+    length_decisive: int = 0
+    longer_won: int = 0
+    self_pairs: int = 0
+
+    judges: int = 1
+    swapped: bool = True
+    """The run judges each pair in both orders."""
+
+    def add(self, r: Result) -> None:
+        judges, swapped = self.judges, self.swapped
+        if r.status != "graded" or r.winner is None:
+            self.nulls += 1
+            return
+        self.graded += 1
+        votes = r.votes or []
+        per_judge = 2 if swapped else 1
+        for vote in votes:
+            if vote in ("A", "B"):
+                self.decisive_calls += 1
+                self.first_chosen += vote == "A"
+        if swapped:
+            for j in range(min(judges, len(votes) // per_judge)):
+                first, second = votes[2 * j], votes[2 * j + 1]
+                self.call_pairs += 1
+                self.consistent += first == SWAP.get(second)
+        a, b = r.model or "output_a", r.model_b or "output_b"
+        len_a, len_b = r.len_a or 0, r.len_b or 0
+        if a == b:  # a model against itself says nothing of its strength (a position check only)
+            self.self_pairs += 1
+            return
+        if r.winner != "tie" and len_a != len_b:
+            self.length_decisive += 1
+            self.longer_won += (r.winner == "a") == (len_a > len_b)
+        key, flip = ((a, b), False) if a <= b else ((b, a), True)
+        cells = self.outcomes.setdefault(key, [0, 0, 0])
+        winner = {"a": "b", "b": "a", "tie": "tie"}[r.winner] if flip else r.winner
+        cells[{"a": 0, "tie": 1, "b": 2}[winner]] += 1
+        first_len, second_len = (len_b, len_a) if flip else (len_a, len_b)
+        stratum = "equal" if first_len == second_len else ("longer" if first_len > second_len else "shorter")
+        slot = self.strata.setdefault(key, {}).setdefault(stratum, _Stratum())
+        slot.n += 1
+        slot.score += WINNER_SCORE[winner]
+        slot.sq += WINNER_SCORE[winner] ** 2
+
+    def to_dict(self) -> dict[str, Any]:
+        pairs = []
+        for (m1, m2), (w, t, losses) in sorted(self.outcomes.items()):
+            n = w + t + losses
+            mean = (w + 0.5 * t) / n
+            strata = self.strata.get((m1, m2), {})
+            longer, shorter = strata.get("longer"), strata.get("shorter")
+            both = [s for s in (longer, shorter) if s and s.n]
+            controlled = round(100 * sum(s.score / s.n for s in both) / 2, 2) if len(both) == 2 else None
+            controlled_ci = (
+                stats.strata_mean_interval([(s.n, 100 * s.score, 1e4 * s.sq) for s in both])
+                if len(both) == 2
+                else None
+            )
+            pairs.append(
+                {
+                    "model": m1,
+                    "opponent": m2,
+                    "n": n,
+                    "wins": w,
+                    "ties": t,
+                    "losses": losses,
+                    "win_rate": round(100 * mean, 2),
+                    "win_rate_ci95": stats.wilson(w + 0.5 * t, n),
+                    "win_rate_excluding_ties": pct(w, w + losses),
+                    "win_rate_excluding_ties_ci95": stats.wilson(w, w + losses),
+                    "win_rate_length_controlled": controlled,
+                    "win_rate_length_controlled_ci95": controlled_ci,
+                }
+            )
+        models = sorted({m for key in self.outcomes for m in key})
+        out: dict[str, Any] = {
+            "graded": self.graded,
+            "nulls": self.nulls,
+            "same_model_pairs": self.self_pairs,
+            "pairs": pairs,
+            "position_consistency": pct(self.consistent, self.call_pairs),
+            "position_consistency_ci95": stats.wilson(self.consistent, self.call_pairs),
+            "position_consistency_n": self.call_pairs,
+            "first_position_preference": pct(self.first_chosen, self.decisive_calls),
+            "first_position_preference_ci95": stats.wilson(self.first_chosen, self.decisive_calls),
+            "first_position_preference_n": self.decisive_calls,
+            "longer_output_wins": pct(self.longer_won, self.length_decisive),
+            "longer_output_wins_ci95": stats.wilson(self.longer_won, self.length_decisive),
+            "longer_output_wins_n": self.length_decisive,
+            "notes": {
+                "win_rate": "model's wins plus half its ties, over the pair's graded jobs (interval: Wilson, "
+                "a tie counting half a win, rounded to a whole)",
+                "same_model_pairs": "pairs of a model with itself: in the position figures, not in win rates",
+                "position_consistency": "share of (judge, pair) verdicts that stayed the same when "
+                "the outputs were swapped (None without swapping)",
+                "first_position_preference": "share of decisive calls (not tie) that chose the "
+                "output shown first; 50% is unbiased",
+                "longer_output_wins": "share of decisive pairs of unequal length won by the longer output",
+                "win_rate_length_controlled": "mean of the model's win rate when its output is the "
+                "longer and when it is the shorter (None unless both happen)",
+            },
+        }
+        if len(models) >= 3:
+            cells = {key: (c[0], c[1], c[2]) for key, c in self.outcomes.items()}
+            out["leaderboard"] = stats.bradley_terry_leaderboard(cells)
+        return out
+
+
+def pairwise_markdown(pw: Mapping[str, Any] | None) -> list[str]:
+    """The pairwise section as Markdown lines (none without it)."""
+    if not pw:
+        return []
+    lines: list[str] = []
+    lines += [
+        "",
+        f"## Pairwise ({pw['graded']} graded pairs, {pw['nulls']} null)",
+        "",
+        "| model | vs | n | wins | ties | losses | win rate (95% CI) | excluding ties | length-controlled |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for p in pw["pairs"]:
+        lines.append(
+            f"| {p['model']} | {p['opponent']} | {p['n']} | {p['wins']} | {p['ties']} | {p['losses']} | "
+            f"{fmt_ci(p['win_rate'], p['win_rate_ci95'], '%')} | "
+            f"{fmt_ci(p['win_rate_excluding_ties'], p['win_rate_excluding_ties_ci95'], '%')} | "
+            f"{fmt_ci(p['win_rate_length_controlled'], p.get('win_rate_length_controlled_ci95'), '%')} |"
+        )
+    lines += [
+        "",
+        "- Position consistency: "
+        + fmt_ci(pw["position_consistency"], pw["position_consistency_ci95"], "%")
+        + " "
+        f"of {pw['position_consistency_n']} verdicts kept when the outputs were swapped",
+        "- First-position preference: "
+        + fmt_ci(pw["first_position_preference"], pw["first_position_preference_ci95"], "%")
+        + f" of {pw['first_position_preference_n']} decisive calls chose the output shown first "
+        "(50% is unbiased)",
+        f"- Longer output wins: {fmt_ci(pw['longer_output_wins'], pw['longer_output_wins_ci95'], '%')} "
+        f"of {pw['longer_output_wins_n']} decisive pairs of unequal length",
+    ]
+    if pw.get("leaderboard"):
+        lines += ["", "| rank | model | Bradley-Terry rating (95% CI) |", "|---:|---|---:|"]
+        for rank, row in enumerate(pw["leaderboard"], 1):
+            lines.append(f"| {rank} | {row['model']} | {fmt_ci(row['rating'], row['ci95'], nd=0)} |")
+    return lines
+
+
 def _texts(obj: Mapping[str, Any]) -> dict[str, str]:
     output = f"A: {obj.get('output_a', '')}\n\nB: {obj.get('output_b', '')}"
     return {"input": str(obj.get("input", "")), "output": output}
@@ -133,4 +311,12 @@ PAIR = JobKind(
         "output_b": "The capital of France is Lyon.",
     },
     texts=_texts,
+    markdown=pairwise_markdown,
+    validity=True,
+    section="pairwise",
+    run_section=lambda shape: (
+        PairwiseStats(judges=shape.judges, swapped=shape.swap) if shape.pairwise else None
+    ),
+    by_model=False,
+    shown_model=lambda r: f"{r.model or 'A'} vs {r.model_b or 'B'}",
 )

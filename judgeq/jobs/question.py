@@ -3,18 +3,31 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from judgeq.figures.formatting import fmt_ci
+from judgeq.figures.stats import Stats, pct, t_interval, wilson
+from judgeq.grading.result import Result
 from judgeq.grading.retrieval import first_relevant_rank, hits_at, llm_grade, total_score
 from judgeq.jobs.base import JobBase
 from judgeq.jobs.grade import Graded, Scoring, scored
 from judgeq.jobs.kind import JobKind
 from judgeq.rubric.model import Chunk, RetrievalConfig, Rubric
 
-__all__ = ["MAX_RETRIEVED", "QUESTION", "QuestionJob"]
+__all__ = [
+    "MAX_RETRIEVED",
+    "QUESTION",
+    "RETRIEVAL_PASS_THRESHOLDS",
+    "QuestionJob",
+    "RetrievalStats",
+    "question_grade",
+    "retrieval_markdown",
+]
 
 MAX_RETRIEVED = 1000
 
@@ -89,16 +102,147 @@ class QuestionJob(JobBase):
     ) -> dict[str, object]:
         """The judge's score, and the question's grade on 1-10 weighted by the rank it was found at."""
         out = scored(scoring, graded, None)
-        grade = llm_grade(out["overall"], scoring.rubric)  # type: ignore[arg-type]
+        rank = fields["rank"]
+        assert isinstance(out["overall"], float) and (rank is None or isinstance(rank, int))
         extra = graded[0].verdict.extra
         out.update(
-            llm_grade=grade,
-            total_score=total_score(grade, fields["rank"], scoring.retrieval or RetrievalConfig()),  # type: ignore[arg-type]
+            question_grade(out["overall"], rank, scoring.rubric, scoring.retrieval or RetrievalConfig()),
             llm_reasoning=out["notes"],
             key_facts_present=extra.get("key_facts_present"),
             key_facts_missing=extra.get("key_facts_missing"),
         )
         return out
+
+
+RETRIEVAL_PASS_THRESHOLDS = {"pass_rate_8": 8.0, "pass_rate_7": 7.0, "pass_rate_6_5": 6.5}
+
+
+@dataclass(slots=True)
+class RetrievalStats:
+    """Rank and grade metrics over question jobs."""
+
+    hit_k: tuple[int, ...]
+    n: int = 0
+    found: int = 0
+    hits: Counter[int] = field(default_factory=Counter)
+    rr_sum: float = 0.0
+    rr_sq: float = 0.0
+    grades: Stats = field(default_factory=Stats)
+    totals: Stats = field(default_factory=Stats)
+    passes: Counter[str] = field(default_factory=Counter)
+    nulls: int = 0
+    ranks: Counter[int] = field(default_factory=Counter)
+    """Questions per rank of the first relevant chunk (ranks above 20 as 21; 0: not found)."""
+
+    def add(self, r: Result) -> None:
+        self.n += 1
+        self.ranks[min(r.rank, 21) if r.rank is not None else 0] += 1
+        if r.rank is not None:
+            self.found += 1
+            self.rr_sum += 1.0 / r.rank
+            self.rr_sq += 1.0 / r.rank**2
+            for k in {*self.hit_k, 1, 5}:
+                if r.rank <= k:
+                    self.hits[k] += 1
+        if r.llm_grade is None:
+            self.nulls += 1
+        else:
+            self.grades.add(r.llm_grade)
+        if r.total_score is not None:
+            self.totals.add(r.total_score)
+            for name, t in RETRIEVAL_PASS_THRESHOLDS.items():
+                if r.total_score >= t:
+                    self.passes[name] += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        n = self.n
+        return {
+            "questions": n,
+            "accuracy": pct(self.found, n),
+            "hit_at_1_rate": pct(self.hits[1], n),
+            "hit_at_5_rate": pct(self.hits[5], n),
+            "hit_at_k_rates": {str(k): pct(self.hits[k], n) for k in self.hit_k},
+            "mrr": _round(self.rr_sum / n, 6) if n else None,
+            "avg_llm_grade": _round(self.grades.total / self.grades.n, 4) if self.grades.n else None,
+            "avg_total_score": _round(self.totals.total / self.totals.n, 4) if self.totals.n else None,
+            **{name: pct(self.passes[name], n) for name in RETRIEVAL_PASS_THRESHOLDS},
+            "null": self.nulls,
+            "coverage": pct(self.grades.n, n),
+            "rank_counts": {
+                ("not found" if k == 0 else ">20" if k == 21 else str(k)): v
+                for k, v in sorted(self.ranks.items())
+            },
+            "ci95": {
+                "accuracy": wilson(self.found, n),
+                "hit_at_1_rate": wilson(self.hits[1], n),
+                "hit_at_5_rate": wilson(self.hits[5], n),
+                "hit_at_k_rates": {str(k): wilson(self.hits[k], n) for k in self.hit_k},
+                "mrr": t_interval(n, self.rr_sum, self.rr_sq, 6),
+                "avg_llm_grade": t_interval(self.grades.n, self.grades.total, self.grades.total_sq),
+                "avg_total_score": t_interval(self.totals.n, self.totals.total, self.totals.total_sq),
+                **{name: wilson(self.passes[name], n) for name in RETRIEVAL_PASS_THRESHOLDS},
+                "coverage": wilson(self.grades.n, n),
+            },
+        }
+
+
+def question_grade(
+    overall: float, rank: int | None, rubric: Rubric, retrieval: RetrievalConfig
+) -> dict[str, object]:
+    """A question's grade on 1-10 from the judge's overall score (``llm_grade``) and that grade
+    weighted by the rank its relevant chunk was found at (``total_score``)."""
+    grade = llm_grade(overall, rubric)
+    return {"llm_grade": grade, "total_score": total_score(grade, rank, retrieval)}
+
+
+def _counters(r: Result) -> dict[str, float]:
+    """Questions, reciprocal ranks, hits at 1 and totals of 7 or more, for progress lines."""
+    inc: dict[str, float] = {"questions": 1}
+    if r.rank is not None:
+        inc["rr_sum"] = 1.0 / r.rank
+        if r.rank == 1:
+            inc["hit1"] = 1
+    if r.total_score is not None and r.total_score >= 7.0:
+        inc["pass7"] = 1
+    return inc
+
+
+def _debug(r: Result) -> str:
+    return (
+        f"question {r.job_id} retrieved={r.retrieved_doc_ids} rank={r.rank} grade={r.llm_grade} "
+        f"total={r.total_score} reasoning={(r.llm_reasoning or '')[:300]!r}"
+    )
+
+
+def _round(x: float, nd: int) -> float:
+    return round(x, nd)
+
+
+def retrieval_markdown(rt: Mapping[str, Any] | None) -> list[str]:
+    """The retrieval section as Markdown lines (none without it)."""
+    if not rt:
+        return []
+    lines: list[str] = []
+    lines += ["", "## Retrieval", "", "| metric | value |", "|---|---:|"]
+    for key in (
+        "questions",
+        "accuracy",
+        "hit_at_1_rate",
+        "hit_at_5_rate",
+        "mrr",
+        "avg_llm_grade",
+        "avg_total_score",
+        "pass_rate_8",
+        "pass_rate_7",
+        "pass_rate_6_5",
+        "null",
+    ):
+        suffix = "%" if key in ("accuracy",) or key.endswith("_rate") or key.startswith("pass_rate") else ""
+        nd = 3 if key == "mrr" else None
+        lines.append(f"| {key} | {fmt_ci(rt[key], rt.get('ci95', {}).get(key), suffix, nd)} |")
+    for k, v in rt["hit_at_k_rates"].items():
+        lines.append(f"| hit@{k} | {fmt_ci(v, rt.get('ci95', {}).get('hit_at_k_rates', {}).get(k), '%')} |")
+    return lines
 
 
 def _texts(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -125,5 +269,12 @@ QUESTION = JobKind(
         "needle_doc_id": "d1",
     },
     texts=_texts,
+    markdown=retrieval_markdown,
     null_fields=lambda ident: {"question_id": ident},
+    section="retrieval",
+    counters=_counters,
+    export=lambda r: {key: getattr(r, key) for key in ("rank", "hit_at_1", "llm_grade", "total_score")},
+    rescored=lambda r, overall, rubric, retrieval: question_grade(overall, r.rank, rubric, retrieval),
+    debug=_debug,
+    group_section=lambda shape: RetrievalStats(shape.hit_k),
 )

@@ -33,6 +33,7 @@ from typing import Any
 
 from judgeq.errors import SYSTEMIC_REASONS, UNAVAILABLE_REASONS, StoreError
 from judgeq.grading.result import Result
+from judgeq.jobs.kinds import KINDS
 from judgeq.jobs.models import Job
 from judgeq.judges.base import Gate, Judge
 from judgeq.pipeline.holds import (
@@ -331,16 +332,10 @@ def _hold_systemic(
             held[result.index] = Held(reason or "", result.raw or reason or "", True, streak, result)
         elif kind == "wait":
             held[result.index] = Held(reason or "", result.raw or reason or "", False, 0, result, wait=True)
-        elif result.kind == "question" and log.isEnabledFor(logging.DEBUG):
-            log.debug(
-                "question %s retrieved=%s rank=%s grade=%s total=%s reasoning=%r",
-                result.job_id,
-                result.retrieved_doc_ids,
-                result.rank,
-                result.llm_grade,
-                result.total_score,
-                (result.llm_reasoning or "")[:300],
-            )
+        elif log.isEnabledFor(logging.DEBUG) and result.kind in KINDS:
+            line = KINDS[result.kind].debug(result)
+            if line is not None:
+                log.debug("%s", line)
     return held
 
 

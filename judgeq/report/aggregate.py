@@ -19,24 +19,22 @@ Policies (each metric states its denominator):
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from judgeq.figures.stats import Histogram, Stats, histogram, pct, quantile, wilson
 from judgeq.grading.result import Result
+from judgeq.jobs.kind import ReportShape, Section
+from judgeq.jobs.kinds import KINDS
 from judgeq.judges.prices import Price, Prices, shipped_prices
-from judgeq.report.conversation import ConversationStats
-from judgeq.report.stats import Histogram, histogram, pct, t_interval, wilson
-from judgeq.report.validity import AgreementStats, CouncilStats, InputPairing, PairwiseStats
+from judgeq.report.validity import AgreementStats, CouncilStats, InputPairing
 from judgeq.settings import default_thresholds
 
 __all__ = [
-    "RETRIEVAL_PASS_THRESHOLDS",
     "Aggregator",
     "Histogram",
-    "RetrievalStats",
     "Stats",
     "Summary",
     "cost_breakdown",
@@ -51,29 +49,6 @@ __all__ = [
     "threshold_label",
 ]
 
-RETRIEVAL_PASS_THRESHOLDS = {"pass_rate_8": 8.0, "pass_rate_7": 7.0, "pass_rate_6_5": 6.5}
-
-
-def quantile(hist: Mapping[float, int], q: float) -> float | None:
-    """The q-quantile of a histogram {value: count}, interpolating linearly (numpy default)."""
-    n = sum(hist.values())
-    if n == 0:
-        return None
-    pos = q * (n - 1)
-    lo_rank, frac = math.floor(pos), pos - math.floor(pos)
-    hi_rank = min(lo_rank + 1, n - 1)
-    lo_val = hi_val = None
-    seen = 0
-    for value in sorted(hist):
-        seen += hist[value]
-        if lo_val is None and seen > lo_rank:
-            lo_val = value
-        if seen > hi_rank:
-            hi_val = value
-            break
-    assert lo_val is not None and hi_val is not None
-    return lo_val + (hi_val - lo_val) * frac
-
 
 def threshold_label(t: float) -> str:
     """``7`` -> ``"7.0"``, ``6.5`` -> ``"6.5"``, ``6.75`` -> ``"6.75"`` (never two labels alike)."""
@@ -81,129 +56,13 @@ def threshold_label(t: float) -> str:
     return short if float(short) == t else repr(float(t))
 
 
+GROUP_SECTIONS = {name: kind.group_section for name, kind in KINDS.items() if kind.group_section is not None}
+"""The kinds with a section in every group of results, and how each is made."""
+_NOT_BY_MODEL = frozenset(name for name, kind in KINDS.items() if not kind.by_model)
+
+
 def _r(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(x, nd)
-
-
-@dataclass(slots=True)
-class Stats:
-    """Streaming mean/median/std/min/max over values with at most 2 decimals.
-
-    ``add`` only counts the value (it runs several times per result of a million-job reduce);
-    the histogram of values rounded to 2 decimals, the count and the sums are derived from
-    those counts when asked for (a few hundred distinct values whatever the run's size)."""
-
-    raw: Counter[float] = field(default_factory=Counter)
-
-    def add(self, value: float) -> None:
-        self.raw[value] += 1
-
-    @property
-    def hist(self) -> Counter[float]:
-        out: Counter[float] = Counter()
-        for v, c in self.raw.items():
-            out[round(v, 2)] += c
-        return out
-
-    @property
-    def n(self) -> int:
-        return sum(self.raw.values())
-
-    @property
-    def total(self) -> float:
-        return sum(v * c for v, c in self.hist.items())
-
-    @property
-    def total_sq(self) -> float:
-        return sum(v * v * c for v, c in self.hist.items())
-
-    def to_dict(self) -> dict[str, Any]:
-        hist = self.hist
-        n = sum(hist.values())
-        if not n:
-            return {"n": 0, "mean": None, "ci95": None, "median": None, "std": None, "min": None, "max": None}
-        total = sum(v * c for v, c in hist.items())
-        total_sq = sum(v * v * c for v, c in hist.items())
-        mean = total / n
-        var = max(total_sq / n - mean * mean, 0.0)
-        return {
-            "n": n,
-            "mean": _r(mean),
-            "ci95": t_interval(n, total, total_sq),
-            "median": _r(quantile(hist, 0.5)),
-            "std": _r(math.sqrt(var)),
-            "min": min(hist),
-            "max": max(hist),
-        }
-
-
-@dataclass(slots=True)
-class RetrievalStats:
-    """Rank and grade metrics over question jobs."""
-
-    hit_k: tuple[int, ...]
-    n: int = 0
-    found: int = 0
-    hits: Counter[int] = field(default_factory=Counter)
-    rr_sum: float = 0.0
-    rr_sq: float = 0.0
-    grades: Stats = field(default_factory=Stats)
-    totals: Stats = field(default_factory=Stats)
-    passes: Counter[str] = field(default_factory=Counter)
-    nulls: int = 0
-    ranks: Counter[int] = field(default_factory=Counter)
-    """Questions per rank of the first relevant chunk (ranks above 20 as 21; 0: not found)."""
-
-    def add(self, r: Result) -> None:
-        self.n += 1
-        self.ranks[min(r.rank, 21) if r.rank is not None else 0] += 1
-        if r.rank is not None:
-            self.found += 1
-            self.rr_sum += 1.0 / r.rank
-            self.rr_sq += 1.0 / r.rank**2
-            for k in {*self.hit_k, 1, 5}:
-                if r.rank <= k:
-                    self.hits[k] += 1
-        if r.llm_grade is None:
-            self.nulls += 1
-        else:
-            self.grades.add(r.llm_grade)
-        if r.total_score is not None:
-            self.totals.add(r.total_score)
-            for name, t in RETRIEVAL_PASS_THRESHOLDS.items():
-                if r.total_score >= t:
-                    self.passes[name] += 1
-
-    def to_dict(self) -> dict[str, Any]:
-        n = self.n
-        return {
-            "questions": n,
-            "accuracy": pct(self.found, n),
-            "hit_at_1_rate": pct(self.hits[1], n),
-            "hit_at_5_rate": pct(self.hits[5], n),
-            "hit_at_k_rates": {str(k): pct(self.hits[k], n) for k in self.hit_k},
-            "mrr": _r(self.rr_sum / n, 6) if n else None,
-            "avg_llm_grade": _r(self.grades.total / self.grades.n) if self.grades.n else None,
-            "avg_total_score": _r(self.totals.total / self.totals.n) if self.totals.n else None,
-            **{name: pct(self.passes[name], n) for name in RETRIEVAL_PASS_THRESHOLDS},
-            "null": self.nulls,
-            "coverage": pct(self.grades.n, n),
-            "rank_counts": {
-                ("not found" if k == 0 else ">20" if k == 21 else str(k)): v
-                for k, v in sorted(self.ranks.items())
-            },
-            "ci95": {
-                "accuracy": wilson(self.found, n),
-                "hit_at_1_rate": wilson(self.hits[1], n),
-                "hit_at_5_rate": wilson(self.hits[5], n),
-                "hit_at_k_rates": {str(k): wilson(self.hits[k], n) for k in self.hit_k},
-                "mrr": t_interval(n, self.rr_sum, self.rr_sq, 6),
-                "avg_llm_grade": t_interval(self.grades.n, self.grades.total, self.grades.total_sq),
-                "avg_total_score": t_interval(self.totals.n, self.totals.total, self.totals.total_sq),
-                **{name: wilson(self.passes[name], n) for name in RETRIEVAL_PASS_THRESHOLDS},
-                "coverage": wilson(self.grades.n, n),
-            },
-        }
 
 
 @dataclass(slots=True)
@@ -213,7 +72,7 @@ class Summary:
     dimensions: tuple[str, ...]
     thresholds: tuple[float, ...]
     pass_fail: bool
-    hit_k: tuple[int, ...]
+    shape: ReportShape
     total: int = 0
     graded: int = 0
     null_by_reason: Counter[str] = field(default_factory=Counter)
@@ -222,16 +81,18 @@ class Summary:
     passes: Counter[float] = field(default_factory=Counter)
     passed: int = 0
     flags: Counter[str] = field(default_factory=Counter)
-    retrieval: RetrievalStats | None = None
+    sections: dict[str, Section] = field(default_factory=dict)
+    """Each kind's own section of this group (:attr:`JobKind.group_section`), by kind."""
     settled: int = 0
     """Jobs graded (failed) by a hard trajectory check, without a judge's score."""
 
     def add(self, r: Result) -> None:
         self.total += 1
-        if r.kind == "question":
-            if self.retrieval is None:
-                self.retrieval = RetrievalStats(self.hit_k)
-            self.retrieval.add(r)
+        section = self.sections.get(r.kind)
+        if section is None and r.kind in GROUP_SECTIONS:
+            section = self.sections[r.kind] = GROUP_SECTIONS[r.kind](self.shape)
+        if section is not None:
+            section.add(r)
         for f in r.flags:
             self.flags[f] += 1
         if r.settled_by is not None:  # failed by a hard check: a grade (fail), no judge's score
@@ -278,8 +139,8 @@ class Summary:
                 threshold_label(t): wilson(self.passes[t], self.total) for t in self.thresholds
             }
         out["flags"] = dict(sorted(self.flags.items()))
-        if self.retrieval is not None:
-            out["retrieval"] = self.retrieval.to_dict()
+        for kind, section in self.sections.items():
+            out[KINDS[kind].section or kind] = section.to_dict()
         return out
 
 
@@ -365,12 +226,15 @@ class Aggregator:
         lane: str = "live",
         prices: Prices | None = None,
     ) -> None:
-        self._args = (
-            tuple(dimensions),
-            tuple(sorted(set(thresholds), reverse=True)),
-            pass_fail,
-            tuple(sorted(set(hit_k))),
+        shape = ReportShape(
+            hit_k=tuple(sorted(set(hit_k))),
+            lo=lo,
+            hi=hi,
+            pairwise=scale == "pairwise",
+            judges=max(1, len(judges)),
+            swap=swap,
         )
+        self._args = (tuple(dimensions), tuple(sorted(set(thresholds), reverse=True)), pass_fail, shape)
         self.run = Summary(*self._args)
         self.by_model: dict[str, Summary] = {}
         self.latency: Counter[float] = Counter()
@@ -389,7 +253,7 @@ class Aggregator:
         self.lo, self.hi = lo, hi
         mode = "pairwise" if scale == "pairwise" else "pass-fail" if pass_fail else "numeric"
         self.agreement = AgreementStats(mode, lo, hi, threshold)
-        self.pairwise = PairwiseStats() if scale == "pairwise" else None
+        self.pairwise = scale == "pairwise"
         self.judges = list(judges)
         self.swap = swap
         self.council = (
@@ -398,18 +262,25 @@ class Aggregator:
             else None
         )
         self.pairing = InputPairing()
-        self.conversation = ConversationStats(lo=lo, hi=hi)
+        self.sections: dict[str, Section] = {}
+        """Each kind's own section of the run (:attr:`JobKind.run_section`), by kind."""
+        for name, kind in KINDS.items():
+            section = kind.run_section(shape) if kind.run_section is not None else None
+            if section is not None:
+                self.sections[name] = section
         self.judge_spent: dict[str, list[int]] = {}
         """A council's tokens per judge model (for its cost): input, output, cache read, write,
         per lane (live 0-3, batch 4-7)."""
 
     def add(self, r: Result) -> None:
-        self.run.add(r)  # a pair job's model is output A's: pairs are reported by model pair instead
+        self.run.add(r)
         self.agreement.add(r)
-        self.pairing.add(r)
-        self.conversation.add(r)
-        if self.pairwise is not None and r.kind == "pair":
-            self.pairwise.add(r, judges=max(1, len(self.judges)), swapped=self.swap)
+        by_model = r.kind not in _NOT_BY_MODEL
+        if by_model:
+            self.pairing.add(r)
+        section = self.sections.get(r.kind)
+        if section is not None:
+            section.add(r)
         if self.council is not None:
             self.council.add(r)
         if r.judge_usage and not r.cached:
@@ -418,7 +289,7 @@ class Aggregator:
                 off = 4 if r.batch else 0
                 for i, n in enumerate(used[:4]):
                     row[off + i] += n
-        if r.model is not None and r.kind != "pair":
+        if r.model is not None and by_model:
             group = self.by_model.get(r.model)
             if group is None:
                 group = self.by_model[r.model] = Summary(*self._args)
@@ -430,9 +301,8 @@ class Aggregator:
         if r.cached:  # spent by an earlier run: counted as saved, not as spent
             # a hit is a judge call the cache answered: a council's job made one per judge, a
             # pair judged in both orders two, a conversation graded turn by turn one per turn
-            calls = len(r.judge_usage) if r.judge_usage else 1
-            per_judge = len(r.turn_scores) if r.turn_scores else 2 if r.kind == "pair" and self.swap else 1
-            self.cache_hits += calls * per_judge
+            judges = len(r.judge_usage) if r.judge_usage else 1
+            self.cache_hits += len(r.votes) if r.votes else judges * (len(r.turn_scores or ()) or 1)
             self.saved = [a + b for a, b in zip(self.saved, tokens, strict=True)]
             for model, used in (r.judge_usage or {"": list(tokens)}).items():  # "": the run's judge
                 row = self.saved_by.setdefault(model, [0, 0, 0, 0])
@@ -485,7 +355,7 @@ class Aggregator:
             },
             "distributions": {
                 "overall": histogram(self.run.overall.hist, self.lo, self.hi)
-                if self.pairwise is None
+                if not self.pairwise
                 else {"edges": [-0.25, 0.25, 0.75, 1.25], "counts": pair_counts(self.run.overall.hist)},
                 "latency_ms": histogram(self.latency, 0, max(self.latency) if self.latency else 0),
             },
@@ -524,11 +394,10 @@ class Aggregator:
         paired = self.pairing.to_list()
         if paired:
             out["by_model_paired"] = paired
-        if self.pairwise is not None:
-            out["pairwise"] = self.pairwise.to_dict()
-        conversation = self.conversation.to_dict()
-        if conversation is not None:
-            out["conversation"] = conversation
+        for kind, section in self.sections.items():
+            body = section.to_dict()
+            if body is not None:
+                out[KINDS[kind].section or kind] = body
         agreement = self.agreement.to_dict()
         if agreement is not None:
             out["agreement"] = agreement

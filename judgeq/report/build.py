@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from judgeq.figures.stats import METHODS
 from judgeq.grading.request import render_system
 from judgeq.judges.prices import Prices, shipped_prices
 from judgeq.ratelimit import estimate_input_tokens
 from judgeq.report.aggregate import Aggregator
-from judgeq.report.stats import METHODS
 from judgeq.rubric.model import Rubric
 from judgeq.runspec import RunSpec
 

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from judgeq.figures import stats as _stats
+from judgeq.figures.formatting import fmt, fmt_p, p_is
 from judgeq.grading.result import Result
-from judgeq.report import stats as _stats
-from judgeq.report.formatting import fmt, fmt_p, p_is
 
 SHOWN_FLIPS = 50
 

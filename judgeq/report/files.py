@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from judgeq.grading.result import Result
-from judgeq.jobs.kinds import texts_of
+from judgeq.jobs.kinds import KINDS, texts_of
 from judgeq.report.html import MAX_ROWS, render_html
 from judgeq.report.markdown import render_markdown
 from judgeq.runspec import RunSpec
 
-__all__ = ["Texts", "job_texts", "jobs_file_texts", "write_report_files"]
+__all__ = ["Texts", "jobs_file_texts", "write_report_files"]
 
 
 def _html_has_texts(path: Path, report: dict[str, Any]) -> bool:
@@ -50,16 +50,10 @@ def jobs_file_texts(path: Path, ids: set[str]) -> dict[str, dict[str, str]]:
                 continue
             if not isinstance(obj, dict) or str(obj.get("id")) not in ids:
                 continue
-            found[str(obj["id"])] = job_texts(obj)
+            found[str(obj["id"])] = texts_of(obj)
             if len(found) == len(ids):
                 break
     return found
-
-
-def job_texts(obj: dict[str, Any]) -> dict[str, str]:
-    """What the table shows of a job: its input and its output, as its kind reads them from
-    its line (:attr:`judgeq.jobs.kind.JobKind.texts`)."""
-    return texts_of(obj)
 
 
 def _atomic_write(path: Path, write: Any, *, gz: bool = False) -> None:
@@ -127,8 +121,10 @@ def write_report_files(
     _atomic_write(paths["report.json"], lambda f: f.write(json.dumps(report, indent=2) + "\n"))
     _atomic_write(paths["report.md"], lambda f: f.write(render_markdown(report)))
     try:
-        worst = {str(w["job_id"]) for w in (report.get("conversation") or {}).get("worst", [])}
-        found = texts({r.job_id for r in shown} | worst) if texts is not None else {}
+        kinds = {
+            job for kind in KINDS.values() if kind.section for job in kind.shown(report.get(kind.section))
+        }
+        found = texts({r.job_id for r in shown} | kinds) if texts is not None else {}
     except Exception:  # the batch could not be read: the table shows no texts, nothing else changes
         found = {}
     if found or not _html_has_texts(paths["report.html"], report):

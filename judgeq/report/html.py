@@ -19,9 +19,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from judgeq.figures.formatting import decimals, fmt, fmt_count
 from judgeq.grading.result import Result
-from judgeq.report.formatting import decimals, fmt, fmt_count
-from judgeq.transcripts.render import cut_text
+from judgeq.jobs.kinds import KINDS
 
 __all__ = [
     "COLOR",
@@ -378,17 +378,12 @@ def table_rows(results: Sequence[Result], texts: Mapping[str, Mapping[str, str]]
     rows = []
     for r in results:
         t = texts.get(r.job_id, {})
-        verdict = (
-            r.winner
-            if r.kind == "pair"
-            else ("pass" if r.passed else "fail")
-            if r.passed is not None
-            else None
-        )
+        verdict = r.winner or (("pass" if r.passed else "fail") if r.passed is not None else None)
+        kind = KINDS.get(r.kind)
         rows.append(
             {
                 "id": r.job_id,
-                "model": r.model if r.kind != "pair" else f"{r.model or 'A'} vs {r.model_b or 'B'}",
+                "model": kind.shown_model(r) if kind is not None else r.model,
                 "score": r.overall,
                 "verdict": verdict if r.status == "graded" else None,
                 "null": r.null_reason,
@@ -411,60 +406,13 @@ def table_rows(results: Sequence[Result], texts: Mapping[str, Mapping[str, str]]
     return rows
 
 
-TRANSCRIPT_TEXT = 2000
-"""A message or tool result longer than this is shown cut (head and tail) in a transcript."""
-
-
-def transcripts(report: Mapping[str, Any], texts: Mapping[str, Mapping[str, str]]) -> str:
-    """The worst conversations (report.json's ``conversation.worst``) as readable transcripts:
-    each message with its role, each tool call with its arguments, each result with its call;
-    the graded turn that scored lowest marked. Empty when the run has none or their jobs file
-    could not be read."""
-    worst = (report.get("conversation") or {}).get("worst") or []
-    parts: list[str] = []
-    for w in worst:
-        raw = (texts.get(str(w["job_id"])) or {}).get("transcript")
-        if not raw:
-            continue
-        outcome = (
-            "failed a hard check" if w.get("settled_by") else ("passed" if w.get("passed") else "failed")
-        )
-        if w.get("overall") is not None:
-            outcome += f", score {w['overall']:g}"
-        why = w.get("why") or ", ".join(w.get("failed_checks") or [])
-        head = f"<code>{esc(w['job_id'])}</code> ({esc(w.get('model') or 'no model')}): {esc(outcome)}"
-        items: list[str] = []
-        names: dict[str, str] = {}
-        for n, m in enumerate(json.loads(raw), 1):
-            role = str(m.get("role"))
-            cls = f"msg {role}" + (" worst" if n == w.get("worst_turn") else "")
-            body = [f'<div class="role">{n}. {esc(role)}</div>']
-            if m.get("content"):
-                body.append(f'<div class="content">{esc(cut_text(str(m["content"]), TRANSCRIPT_TEXT))}</div>')
-            for c in m.get("tool_calls") or []:
-                fn = c.get("function") or {}
-                names[str(c.get("id"))] = str(fn.get("name"))
-                body.append(
-                    f'<div class="call">call <b>{esc(fn.get("name"))}</b>'
-                    f"<code>{esc(cut_text(str(fn.get('arguments')), TRANSCRIPT_TEXT))}</code></div>"
-                )
-            if role == "tool":
-                status = " (error)" if m.get("is_error") else ""
-                body[0] = (
-                    f'<div class="role">{n}. result of {esc(names.get(str(m.get("tool_call_id")), "?"))}'
-                    f"{status}</div>"
-                )
-            items.append(f'<li class="{esc(cls)}">{"".join(body)}</li>')
-        note = f'<p class="note">{esc(why)}</p>' if why else ""
-        parts.append(
-            f'<details><summary>{head}</summary>{note}<ol class="transcript">{"".join(items)}</ol></details>'
-        )
-    if not parts:
-        return ""
-    return (
-        "<h2>Worst conversations</h2>"
-        '<p class="note">Settled by a failed check first, then failed, then lowest score; the turn that '
-        "scored lowest is marked.</p>" + "".join(parts)
+def kind_sections(report: Mapping[str, Any], texts: Mapping[str, Mapping[str, str]]) -> str:
+    """Each kind's own part of the page (:attr:`JobKind.html`: a conversation run's worst
+    transcripts), in the registry's order."""
+    return "".join(
+        kind.html(report.get(kind.section), texts)
+        for kind in KINDS.values()
+        if kind.html is not None and kind.section is not None
     )
 
 
@@ -697,7 +645,7 @@ def render_html(
         partial=partial,
         summary=_summary(report),
         charts="".join(charts(report)),
-        transcripts=transcripts(report, texts or {}),
+        kind_sections=kind_sections(report, texts or {}),
         more=more,
         data=data,
         finished=esc(str(report.get("finished_at"))),
@@ -746,7 +694,7 @@ ol.transcript {{ list-style: none; padding: 0; margin: 6px 0; }}
 {partial}
 {summary}
 <div class="charts">{charts}</div>
-{transcripts}
+{kind_sections}
 <h2>Jobs</h2>
 {more}
 <div class="filters">

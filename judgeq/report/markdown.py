@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from judgeq.figures.formatting import fmt, fmt_ci, fmt_p, lane_name
+from judgeq.jobs.kinds import KINDS
 from judgeq.judges.prices import unpriced_text
-from judgeq.report.conversation import conversation_markdown
-from judgeq.report.formatting import fmt, fmt_ci, fmt_p, lane_name
 
 __all__ = ["render_markdown", "validity_markdown"]
 
@@ -28,40 +28,7 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
                 f"| {p['model']} | {p['vs']} | {p['n']} | {fmt_ci(p['mean_diff'], p['ci95'])} | "
                 f"{fmt_p(p['p_value'])} |"
             )
-    pw = report.get("pairwise")
-    if pw:
-        lines += [
-            "",
-            f"## Pairwise ({pw['graded']} graded pairs, {pw['nulls']} null)",
-            "",
-            "| model | vs | n | wins | ties | losses | win rate (95% CI) | excluding ties "
-            "| length-controlled |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for p in pw["pairs"]:
-            lines.append(
-                f"| {p['model']} | {p['opponent']} | {p['n']} | {p['wins']} | {p['ties']} | {p['losses']} | "
-                f"{fmt_ci(p['win_rate'], p['win_rate_ci95'], '%')} | "
-                f"{fmt_ci(p['win_rate_excluding_ties'], p['win_rate_excluding_ties_ci95'], '%')} | "
-                f"{fmt_ci(p['win_rate_length_controlled'], p.get('win_rate_length_controlled_ci95'), '%')} |"
-            )
-        lines += [
-            "",
-            "- Position consistency: "
-            + fmt_ci(pw["position_consistency"], pw["position_consistency_ci95"], "%")
-            + " "
-            f"of {pw['position_consistency_n']} verdicts kept when the outputs were swapped",
-            "- First-position preference: "
-            + fmt_ci(pw["first_position_preference"], pw["first_position_preference_ci95"], "%")
-            + f" of {pw['first_position_preference_n']} decisive calls chose the output shown first "
-            "(50% is unbiased)",
-            f"- Longer output wins: {fmt_ci(pw['longer_output_wins'], pw['longer_output_wins_ci95'], '%')} "
-            f"of {pw['longer_output_wins_n']} decisive pairs of unequal length",
-        ]
-        if pw.get("leaderboard"):
-            lines += ["", "| rank | model | Bradley-Terry rating (95% CI) |", "|---:|---|---:|"]
-            for rank, row in enumerate(pw["leaderboard"], 1):
-                lines.append(f"| {rank} | {row['model']} | {fmt_ci(row['rating'], row['ci95'], nd=0)} |")
+    lines += _kind_sections(report, validity=True)
     ag = report.get("agreement")
     if ag:
         lines += [
@@ -130,6 +97,17 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
             ]
             for model, row in combined["by_model"].items():
                 lines.append(f"| {model} | {row['n']} | {fmt_ci(row['mean'], row['ci95'])} |")
+    return lines
+
+
+def _kind_sections(report: dict[str, Any], *, validity: bool) -> list[str]:
+    """Each kind's own section (:attr:`JobKind.markdown`), in the registry's order: those on the
+    jobs graded after the scores, those on how far the grades can be trusted (``validity``) with
+    the validity sections."""
+    lines: list[str] = []
+    for kind in KINDS.values():
+        if kind.markdown is not None and kind.section is not None and kind.validity == validity:
+            lines += kind.markdown(report.get(kind.section))
     return lines
 
 
@@ -211,32 +189,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     elif "pass_rate" in report:
         lines += ["", "## Pass rate (percent of all jobs; a null counts as not passed)", ""]
         lines.append(f"Pass rate: **{fmt_ci(report['pass_rate'], report.get('pass_rate_ci95'), '%')}**")
-    if "retrieval" in report:
-        rt = report["retrieval"]
-        lines += ["", "## Retrieval", "", "| metric | value |", "|---|---:|"]
-        for key in (
-            "questions",
-            "accuracy",
-            "hit_at_1_rate",
-            "hit_at_5_rate",
-            "mrr",
-            "avg_llm_grade",
-            "avg_total_score",
-            "pass_rate_8",
-            "pass_rate_7",
-            "pass_rate_6_5",
-            "null",
-        ):
-            suffix = (
-                "%" if key in ("accuracy",) or key.endswith("_rate") or key.startswith("pass_rate") else ""
-            )
-            nd = 3 if key == "mrr" else None
-            lines.append(f"| {key} | {fmt_ci(rt[key], rt.get('ci95', {}).get(key), suffix, nd)} |")
-        for k, v in rt["hit_at_k_rates"].items():
-            lines.append(
-                f"| hit@{k} | {fmt_ci(v, rt.get('ci95', {}).get('hit_at_k_rates', {}).get(k), '%')} |"
-            )
-    lines += conversation_markdown(report.get("conversation"))
+    lines += _kind_sections(report, validity=False)
     if report.get("by_model"):
         lines += [
             "",

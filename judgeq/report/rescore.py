@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from judgeq.errors import ConfigError
 from judgeq.grading.result import Result
-from judgeq.grading.retrieval import llm_grade, total_score
 from judgeq.grading.score import score_verdict
 from judgeq.grading.verdict import ParsedVerdict
+from judgeq.jobs.kinds import KINDS
 from judgeq.rubric.model import RetrievalConfig, Rubric
 from judgeq.runspec import RunSpec, new_run_id
 
@@ -153,8 +153,9 @@ def rescore(result: Result, rubric: Rubric, spec: RunSpec) -> Result:
         passed = False
         flags.append("safety_failed")
     update.update(overall=overall, passed=passed, flags=flags, scores=score.scores)
-    if result.kind == "question":
-        grade = llm_grade(overall, rubric)
-        retrieval = spec.retrieval or rubric.retrieval or RetrievalConfig()
-        update.update(llm_grade=grade, total_score=total_score(grade, result.rank, retrieval))
+    kind = KINDS.get(result.kind)
+    if kind is not None:
+        update.update(
+            kind.rescored(result, overall, rubric, spec.retrieval or rubric.retrieval or RetrievalConfig())
+        )
     return result.model_copy(update=update)

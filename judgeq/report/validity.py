@@ -1,15 +1,12 @@
 """How far a run's grades can be trusted: streaming accumulators for the report.
 
-* :class:`PairwiseStats` -- pair jobs: wins, ties and losses per model pair with win rates
-  and intervals, position consistency, first-position preference, length bias, a
-  length-controlled win rate and (three models or more) a Bradley-Terry leaderboard;
 * :class:`AgreementStats` -- labelled jobs: the judge against people's labels;
 * :class:`CouncilStats` -- several judges: each judge's scores, Krippendorff's alpha between
   them, the combined score (mean, or mean of per-judge z-scores) and the jobs they disagree on;
 * :class:`InputPairing` -- models graded on the same inputs: paired differences and a test.
 
-Denominators (each figure's): pairwise rates are over **graded** pair jobs (a null pair has no
-winner; nulls are counted beside: ``nulls``); agreement is over labelled **graded** jobs
+Denominators (each figure's; a pair job's win rates are its kind's section, see
+:class:`judgeq.jobs.pair.PairwiseStats`): agreement is over labelled **graded** jobs
 (labelled nulls are counted by reason beside, never scored); council figures over graded jobs
 with every judge's score.  Memory is bounded: counters, plus at most :data:`MAX_UNITS` values
 per judge or input (the report says when a figure is over that sample).
@@ -26,150 +23,22 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from judgeq.figures import stats as _stats
+from judgeq.figures.stats import pct
 from judgeq.grading.result import Result
-from judgeq.report import stats as _stats
-from judgeq.report.stats import pct
 
 __all__ = [
     "MAX_UNITS",
-    "PAIR_SCORE",
     "SHOWN",
-    "SWAP",
     "AgreementStats",
     "CouncilStats",
     "InputPairing",
-    "PairwiseStats",
 ]
 
 MAX_UNITS = 200_000
 """Jobs (or inputs) whose per-judge or per-model values are kept for alpha, z-scores and
 paired tests: the first that many graded; the figures say when they are over a sample."""
 SHOWN = 20
-PAIR_SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
-SWAP = {"A": "B", "B": "A", "tie": "tie"}
-
-
-@dataclass(slots=True)
-class _Stratum:
-    n: int = 0
-    score: float = 0.0
-    sq: float = 0.0
-
-
-@dataclass(slots=True)
-class PairwiseStats:
-    """Pair jobs (see the module docstring). Models are oriented by name: for the pair
-    (m1, m2) with m1 < m2, ``wins`` are m1's."""
-
-    outcomes: dict[tuple[str, str], list[int]] = field(default_factory=dict)
-    strata: dict[tuple[str, str], dict[str, _Stratum]] = field(default_factory=dict)
-    graded: int = 0
-    nulls: int = 0
-    call_pairs: int = 0
-    consistent: int = 0
-    decisive_calls: int = 0
-    first_chosen: int = 0
-    length_decisive: int = 0
-    longer_won: int = 0
-    self_pairs: int = 0
-
-    def add(self, r: Result, *, judges: int, swapped: bool) -> None:
-        if r.status != "graded" or r.winner is None:
-            self.nulls += 1
-            return
-        self.graded += 1
-        votes = r.votes or []
-        per_judge = 2 if swapped else 1
-        for vote in votes:
-            if vote in ("A", "B"):
-                self.decisive_calls += 1
-                self.first_chosen += vote == "A"
-        if swapped:
-            for j in range(min(judges, len(votes) // per_judge)):
-                first, second = votes[2 * j], votes[2 * j + 1]
-                self.call_pairs += 1
-                self.consistent += first == SWAP.get(second)
-        a, b = r.model or "output_a", r.model_b or "output_b"
-        len_a, len_b = r.len_a or 0, r.len_b or 0
-        if a == b:  # a model against itself says nothing of its strength (a position check only)
-            self.self_pairs += 1
-            return
-        if r.winner != "tie" and len_a != len_b:
-            self.length_decisive += 1
-            self.longer_won += (r.winner == "a") == (len_a > len_b)
-        key, flip = ((a, b), False) if a <= b else ((b, a), True)
-        cells = self.outcomes.setdefault(key, [0, 0, 0])
-        winner = {"a": "b", "b": "a", "tie": "tie"}[r.winner] if flip else r.winner
-        cells[{"a": 0, "tie": 1, "b": 2}[winner]] += 1
-        first_len, second_len = (len_b, len_a) if flip else (len_a, len_b)
-        stratum = "equal" if first_len == second_len else ("longer" if first_len > second_len else "shorter")
-        slot = self.strata.setdefault(key, {}).setdefault(stratum, _Stratum())
-        slot.n += 1
-        slot.score += PAIR_SCORE[winner]
-        slot.sq += PAIR_SCORE[winner] ** 2
-
-    def to_dict(self) -> dict[str, Any]:
-        pairs = []
-        for (m1, m2), (w, t, losses) in sorted(self.outcomes.items()):
-            n = w + t + losses
-            mean = (w + 0.5 * t) / n
-            strata = self.strata.get((m1, m2), {})
-            longer, shorter = strata.get("longer"), strata.get("shorter")
-            both = [s for s in (longer, shorter) if s and s.n]
-            controlled = round(100 * sum(s.score / s.n for s in both) / 2, 2) if len(both) == 2 else None
-            controlled_ci = (
-                _stats.strata_mean_interval([(s.n, 100 * s.score, 1e4 * s.sq) for s in both])
-                if len(both) == 2
-                else None
-            )
-            pairs.append(
-                {
-                    "model": m1,
-                    "opponent": m2,
-                    "n": n,
-                    "wins": w,
-                    "ties": t,
-                    "losses": losses,
-                    "win_rate": round(100 * mean, 2),
-                    "win_rate_ci95": _stats.wilson(w + 0.5 * t, n),
-                    "win_rate_excluding_ties": pct(w, w + losses),
-                    "win_rate_excluding_ties_ci95": _stats.wilson(w, w + losses),
-                    "win_rate_length_controlled": controlled,
-                    "win_rate_length_controlled_ci95": controlled_ci,
-                }
-            )
-        models = sorted({m for key in self.outcomes for m in key})
-        out: dict[str, Any] = {
-            "graded": self.graded,
-            "nulls": self.nulls,
-            "same_model_pairs": self.self_pairs,
-            "pairs": pairs,
-            "position_consistency": pct(self.consistent, self.call_pairs),
-            "position_consistency_ci95": _stats.wilson(self.consistent, self.call_pairs),
-            "position_consistency_n": self.call_pairs,
-            "first_position_preference": pct(self.first_chosen, self.decisive_calls),
-            "first_position_preference_ci95": _stats.wilson(self.first_chosen, self.decisive_calls),
-            "first_position_preference_n": self.decisive_calls,
-            "longer_output_wins": pct(self.longer_won, self.length_decisive),
-            "longer_output_wins_ci95": _stats.wilson(self.longer_won, self.length_decisive),
-            "longer_output_wins_n": self.length_decisive,
-            "notes": {
-                "win_rate": "model's wins plus half its ties, over the pair's graded jobs (interval: Wilson, "
-                "a tie counting half a win, rounded to a whole)",
-                "same_model_pairs": "pairs of a model with itself: in the position figures, not in win rates",
-                "position_consistency": "share of (judge, pair) verdicts that stayed the same when "
-                "the outputs were swapped (None without swapping)",
-                "first_position_preference": "share of decisive calls (not tie) that chose the "
-                "output shown first; 50% is unbiased",
-                "longer_output_wins": "share of decisive pairs of unequal length won by the longer output",
-                "win_rate_length_controlled": "mean of the model's win rate when its output is the "
-                "longer and when it is the shorter (None unless both happen)",
-            },
-        }
-        if len(models) >= 3:
-            cells = {key: (c[0], c[1], c[2]) for key, c in self.outcomes.items()}
-            out["leaderboard"] = _stats.bradley_terry_leaderboard(cells)
-        return out
 
 
 @dataclass(slots=True)
@@ -368,15 +237,14 @@ class CouncilStats:
 @dataclass(slots=True)
 class InputPairing:
     """Overall scores of several models on the same input (``input_key``), for paired tests; a
-    model graded more than once on an input counts with the mean of its scores there."""
+    model graded more than once on an input counts with the mean of its scores there. Fed the
+    results of the kinds grouped by model (:attr:`judgeq.jobs.kind.JobKind.by_model`)."""
 
     scores: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     dropped: int = 0
 
     def add(self, r: Result) -> None:
         if r.status != "graded" or r.overall is None or r.model is None or r.input_key is None:
-            return
-        if r.kind == "pair":
             return
         slot = self.scores.get(r.input_key)
         if slot is None:

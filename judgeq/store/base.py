@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from judgeq.grading.result import Result
+from judgeq.jobs.kinds import KINDS
 from judgeq.judges.prices import Prices
 from judgeq.report.aggregate import cost_breakdown
 from judgeq.runspec import RunSpec
@@ -96,14 +97,9 @@ def live_increments(result: Result, prices: Prices | None = None) -> dict[str, f
         inc[f"served:{served}"] = inc.get(f"served:{served}", 0) + 1
     if result._served:  # the judge answered (not the cache): the store notes when
         inc["answered"] = 1
-    if result.kind == "question":
-        inc["questions"] = 1
-        if result.rank is not None:
-            inc["rr_sum"] = 1.0 / result.rank
-            if result.rank == 1:
-                inc["hit1"] = 1
-        if result.total_score is not None and result.total_score >= 7.0:
-            inc["pass7"] = 1
+    kind = KINDS.get(result.kind)
+    if kind is not None:
+        inc.update(kind.counters(result))
     return inc
 
 

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from judgeq.errors import ConfigError
 from judgeq.grading.result import Result
+from judgeq.jobs.kinds import KINDS
 from judgeq.runspec import RunSpec
 
 __all__ = [
@@ -185,9 +186,9 @@ def export_row(r: Result) -> dict[str, Any]:
         row[key] = ";".join(value) if isinstance(value, list) else value
     for name, value in r.scores.items():
         row[f"score.{name}"] = value
-    if r.kind == "question":
-        for key in ("rank", "hit_at_1", "llm_grade", "total_score"):
-            row[key] = getattr(r, key)
+    kind = KINDS.get(r.kind)
+    if kind is not None:
+        row.update(kind.export(r))
     for model, value in (r.judge_scores or {}).items():
         row[f"judge.{model}"] = value
     return row

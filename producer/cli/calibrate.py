@@ -24,9 +24,9 @@ from typing import Any
 import click
 
 from judgeq.errors import ConfigError, RunPaused
+from judgeq.figures.formatting import fmt, fmt_ci
 from judgeq.jobs.reader import JobsFileLimits, open_jobs_file, scan_jobs_file
 from judgeq.judges import judge_factory
-from judgeq.report.formatting import fmt, fmt_ci
 from judgeq.rubric.model import Rubric
 
 from ..embedded import EmbeddedRunner

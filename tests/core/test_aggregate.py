@@ -14,11 +14,12 @@ import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from judgeq.figures.stats import wilson
 from judgeq.grading.result import Result
+from judgeq.jobs.question import RetrievalStats
 from judgeq.judges.prices import shipped_prices
 from judgeq.report.aggregate import (
     Aggregator,
-    RetrievalStats,
     Stats,
     estimate_cost,
     price_for,
@@ -26,7 +27,6 @@ from judgeq.report.aggregate import (
 )
 from judgeq.report.build import build_report, new_aggregator
 from judgeq.report.markdown import render_markdown
-from judgeq.report.stats import wilson
 from judgeq.rubric.model import read_rubric_text
 from judgeq.runspec import RunSpec
 

@@ -14,13 +14,12 @@ from judgeq import load_rubric
 from judgeq.errors import JudgeInvalidRequest
 from judgeq.grading.request import JudgeRequest, render_user
 from judgeq.grading.result import Result
-from judgeq.jobs.conversation import ConversationJob
+from judgeq.jobs.conversation import ConversationJob, conversation_markdown
 from judgeq.jobs.models import JOB_MODELS, infer_kind
 from judgeq.jobs.reader import JobsFileLimits, parse_line, scan_jobs_file
 from judgeq.judges.base import JudgeReply
 from judgeq.pipeline.job import GradingContext, grade_job, null_result
 from judgeq.report.aggregate import Aggregator
-from judgeq.report.conversation import conversation_markdown
 from judgeq.rubric.model import parse_rubric
 from judgeq.transcripts.checks import Check, ReferenceCall, run_checks
 from judgeq.transcripts.messages import read_messages, read_tools

@@ -1,15 +1,25 @@
-"""Every registered kind of job holds the same contract (issue 30, point 8, begun): its sample
-line is recognised as it and validates, its suggested rubric grades it, a rubric that grades it
-is told as such, and its texts for a report's table are strings. A new kind is tested by
-registering it."""
+"""Every registered kind of job holds the same contract (issue 30, point 8): its sample line is
+recognised as it and validates, its suggested rubric grades it, a rubric that grades it is told
+as such, its texts for a report's table are strings; graded through the kind protocol alone
+(calls, result, null, its report section, export, live counters). A new kind is tested by
+registering it. Outside judgeq/jobs/, no product module branches on a kind."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
-from judgeq import load_rubric
+from judgeq import JudgeReply, JudgeRequest, load_rubric
 from judgeq.jobs.kinds import DEFAULT, KINDS, infer_kind, texts_of
 from judgeq.jobs.models import JOB_MODELS
+from judgeq.pipeline.job import GradingContext, call_count, grade_job, job_calls, null_result
+from judgeq.report.aggregate import Aggregator
+from judgeq.rubric.model import RetrievalConfig
+from judgeq.store.base import live_increments
+from judgeq.store.runfolder import export_row
+from judgeq.testing.fake_anthropic import generate_from_schema
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))
@@ -32,3 +42,126 @@ def test_an_untagged_line_of_no_kinds_fields_is_the_default_and_an_unknown_kind_
     assert infer_kind({"id": "x"}) == DEFAULT.name
     assert infer_kind({"kind": "essay"}) == "essay"
     assert texts_of({"kind": "essay"}) == {"input": "", "output": ""}
+
+
+# -- the grading and report seam (issue 30, point 8) ----------------------------------------
+
+
+class SchemaJudge:
+    """Answers every request with a verdict made from its output schema (deterministic in the
+    request's text): a judge for any rubric."""
+
+    provider = "inhouse"
+
+    def __init__(self, model: str = "schema-judge") -> None:
+        self.model = model
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
+        verdict = generate_from_schema(request.output_schema, request.user, seed=self.model)
+        return JudgeReply(
+            tool_input=verdict, input_tokens=10, output_tokens=5, model=self.model, stop_reason="tool_use"
+        )
+
+
+def _context(name: str, judges: int) -> GradingContext:
+    rubric = load_rubric(KINDS[name].rubric)
+    council = tuple((SchemaJudge(f"judge-{i}"), None) for i in range(1, judges))
+    return GradingContext(rubric=rubric, judge=SchemaJudge(), council=council)
+
+
+@pytest.mark.parametrize("judges", [1, 2])
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_each_kind_grades_through_the_protocol_alone(name: str, judges: int) -> None:
+    """A kind's sample graded by one judge and by a council: its calls are judges x its units
+    (the one rule, asked by the calls made, the count and the dry run alike), its result and its
+    null carry its kind and fields, its section of the report is there and prints."""
+    kind = KINDS[name]
+    ctx = _context(name, judges)
+    job = JOB_MODELS[name].model_validate(dict(kind.sample))
+    units = job.units(ctx.rubric, swap=ctx.swap)
+    calls = job_calls(ctx, job)
+    assert len(calls) == call_count(ctx, job) == judges * len(units) >= judges
+    assert [c.unit for c in calls] == list(units) * judges
+    assert {c.judge for c in calls} == set(range(judges))
+    result = grade_job(ctx, job, 0)
+    assert (result.status, result.kind, result.job_id) == ("graded", name, job.id), result.raw
+    assert result.attempts == len(calls)
+    assert result.input_key == job.input_key()
+    assert (result.judge_scores is not None) is (judges > 1), "a council keeps each judge's score"
+    for key, value in job.result_fields(ctx.rubric, RetrievalConfig()).items():
+        assert getattr(result, key) == value, key
+    null = null_result(index=1, reason="timeout", why="slow", job=job, rubric=ctx.rubric)
+    assert (null.kind, null.status, null.input_key) == (name, "null", result.input_key)
+    gone = null_result(index=2, reason="lost", why="gone", job_id="g", kind=name)
+    assert gone.kind == name and all(getattr(gone, k) == v for k, v in kind.null_fields("g").items())
+
+    agg = Aggregator(
+        dimensions=[d.name for d in ctx.rubric.dimensions],
+        pass_fail=ctx.rubric.is_pass_fail,
+        scale=ctx.rubric.scale,
+        judges=[j.model for j, _ in ctx.judges],
+    )
+    for r in (result, null):
+        agg.add(r)
+    report = agg.report(judge_model=ctx.judge.model)
+    assert report["counts"]["total"] == 2 and report["counts"]["graded"] == 1
+    if kind.section is not None:
+        assert kind.section in report, "a kind with a section reports it"
+        if kind.markdown is not None:
+            lines = kind.markdown(report[kind.section])
+            assert any(line.startswith("## ") for line in lines)
+            assert not any("None" in line or "nan" in line for line in lines), lines
+    assert ("by_model" in report) is (kind.by_model and result.model is not None)
+    row = export_row(result)
+    assert all(row[k] == v for k, v in kind.export(result).items())
+    counters = live_increments(result)
+    assert all(counters[k] == v for k, v in kind.counters(result).items())
+
+
+def test_a_kinds_section_is_fed_its_own_results_only() -> None:
+    """Every kind's results in one report: each section counts only its kind's (a pair's
+    results never reach the retrieval section, a question's never the conversation one)."""
+    agg = Aggregator(scale="1-10", hit_k=(1, 3))
+    results = []
+    for i, name in enumerate(sorted(KINDS)):
+        ctx = _context(name, 1)
+        job = JOB_MODELS[name].model_validate({**KINDS[name].sample, "id": f"j{i}"})
+        results.append(grade_job(ctx, job, i))
+    for r in results:
+        agg.add(r)
+    report = agg.report(judge_model="schema-judge")
+    assert report["retrieval"]["questions"] == 1
+    assert report["conversation"]["jobs"] == 1
+    assert "pairwise" not in report, "a pairwise section belongs to a pairwise rubric's run"
+
+
+KIND_WORDS = {*KINDS, *(k.model.__name__ for k in KINDS.values())}
+SEAM_EXCEPTIONS = {
+    # the stored result is still one flat record with every kind's fields (to be typed per kind)
+    "judgeq/grading/result.py",
+    # the rubric's own format says which kind it grades (``job: conversation``, a pairwise scale,
+    # a retrieval section)
+    "judgeq/rubric/model.py",
+}
+
+
+def test_outside_the_kinds_package_no_product_module_branches_on_a_kind() -> None:
+    """No comparison with a kind's name and no isinstance check on a kind's model outside
+    judgeq/jobs/ (each kind's module and the registry) but the exceptions listed, which say why."""
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for path in sorted(
+        [*root.glob("judgeq/**/*.py"), *root.glob("producer/**/*.py"), *root.glob("workers/**/*.py")]
+    ):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("judgeq/jobs/", "judgeq/testing/")) or rel in SEAM_EXCEPTIONS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                for side in (node.left, *node.comparators):
+                    if isinstance(side, ast.Constant) and side.value in KIND_WORDS:
+                        found.append(f"{rel}:{node.lineno}: compares with {side.value!r}")
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+                names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                found += [f"{rel}:{node.lineno}: isinstance on {n}" for n in sorted(names & KIND_WORDS)]
+    assert found == []

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 import judgeq
+from judgeq.figures.stats import bradley_terry, bradley_terry_leaderboard
 from judgeq.grading.request import JudgeRequest
 from judgeq.grading.result import Result
 from judgeq.jobs.models import PairJob
 from judgeq.judges.base import RetryPolicy
 from judgeq.pipeline.job import GradingContext, grade_job
 from judgeq.report.aggregate import Aggregator
-from judgeq.report.stats import bradley_terry, bradley_terry_leaderboard
 from judgeq.rubric.model import parse_rubric
 
 PAIRWISE = judgeq.load_rubric("pairwise")
@@ -192,7 +192,7 @@ def test_length_controlled_win_rate_averages_the_two_strata() -> None:
     half = 1.959964 * (0.125 / 2) ** 0.5 / 2 * 100
     assert row["win_rate_length_controlled_ci95"] == pytest.approx([62.5 - half, 62.5 + half], abs=0.01)
     # kept within 0-100 where the normal interval would pass them (old: up to 108%)
-    from judgeq.report.stats import strata_mean_interval
+    from judgeq.figures.stats import strata_mean_interval
 
     assert strata_mean_interval([(2, 200.0, 20000.0), (3, 250.0, 22500.0)])[1] <= 100.0
 

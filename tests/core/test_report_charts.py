@@ -9,9 +9,9 @@ import re
 
 import pytest
 
+from judgeq.figures.formatting import fmt
 from judgeq.grading.result import Result
 from judgeq.report.build import build_report, new_aggregator
-from judgeq.report.formatting import fmt
 from judgeq.report.html import PAD_B, H, bars, charts, count_scale, headline_cards, histogram
 from judgeq.rubric.model import read_rubric_text
 from judgeq.runspec import RunSpec

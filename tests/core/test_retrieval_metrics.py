@@ -54,8 +54,9 @@ from judgeq import (
     load_rubric,
 )
 from judgeq.grading.retrieval import first_relevant_rank, hits_at, position_weight, total_score
+from judgeq.jobs.question import RetrievalStats
 from judgeq.pipeline.job import GradingContext, grade_job
-from judgeq.report.aggregate import Aggregator, RetrievalStats
+from judgeq.report.aggregate import Aggregator
 from judgeq.testing.mock_messages import verdict_for_schema
 
 KS = (1, 3, 5, 10)
@@ -375,11 +376,11 @@ def test_run_aggregates_match_ir_measures(seed: int) -> None:
         for name, t in (("pass_rate_8", 8.0), ("pass_rate_7", 7.0), ("pass_rate_6_5", 6.5)):
             assert within_rounding(retrieval[name], 100.0 * sum(s >= t for s in scored) / n, 2)
 
-    check(report["retrieval"], cases, agg.run.retrieval)
+    check(report["retrieval"], cases, agg.run.sections.get("question"))  # type: ignore[arg-type]
     by_model = report["retrieval"]["by_model"]
     assert set(by_model) == {"m0", "m1", "m2"}
     for model, retrieval in by_model.items():
-        check(retrieval, [c for c in cases if c.model == model], agg.by_model[model].retrieval)
+        check(retrieval, [c for c in cases if c.model == model], agg.by_model[model].sections.get("question"))  # type: ignore[arg-type]
 
 
 def test_mrr_denominator_is_all_questions() -> None:

@@ -14,6 +14,7 @@ import scipy.stats
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
 import judgeq
+from judgeq.figures.stats import wilson
 from judgeq.grading.request import JudgeRequest
 from judgeq.grading.result import Result
 from judgeq.jobs.models import ResponseJob
@@ -21,7 +22,6 @@ from judgeq.judges.base import RetryPolicy
 from judgeq.pipeline.job import GradingContext, grade_job
 from judgeq.report.aggregate import Aggregator
 from judgeq.report.markdown import render_markdown
-from judgeq.report.stats import wilson
 from judgeq.testing.mock_messages import verdict_for_schema
 
 QUALITY = judgeq.load_rubric("quality")
@@ -159,7 +159,7 @@ def test_intervals_wilson_and_t_against_the_formulas() -> None:
     assert wilson(0, 0) is None
     # fractional successes (a tie is half a win) use the same closed form, which matches
     # scipy's Wilson interval wherever scipy can compute it (whole counts)
-    from judgeq.report.stats import wilson_bounds
+    from judgeq.figures.stats import wilson_bounds
 
     for k, m in ((0, 5), (3, 7), (7, 10), (40, 40), (123, 400)):
         ci = scipy.stats.binomtest(k, m).proportion_ci(0.95, method="wilson")
@@ -206,8 +206,8 @@ def test_markdown_prints_values_with_their_intervals() -> None:
     assert (rep["overall"]["mean"], rep["overall"]["ci95"]) == (6.05, [4.3186, 7.7814])
     assert "| **overall** | 10 | 6.05 (4.32-7.78) |" in md  # two decimals, as people read them
     # a negative bound is not a dash: "-0.09 (-0.89 to 0.71)"
-    from judgeq.report.formatting import fmt_ci as _ci
-    from judgeq.report.formatting import fmt_p as _p
+    from judgeq.figures.formatting import fmt_ci as _ci
+    from judgeq.figures.formatting import fmt_p as _p
 
     assert _ci(-0.0863, [-0.8862, 0.7137]) == "-0.09 (-0.89 to 0.71)"
     assert _ci(75.0, [50.5, 90.0], "%") == "75.0% (50.5-90.0)"

@@ -17,7 +17,9 @@ no variance.  A figure is never made up to fill a table.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "METHODS",
     "AlphaLevel",
     "Histogram",
+    "Stats",
     "bradley_terry",
     "bradley_terry_leaderboard",
     "categorical_agreement",
@@ -37,6 +40,7 @@ __all__ = [
     "paired",
     "pct",
     "prewarm",
+    "quantile",
     "strata_mean_interval",
     "t_interval",
     "wilson",
@@ -353,3 +357,76 @@ def bradley_terry_leaderboard(
         )
         board.append({"model": m, "rating": rating, "ci95": ci})
     return board
+
+
+def quantile(hist: Mapping[float, int], q: float) -> float | None:
+    """The q-quantile of a histogram {value: count}, interpolating linearly (numpy default)."""
+    n = sum(hist.values())
+    if n == 0:
+        return None
+    pos = q * (n - 1)
+    lo_rank, frac = math.floor(pos), pos - math.floor(pos)
+    hi_rank = min(lo_rank + 1, n - 1)
+    lo_val = hi_val = None
+    seen = 0
+    for value in sorted(hist):
+        seen += hist[value]
+        if lo_val is None and seen > lo_rank:
+            lo_val = value
+        if seen > hi_rank:
+            hi_val = value
+            break
+    assert lo_val is not None and hi_val is not None
+    return lo_val + (hi_val - lo_val) * frac
+
+
+@dataclass(slots=True)
+class Stats:
+    """Streaming mean/median/std/min/max over values with at most 2 decimals.
+
+    ``add`` only counts the value (it runs several times per result of a million-job reduce);
+    the histogram of values rounded to 2 decimals, the count and the sums are derived from
+    those counts when asked for (a few hundred distinct values whatever the run's size)."""
+
+    raw: Counter[float] = field(default_factory=Counter)
+
+    def add(self, value: float) -> None:
+        self.raw[value] += 1
+
+    @property
+    def hist(self) -> Counter[float]:
+        out: Counter[float] = Counter()
+        for v, c in self.raw.items():
+            out[round(v, 2)] += c
+        return out
+
+    @property
+    def n(self) -> int:
+        return sum(self.raw.values())
+
+    @property
+    def total(self) -> float:
+        return sum(v * c for v, c in self.hist.items())
+
+    @property
+    def total_sq(self) -> float:
+        return sum(v * v * c for v, c in self.hist.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        hist = self.hist
+        n = sum(hist.values())
+        if not n:
+            return {"n": 0, "mean": None, "ci95": None, "median": None, "std": None, "min": None, "max": None}
+        total = sum(v * c for v, c in hist.items())
+        total_sq = sum(v * v * c for v, c in hist.items())
+        mean = total / n
+        var = max(total_sq / n - mean * mean, 0.0)
+        return {
+            "n": n,
+            "mean": _round(mean, 4),
+            "ci95": t_interval(n, total, total_sq),
+            "median": _round(quantile(hist, 0.5), 4),
+            "std": _round(math.sqrt(var), 4),
+            "min": min(hist),
+            "max": max(hist),
+        }
