@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from judgeq.report.html import axis_number, nice_ticks
+from judgeq.figures.charts import axis_number, nice_ticks
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -173,7 +173,8 @@ def test_axis_numbers_are_round_and_plain() -> None:
 def test_synthetic_plots_at_their_extremes_have_no_overlapping_labels(tmp_path: Path) -> None:
     # what a run's figures can make, fixed here (a run's latencies differ run by run): many bins
     # with long labels, one bin, small values, large counts, long model names, a large matrix
-    from judgeq.report.html import _PAGE, bars, dots, histogram, matrix
+    from judgeq.figures.charts import bars, dots, histogram, matrix
+    from judgeq.report.html import _PAGE
 
     many = {"edges": [i * 61.7 for i in range(41)], "counts": [i * 523 for i in range(40)]}
     small = {"edges": [0.0, 0.55, 1.1], "counts": [30, 2]}

@@ -78,6 +78,11 @@ class JobKind:
     html: Callable[[Mapping[str, Any] | None, Mapping[str, Mapping[str, str]]], str] | None = None
     """Its section's part of report.html, given the texts of the jobs it shows (by job id, from
     :attr:`texts`)."""
+    cards: Callable[[Mapping[str, Any], Mapping[str, Any]], list[tuple[str, str]]] | None = None
+    """report.html's headline figures for a run with its section (given the section and the whole
+    report.json), in place of the mean score and pass rate."""
+    charts: Callable[[Mapping[str, Any]], list[str]] | None = None
+    """Its section's plots in report.html (SVG figures, :mod:`judgeq.figures.charts`)."""
     shown: Callable[[Mapping[str, Any] | None], set[str]] = lambda section: set()
     """The jobs whose texts its part of report.html shows (their lines are read back from the
     jobs file)."""

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from judgeq.figures import stats
+from judgeq.figures.charts import dots, matrix, with_ci
 from judgeq.figures.formatting import fmt_ci
 from judgeq.figures.stats import pct
 from judgeq.grading.result import Result
@@ -292,6 +293,50 @@ def pairwise_markdown(pw: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
+def _cards(pw: Mapping[str, Any], report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The first three pairs' win rates (ties as half), position consistency and agreement with
+    labels, with their intervals."""
+    cards = [
+        (
+            f"{pair['model']} over {pair['opponent']} (ties as half)",
+            with_ci(pair.get("win_rate"), pair.get("win_rate_ci95"), "%"),
+        )
+        for pair in (pw.get("pairs") or [])[:3]
+    ]
+    cards.append(
+        (
+            "position consistency",
+            with_ci(pw.get("position_consistency"), pw.get("position_consistency_ci95"), "%"),
+        )
+    )
+    pairs = (report.get("agreement") or {}).get("pairs")
+    if pairs:
+        cards.append(
+            (
+                "agreement with labels (ties as half)",
+                with_ci(pairs.get("accuracy_ties_half"), pairs.get("accuracy_ties_half_ci95"), "%"),
+            )
+        )
+    return cards
+
+
+def _charts(pw: Mapping[str, Any]) -> list[str]:
+    """The win matrix and, with three models or more, their Bradley-Terry ratings."""
+    out = [matrix("Pairwise win rate (row vs column, ties half)", pw.get("pairs") or [])]
+    board = pw.get("leaderboard") or []
+    if board:
+        ratings = [r["rating"] for r in board] + [c for r in board for c in (r.get("ci95") or [])]
+        out.append(
+            dots(
+                "Bradley-Terry ratings with bootstrap 95% intervals",
+                [(r["model"], r["rating"], r.get("ci95")) for r in board],
+                lo=min(ratings) - 20,
+                hi=max(ratings) + 20,
+            )
+        )
+    return out
+
+
 def _texts(obj: Mapping[str, Any]) -> dict[str, str]:
     output = f"A: {obj.get('output_a', '')}\n\nB: {obj.get('output_b', '')}"
     return {"input": str(obj.get("input", "")), "output": output}
@@ -317,6 +362,8 @@ PAIR = JobKind(
     run_section=lambda shape: (
         PairwiseStats(judges=shape.judges, swapped=shape.swap) if shape.pairwise else None
     ),
+    cards=_cards,
+    charts=_charts,
     by_model=False,
     shown_model=lambda r: f"{r.model or 'A'} vs {r.model_b or 'B'}",
 )

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from judgeq.figures.charts import bars, curve, with_ci
 from judgeq.figures.formatting import fmt_ci
 from judgeq.figures.stats import Stats, pct, t_interval, wilson
 from judgeq.grading.result import Result
@@ -195,6 +196,37 @@ def question_grade(
     return {"llm_grade": grade, "total_score": total_score(grade, rank, retrieval)}
 
 
+def _cards(rt: Mapping[str, Any], report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Accuracy, Hit@1, Hit@5 and MRR, then the mean LLM grade, with their intervals."""
+    ci = rt.get("ci95") or {}
+    cards = [
+        ("accuracy (needle retrieved)", with_ci(rt.get("accuracy"), ci.get("accuracy"), "%")),
+        ("Hit@1", with_ci(rt.get("hit_at_1_rate"), ci.get("hit_at_1_rate"), "%")),
+        ("Hit@5", with_ci(rt.get("hit_at_5_rate"), ci.get("hit_at_5_rate"), "%")),
+        ("MRR", with_ci(rt.get("mrr"), ci.get("mrr"), nd=3)),
+    ]
+    o = report.get("overall") or {}
+    if o.get("mean") is not None:
+        cards.append(("mean LLM grade", with_ci(o["mean"], o.get("ci95"))))
+    return cards
+
+
+def _charts(rt: Mapping[str, Any]) -> list[str]:
+    """The rank of the first relevant chunk, and hit@k."""
+    ranks = rt.get("rank_counts") or {}
+    return [
+        bars(
+            "Rank of the first relevant chunk",
+            list(ranks),
+            list(ranks.values()),
+            ylabel="questions",
+            counts=True,
+            categories=True,
+        ),
+        curve("hit@k (% of questions)", [(f"k={k}", v) for k, v in (rt.get("hit_at_k_rates") or {}).items()]),
+    ]
+
+
 def _counters(r: Result) -> dict[str, float]:
     """Questions, reciprocal ranks, hits at 1 and totals of 7 or more, for progress lines."""
     inc: dict[str, float] = {"questions": 1}
@@ -272,6 +304,8 @@ QUESTION = JobKind(
     markdown=retrieval_markdown,
     null_fields=lambda ident: {"question_id": ident},
     section="retrieval",
+    cards=_cards,
+    charts=_charts,
     counters=_counters,
     export=lambda r: {key: getattr(r, key) for key in ("rank", "hit_at_1", "llm_grade", "total_score")},
     rescored=lambda r, overall, rubric, retrieval: question_grade(overall, r.rank, rubric, retrieval),

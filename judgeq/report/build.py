@@ -10,12 +10,11 @@ from judgeq.grading.request import render_system
 from judgeq.judges.prices import Prices, shipped_prices
 from judgeq.ratelimit import estimate_input_tokens
 from judgeq.report.aggregate import Aggregator
+from judgeq.report.model import REPORT_VERSION
 from judgeq.rubric.model import Rubric
 from judgeq.runspec import RunSpec
 
 __all__ = ["REPORT_VERSION", "build_report", "new_aggregator", "prompt_cache_note"]
-
-REPORT_VERSION = 1
 
 
 def _rubric(spec: RunSpec) -> tuple[Rubric | None, str | None]:

@@ -281,7 +281,7 @@ def render_markdown(c: Mapping[str, Any], a: str, b: str) -> str:
 def render_html(c: Mapping[str, Any], a: str, b: str) -> str:
     """A self-contained page of the comparison: a plot of the mean differences with their
     intervals, and the Markdown's tables."""
-    from judgeq.report import html as _html
+    from judgeq.figures import charts as _charts
 
     names = ["overall", *c["dimensions"]]
     rows = [c["overall"], *c["dimensions"].values()]
@@ -289,7 +289,7 @@ def render_html(c: Mapping[str, Any], a: str, b: str) -> str:
     lo, hi = min([*values, 0.0]), max([*values, 0.0])
     if hi - lo < 1e-9:
         lo, hi = lo - 1.0, hi + 1.0
-    plot = _html.dots(
+    plot = _charts.dots(
         "Mean difference B - A, with 95% intervals",
         [(n, r["mean_diff"], r["ci95"]) for n, r in zip(names, rows, strict=True)],
         lo=lo,
@@ -301,7 +301,7 @@ def render_html(c: Mapping[str, Any], a: str, b: str) -> str:
     body_with_plot = f"{title}{sep}{plot}{rest}" if sep else f"{plot}{body}"
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_html.esc(f'judgeq compare {a} vs {b}')}</title>"
+        f"<title>{_charts.esc(f'judgeq compare {a} vs {b}')}</title>"
         "<style>body{font:14px/1.45 system-ui,sans-serif;margin:24px}table{border-collapse:collapse}"
         "td,th{border-bottom:1px solid #eee;padding:4px 8px;text-align:left}"
         ".tick{font-size:13px;fill:#444}.axis{stroke:#888}.grid{stroke:#eee}.interval{stroke:#222;stroke-width:1.5}"
@@ -316,7 +316,7 @@ def _inline(text: str) -> str:
     """A line's text escaped, with ``**bold**`` and ```code``` as HTML."""
     import re
 
-    from judgeq.report.html import esc
+    from judgeq.figures.charts import esc
 
     html = esc(text)
     html = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html)

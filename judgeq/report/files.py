@@ -22,6 +22,7 @@ from judgeq.grading.result import Result
 from judgeq.jobs.kinds import KINDS, texts_of
 from judgeq.report.html import MAX_ROWS, render_html
 from judgeq.report.markdown import render_markdown
+from judgeq.report.model import RunReport
 from judgeq.runspec import RunSpec
 
 __all__ = ["Texts", "jobs_file_texts", "write_report_files"]
@@ -118,8 +119,9 @@ def write_report_files(
     stale = run_dir / ("verdicts.jsonl" if compress else "verdicts.jsonl.gz")  # an earlier write's copy
     if stale.exists():
         stale.unlink()
-    _atomic_write(paths["report.json"], lambda f: f.write(json.dumps(report, indent=2) + "\n"))
-    _atomic_write(paths["report.md"], lambda f: f.write(render_markdown(report)))
+    typed = RunReport.from_dict(report)  # report.json is the typed model, serialised
+    _atomic_write(paths["report.json"], lambda f: f.write(json.dumps(typed.to_dict(), indent=2) + "\n"))
+    _atomic_write(paths["report.md"], lambda f: f.write(render_markdown(typed)))
     try:
         kinds = {
             job for kind in KINDS.values() if kind.section for job in kind.shown(report.get(kind.section))

@@ -7,15 +7,16 @@ from typing import Any
 from judgeq.figures.formatting import fmt, fmt_ci, fmt_p, lane_name
 from judgeq.jobs.kinds import KINDS
 from judgeq.judges.prices import unpriced_text
+from judgeq.report.model import RunReport
 
 __all__ = ["render_markdown", "validity_markdown"]
 
 
-def validity_markdown(report: dict[str, Any]) -> list[str]:
+def validity_markdown(report: RunReport) -> list[str]:
     """The sections on how far the grades can be trusted: paired model comparisons, pairwise
     figures, agreement with labels, the council."""
     lines: list[str] = []
-    if report.get("by_model_paired"):
+    if report.by_model_paired:
         lines += [
             "",
             "## Models on the same inputs (paired)",
@@ -23,13 +24,13 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
             "| model | vs | shared inputs | mean difference (vs - model, 95% CI) | p (Wilcoxon) |",
             "|---|---|---:|---:|---:|",
         ]
-        for p in report["by_model_paired"]:
+        for p in report.by_model_paired:
             lines.append(
                 f"| {p['model']} | {p['vs']} | {p['n']} | {fmt_ci(p['mean_diff'], p['ci95'])} | "
                 f"{fmt_p(p['p_value'])} |"
             )
     lines += _kind_sections(report, validity=True)
-    ag = report.get("agreement")
+    ag = report.agreement
     if ag:
         lines += [
             "",
@@ -60,7 +61,7 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
                 f"quadratic-weighted kappa {fmt(p['qwk'], nd=3)}, "
                 f"mean absolute error {fmt_ci(p['mae'], p.get('mae_ci95'))}"
             )
-    co = report.get("council")
+    co = report.council
     if co:
         lines += [
             "",
@@ -75,7 +76,7 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
             "",
             f"- Krippendorff's alpha ({co['alpha_level']}): {fmt(co['krippendorff_alpha'], nd=3)} over "
             f"{co['sampled_units']} jobs",
-            f"- Jobs the judges disagree on: {report.get('flags', {}).get('judges_disagree', 0)}"
+            f"- Jobs the judges disagree on: {report.flags.get('judges_disagree', 0)}"
             + (
                 " (largest spreads: "
                 + ", ".join(f"{d['job_id']} {d['spread']:g}" for d in co["disagreements"][:5])
@@ -100,14 +101,14 @@ def validity_markdown(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _kind_sections(report: dict[str, Any], *, validity: bool) -> list[str]:
+def _kind_sections(report: RunReport, *, validity: bool) -> list[str]:
     """Each kind's own section (:attr:`JobKind.markdown`), in the registry's order: those on the
     jobs graded after the scores, those on how far the grades can be trusted (``validity``) with
     the validity sections."""
     lines: list[str] = []
     for kind in KINDS.values():
         if kind.markdown is not None and kind.section is not None and kind.validity == validity:
-            lines += kind.markdown(report.get(kind.section))
+            lines += kind.markdown(report.section(kind.section))
     return lines
 
 
@@ -124,14 +125,15 @@ def served_lines(served: list[dict[str, Any]]) -> list[str]:
     return [f"- Answered by: {'; '.join(parts)}"] if parts else []
 
 
-def render_markdown(report: dict[str, Any]) -> str:
-    """A readable summary of a report, with tables."""
-    c = report["counts"]
-    r = report["rubric"]
-    judge = report["judge"]
-    judges = judge.get("council") or [f"{judge['provider']}:{judge['model']}"]
+def render_markdown(document: RunReport | dict[str, Any]) -> str:
+    """A readable summary of a report (its model, or report.json as a dict), with tables."""
+    report = document if isinstance(document, RunReport) else RunReport.from_dict(document)
+    c = report.counts
+    r = report.rubric
+    judge = report.judge
+    judges = judge.council or [f"{judge.provider}:{judge.model}"]
     lines = [
-        f"# judgeq report: {report['run_id']}" + (" (PARTIAL)" if report.get("partial") else ""),
+        f"# judgeq report: {report.run_id}" + (" (PARTIAL)" if report.partial else ""),
         "",
         *(
             [
@@ -140,57 +142,57 @@ def render_markdown(report: dict[str, Any]) -> str:
                 "only what finished.",
                 "",
             ]
-            if report.get("partial")
+            if report.partial
             else []
         ),
-        *(line for w in report.get("warnings") or [] for line in (f"> **Warning**: {w}", "")),
-        f"- Rubric: **{r['name']}** {r['version']} (scale {r['scale']}, source `{r['source']}`)",
+        *(line for w in report.warnings or [] for line in (f"> **Warning**: {w}", "")),
+        f"- Rubric: **{r.name}** {r.version} (scale {r.scale}, source `{r.source}`)",
         f"- Judge: {judges[0]}"
         if len(judges) == 1
-        else f"- Judges (a council, {judge.get('council_mode', 'mean')}): {', '.join(judges)}",
-        *served_lines(judge.get("served") or []),
-        f"- Jobs file: `{report.get('batch', '')}`",
-        f"- Started {report['started_at']}, finished {report['finished_at']} ({report['wall_s']} s)",
+        else f"- Judges (a council, {judge.council_mode or 'mean'}): {', '.join(judges)}",
+        *served_lines(judge.served),
+        f"- Jobs file: `{report.batch or ''}`",
+        f"- Started {report.started_at}, finished {report.finished_at} ({report.wall_s} s)",
         "",
         "## Counts",
         "",
         "| total | graded | null | rejected | coverage |",
         "|---:|---:|---:|---:|---:|",
-        f"| {c['total']} | {c['graded']} | {c['null']} | {c['rejected']} | "
-        f"{fmt_ci(report['coverage'], report.get('coverage_ci95'), '%')} |",
+        f"| {c.total} | {c.graded} | {c.null} | {c.rejected} | "
+        f"{fmt_ci(report.coverage, report.coverage_ci95, '%')} |",
     ]
-    if c["null_by_reason"]:
+    if c.null_by_reason:
         lines += ["", "| null reason | jobs |", "|---|---:|"]
-        lines += [f"| {k} | {v} |" for k, v in c["null_by_reason"].items()]
-    o = report["overall"]
+        lines += [f"| {k} | {v} |" for k, v in c.null_by_reason.items()]
+    o = report.overall
     lines += [
         "",
         "## Scores (graded jobs)",
         "",
         "| | n | mean (95% CI) | median | std | min | max |",
         "|---|---:|---:|---:|---:|---:|---:|",
-        f"| **overall** | {o['n']} | {fmt_ci(o['mean'], o.get('ci95'))} | {fmt(o['median'])} | "
-        f"{fmt(o['std'])} | {fmt(o['min'])} | {fmt(o['max'])} |",
+        f"| **overall** | {o.n} | {fmt_ci(o.mean, o.ci95)} | {fmt(o.median)} | "
+        f"{fmt(o.std)} | {fmt(o.min)} | {fmt(o.max)} |",
     ]
-    for name, d in report["dimensions"].items():
+    for name, d in report.dimensions.items():
         lines.append(
-            f"| {name} | {d['n']} | {fmt_ci(d['mean'], d.get('ci95'))} | {fmt(d['median'])} | "
-            f"{fmt(d['std'])} | {fmt(d['min'])} | {fmt(d['max'])} |"
+            f"| {name} | {d.n} | {fmt_ci(d.mean, d.ci95)} | {fmt(d.median)} | "
+            f"{fmt(d.std)} | {fmt(d.min)} | {fmt(d.max)} |"
         )
-    if "pass_rates" in report:
-        cis = report.get("pass_rates_ci95", {})
+    if report.pass_rates is not None:
+        cis = report.pass_rates_ci95 or {}
         lines += ["", "## Pass rates (percent of all jobs; a null counts as not passed)", ""]
         lines += ["| threshold | pass rate (95% CI) |", "|---:|---:|"]
-        lines += [f"| ≥ {t} | {fmt_ci(v, cis.get(t), '%')} |" for t, v in report["pass_rates"].items()]
+        lines += [f"| ≥ {t} | {fmt_ci(v, cis.get(t), '%')} |" for t, v in report.pass_rates.items()]
         lines.append(
-            f"| rubric threshold ({r['pass_threshold']}) | "
-            f"{fmt_ci(report['pass_rate'], report.get('pass_rate_ci95'), '%')} |"
+            f"| rubric threshold ({r.pass_threshold}) | "
+            f"{fmt_ci(report.pass_rate, report.pass_rate_ci95, '%')} |"
         )
-    elif "pass_rate" in report:
+    elif "pass_rate" in report.model_fields_set:
         lines += ["", "## Pass rate (percent of all jobs; a null counts as not passed)", ""]
-        lines.append(f"Pass rate: **{fmt_ci(report['pass_rate'], report.get('pass_rate_ci95'), '%')}**")
+        lines.append(f"Pass rate: **{fmt_ci(report.pass_rate, report.pass_rate_ci95, '%')}**")
     lines += _kind_sections(report, validity=False)
-    if report.get("by_model"):
+    if report.by_model:
         lines += [
             "",
             "## By model",
@@ -198,61 +200,61 @@ def render_markdown(report: dict[str, Any]) -> str:
             "| model | total | graded | null | mean (95% CI) | pass rate (95% CI) |",
             "|---|---:|---:|---:|---:|---:|",
         ]
-        for model, s in report["by_model"].items():
+        for model, g in report.by_model.items():
             lines.append(
-                f"| {model} | {s['counts']['total']} | {s['counts']['graded']} | "
-                f"{s['counts']['null']} | {fmt_ci(s['overall']['mean'], s['overall'].get('ci95'))} | "
-                f"{fmt_ci(s.get('pass_rate'), s.get('pass_rate_ci95'), '%')} |"
+                f"| {model} | {g.counts.total} | {g.counts.graded} | "
+                f"{g.counts.null} | {fmt_ci(g.overall.mean, g.overall.ci95)} | "
+                f"{fmt_ci(g.pass_rate, g.pass_rate_ci95, '%')} |"
             )
     lines += validity_markdown(report)
-    lat, use = report["latency_ms"], report["usage"]
+    lat, use = report.latency_ms, report.usage
     lines += [
         "",
         "## Latency and usage",
         "",
-        f"- Grading latency: p50 {fmt(lat['p50'])} ms, p95 {fmt(lat['p95'])} ms, max {fmt(lat['max'])} ms",
-        f"- Tokens: {use['input_tokens']:,} in, {use['output_tokens']:,} out "
-        f"({use['judge_calls']:,} judge calls); estimated cost "
+        f"- Grading latency: p50 {fmt(lat.p50)} ms, p95 {fmt(lat.p95)} ms, max {fmt(lat.max)} ms",
+        f"- Tokens: {use.input_tokens:,} in, {use.output_tokens:,} out "
+        f"({use.judge_calls:,} judge calls); estimated cost "
         + (
-            f"${use['estimated_cost_usd']:.4f}"
-            if use["estimated_cost_usd"] is not None
-            else f"unknown ({unpriced_text(use.get('unpriced_models'))})"
+            f"${use.estimated_cost_usd:.4f}"
+            if use.estimated_cost_usd is not None
+            else f"unknown ({unpriced_text(use.unpriced_models)})"
         ),
     ]
-    parts = use.get("cost_usd")
+    parts = use.cost_usd
     if parts:
         shown = ", ".join(f"{k.replace('_', ' ')} ${v:.4f}" for k, v in parts.items() if k != "total" and v)
-        lines.append(f"- Cost by part: {shown or 'nothing'} (prices of {use.get('prices_taken', '?')})")
-    lane = use.get("batch_api") or {}
-    if lane.get("jobs"):
-        off = lane.get("discount_usd")
+        lines.append(f"- Cost by part: {shown or 'nothing'} (prices of {use.prices_taken})")
+    lane = use.batch_api
+    if lane.jobs:
+        off = lane.discount_usd
         lines.append(
-            f"- {lane_name(judge.get('provider'))}: {lane['jobs']:,} job(s) judged in batches"
+            f"- {lane_name(judge.provider)}: {lane.jobs:,} job(s) judged in batches"
             + (
                 f", discount ${-off:.4f} included above"
                 if off is not None
                 else " (discount unknown: no price)"
             )
         )
-    note = (use.get("prompt_cache") or {}).get("note")
+    note = (use.prompt_cache or {}).get("note")
     if note:
         lines.append(f"- Prompt caching: {note}")
-    hits = use.get("reply_cache", {}).get("hits", 0)
+    hits = use.reply_cache.hits
     if hits:
-        saved = use["reply_cache"]["saved_usd"]
+        saved = use.reply_cache.saved_usd
         lines.append(
             f"- Reply cache: {hits:,} job(s) graded from cached judge replies, no judge call "
             + (f"(saved ${saved:.4f})" if saved is not None else "(saving unknown: no price)")
         )
-    if report.get("flags"):
-        lines += ["", "Flags: " + ", ".join(f"{k} {v}" for k, v in report["flags"].items())]
-    if report.get("rejected"):
+    if report.flags:
+        lines += ["", "Flags: " + ", ".join(f"{k} {v}" for k, v in report.flags.items())]
+    if report.rejected:
         lines += [
             "",
-            f"## Rejected input lines ({c['rejected']})",
+            f"## Rejected input lines ({c.rejected})",
             "",
             "| line | field | reason |",
             "|---:|---|---|",
         ]
-        lines += [f"| {x['line']} | {x['field']} | {x['reason']} |" for x in report["rejected"][:100]]
+        lines += [f"| {x['line']} | {x['field']} | {x['reason']} |" for x in report.rejected[:100]]
     return "\n".join(lines) + "\n"

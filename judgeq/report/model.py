@@ -1,0 +1,269 @@
+"""``report.json`` as a typed model: :class:`RunReport`, what a run's report holds, each part a
+model whose attributes mypy checks (``report.counts.graded``, ``report.usage.reply_cache.hits``)
+instead of string keys read from a dict.
+
+report.json serialises it (:meth:`RunReport.to_dict`) byte for byte as before: the keys a report
+has are exactly the keys it was given (a part left out stays out, a ``null`` stays ``null``), in
+report.json's order; numbers keep their type (an ``int`` stays ``5``, a ``float`` ``5.0``). Each
+kind of job's own section (``retrieval``, ``pairwise``, ``conversation``: see
+:attr:`judgeq.jobs.kind.JobKind.section`) is kept by its kind's key in :attr:`RunReport.sections`
+and written where report.json has it: a section of every group of results after the group's
+``flags``, a section of the whole run after ``by_model_paired``.
+
+Deeper parts whose shape belongs to one figure (a council's, the agreement with labels, a
+kind's section) stay mappings here; they are typed where they are made.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from judgeq.jobs.kinds import KINDS
+
+__all__ = [
+    "REPORT_VERSION",
+    "BatchUsage",
+    "Counts",
+    "Distributions",
+    "Figures",
+    "GroupFigures",
+    "JudgeInfo",
+    "Latency",
+    "ReplyCacheUsage",
+    "RubricInfo",
+    "RunReport",
+    "Usage",
+]
+
+REPORT_VERSION = 1
+"""The version of report.json's layout."""
+
+Num = int | float
+"""A figure as computed: an int stays an int, a float a float (report.json keeps ``5`` and ``5.0``)."""
+Interval = list[Num] | None
+"""A 95% interval ``[low, high]`` (None: too few to say)."""
+
+GROUP_SECTION_KEYS = tuple(k.section for k in KINDS.values() if k.section and k.group_section is not None)
+"""Sections of every group of results (the run's and each model's)."""
+RUN_SECTION_KEYS = tuple(k.section for k in KINDS.values() if k.section and k.run_section is not None)
+"""Sections of the whole run."""
+
+
+class _Part(BaseModel):
+    """A part of report.json: every key it may have is declared (a key no part declares is an
+    error, not silently kept)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The part as report.json holds it: the keys it was given, in report.json's order."""
+        return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
+
+
+class Counts(_Part):
+    total: int
+    graded: int
+    null: int
+    null_by_reason: dict[str, int]
+    settled_by_checks: int | None = None
+    """Conversations a failed hard check settled (graded as failed, no judge's score)."""
+    rejected: int | None = None
+    missing: int | None = None
+
+
+class Figures(_Part):
+    """A value's distribution over graded jobs: count, mean with its interval, median, spread."""
+
+    n: int
+    mean: Num | None = None
+    ci95: Interval = None
+    median: Num | None = None
+    std: Num | None = None
+    min: Num | None = None
+    max: Num | None = None
+
+
+class GroupFigures(_Part):
+    """What is reported for a group of jobs (the whole run, or one model)."""
+
+    counts: Counts
+    coverage: Num | None = None
+    coverage_ci95: Interval = None
+    overall: Figures
+    dimensions: dict[str, Figures]
+    pass_rate: Num | None = None
+    pass_rate_ci95: Interval = None
+    pass_rates: dict[str, Num | None] | None = None
+    pass_rates_ci95: dict[str, Interval] | None = None
+    flags: dict[str, int] = Field(default_factory=dict)
+    sections: dict[str, Any] = Field(default_factory=dict)
+    """Each kind's own section of this group, by its key (:data:`GROUP_SECTION_KEYS`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_sections(cls, data: Any) -> Any:
+        return _gather(data, GROUP_SECTION_KEYS)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        sections = out.pop("sections", {})
+        return _insert_after(out, "flags", sections)
+
+
+class RubricInfo(_Part):
+    name: str
+    version: str
+    scale: str | None = None
+    source: str = ""
+    weights: dict[str, Num] | None = None
+    pass_threshold: Num | None = None
+    fingerprint: str | None = None
+    error: str | None = None
+    """Why the run's rubric no longer loads (its jobs are nulls; the report still names it)."""
+
+
+class JudgeInfo(_Part):
+    provider: str
+    model: str
+    lane: str = "live"
+    council: list[str] | None = None
+    council_mode: str | None = None
+    swap: bool | None = None
+    served: list[dict[str, Any]] = Field(default_factory=list)
+    """The provenance of its answered calls: provider, endpoint, model, response format, calls."""
+    note: str | None = None
+    """Why no judge answered (a re-scored run's verdicts are another run's)."""
+
+
+class Latency(_Part):
+    p50: Num | None
+    p95: Num | None
+    max: Num | None
+
+
+class Distributions(_Part):
+    overall: dict[str, Any]
+    latency_ms: dict[str, Any]
+
+
+class BatchUsage(_Part):
+    jobs: int
+    input_tokens: int
+    output_tokens: int
+    discount_usd: Num | None
+
+
+class ReplyCacheUsage(_Part):
+    hits: int
+    saved_input_tokens: int
+    saved_output_tokens: int
+    saved_usd: Num | None
+
+
+class Usage(_Part):
+    input_tokens: int
+    output_tokens: int
+    cache_read_input_tokens: int
+    cache_creation_input_tokens: int
+    judge_calls: int
+    estimated_cost_usd: Num | None
+    cost_usd: dict[str, Num] | None
+    batch_api: BatchUsage
+    prices_taken: str
+    reply_cache: ReplyCacheUsage
+    by_judge: dict[str, dict[str, Any]] | None = None
+    prompt_cache: dict[str, Any] | None = None
+    unpriced_models: list[str] | None = None
+
+
+class RunReport(GroupFigures):
+    """A run's whole report (report.json)."""
+
+    report_version: int = REPORT_VERSION
+    run_id: str
+    batch: str | None = None
+    """The jobs file (the key keeps its first name: readers use it)."""
+    rubric: RubricInfo
+    judge: JudgeInfo
+    intervals: dict[str, Any] = Field(default_factory=dict)
+    latency_ms: Latency
+    distributions: Distributions
+    usage: Usage
+    by_model: dict[str, GroupFigures] | None = None
+    by_model_paired: list[dict[str, Any]] | None = None
+    run_sections: dict[str, Any] = Field(default_factory=dict)
+    """Each kind's own section of the whole run, by its key (:data:`RUN_SECTION_KEYS`)."""
+    agreement: dict[str, Any] | None = None
+    council: dict[str, Any] | None = None
+    rejected: list[dict[str, Any]] = Field(default_factory=list)
+    started_at: str
+    finished_at: str
+    wall_s: Num
+    warnings: list[str] | None = None
+    partial: bool | None = None
+    """Written before every job was graded (a run stopped, or at its cost limit)."""
+    rescored_from: str | None = None
+    """The run whose results this report scored again (``judgeq rescore``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_run_sections(cls, data: Any) -> Any:
+        data = _gather(data, GROUP_SECTION_KEYS)
+        if isinstance(data, dict):
+            data = dict(data)
+            data["run_sections"] = {k: data.pop(k) for k in RUN_SECTION_KEYS if k in data}
+            if not data["run_sections"]:
+                del data["run_sections"]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunReport:
+        """A report.json document as its model."""
+        return cls.model_validate(data)
+
+    def section(self, key: str) -> Any:
+        """A kind's own section of the run (None: the run has none)."""
+        return self.sections.get(key, self.run_sections.get(key))
+
+    def to_dict(self) -> dict[str, Any]:
+        body = _Part.to_dict(self)
+        groups = body.pop("sections", {})
+        runs = body.pop("run_sections", {})
+        head = {k: body.pop(k) for k in _HEAD if k in body}
+        out = {**head, **body}
+        if self.by_model is not None:
+            out["by_model"] = {m: g.to_dict() for m, g in self.by_model.items()}
+        out = _insert_after(out, "flags", groups)
+        anchor = next(k for k in ("by_model_paired", "by_model", "usage") if k in out)
+        return _insert_after(out, anchor, runs)
+
+
+_HEAD = ("report_version", "run_id", "batch", "rubric", "judge", "intervals")
+"""report.json's first keys, before the run's figures."""
+
+
+def _gather(data: Any, keys: tuple[str, ...]) -> Any:
+    """A document's kind sections moved under ``sections``."""
+    if not isinstance(data, dict) or "sections" in data:
+        return data
+    data = dict(data)
+    sections = {k: data.pop(k) for k in keys if k in data}
+    if sections:
+        data["sections"] = sections
+    return data
+
+
+def _insert_after(doc: dict[str, Any], anchor: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with ``extra``'s keys right after ``anchor`` (at the end without it)."""
+    if not extra:
+        return doc
+    if anchor not in doc:
+        return {**doc, **extra}
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        out[key] = value
+        if key == anchor:
+            out.update(extra)
+    return out

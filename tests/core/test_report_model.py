@@ -1,0 +1,89 @@
+"""report.json as a typed model (issue 30, point 8): every report shape reads into
+:class:`~judgeq.report.model.RunReport` and serialises back byte for byte (keys, their order,
+``null`` against absent, ``5`` against ``5.0``); a key no part declares is refused; its parts are
+attributes mypy checks."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from judgeq.report.model import RunReport
+
+REPORTS = Path(__file__).resolve().parents[1] / "fixtures" / "reports"
+SHAPES = sorted(p.stem for p in REPORTS.glob("*.json"))
+
+
+def _load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((REPORTS / f"{name}.json").read_text(encoding="utf-8"))
+    return data
+
+
+def _bytes(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _variants(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The same report as the run's other endings and readers leave it: partial, warned,
+    rescored, with missing jobs, its rubric gone."""
+    partial = {**copy.deepcopy(doc), "warnings": ["a warning"], "partial": True}
+    rescored = {**copy.deepcopy(doc), "rescored_from": "run-a"}
+    rescored["judge"] |= {"served": [], "note": "no judge call: the verdicts of run run-a, scored again"}
+    missing = copy.deepcopy(doc)
+    missing["counts"]["missing"] = 3
+    gone = copy.deepcopy(doc)
+    gone["rubric"] |= {"version": "unknown", "scale": None, "fingerprint": None, "error": "x"}
+    return [doc, partial, rescored, missing, gone]
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_every_report_shape_round_trips_byte_for_byte(name: str) -> None:
+    for doc in _variants(_load(name)):
+        typed = RunReport.from_dict(doc)
+        assert _bytes(typed.to_dict()) == _bytes(doc)
+
+
+def test_the_fixtures_cover_every_kind_section_and_the_optional_parts() -> None:
+    keys = set().union(*(_load(n) for n in SHAPES))
+    assert {"retrieval", "pairwise", "conversation", "council", "agreement", "by_model"} <= keys
+    assert any("retrieval" in g for n in SHAPES for g in (_load(n).get("by_model") or {}).values())
+
+
+def test_the_parts_are_attributes() -> None:
+    report = RunReport.from_dict(_load("retr"))
+    assert report.counts.total == report.counts.graded + report.counts.null
+    assert report.usage.reply_cache.hits == 0 and report.usage.batch_api.jobs == 0
+    assert report.rubric.name == "retrieval-relevance" and report.judge.lane == "live"
+    assert report.overall.n == report.counts.graded
+    assert report.section("retrieval")["questions"] == report.counts.total
+    assert report.by_model is not None
+    assert all("retrieval" in g.sections for g in report.by_model.values())
+    assert RunReport.from_dict(_load("pairs")).section("pairwise")["graded"] > 0
+    assert RunReport.from_dict(_load("resp")).section("retrieval") is None
+
+
+def test_numbers_keep_their_type() -> None:
+    doc = _load("resp")
+    doc["wall_s"], doc["latency_ms"]["max"] = 5, 5.0
+    out = RunReport.from_dict(doc).to_dict()
+    assert type(out["wall_s"]) is int and type(out["latency_ms"]["max"]) is float
+
+
+@pytest.mark.parametrize(
+    "where",
+    [(), ("counts",), ("usage",), ("usage", "reply_cache"), ("judge",), ("overall",)],
+    ids=lambda w: ".".join(w) or "top",
+)
+def test_a_key_no_part_declares_is_refused(where: tuple[str, ...]) -> None:
+    doc = _load("resp")
+    part = doc
+    for key in where:
+        part = part[key]
+    part["surprise"] = 1
+    with pytest.raises(ValidationError, match="surprise"):
+        RunReport.from_dict(doc)
