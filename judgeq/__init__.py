@@ -34,6 +34,7 @@ from judgeq.grading.request import JudgeRequest
 from judgeq.grading.result import Result
 from judgeq.jobs.models import Job, PairJob, QuestionJob, ResponseJob
 from judgeq.judges.base import Judge, JudgeReply
+from judgeq.report.model import RunReport
 from judgeq.rubric.model import (
     Ceiling,
     CeilingRule,
@@ -82,6 +83,7 @@ __all__ = [
     "Rubric",
     "RubricError",
     "RunPaused",
+    "RunReport",
     "StoreError",
     "builtin_names",
     "grade",

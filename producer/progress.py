@@ -16,10 +16,12 @@ from kombu.exceptions import OperationalError
 
 from judgeq.errors import ConfigError, JudgeqError, RunPaused
 from judgeq.figures.formatting import fmt, fmt_count, lane_name
+from judgeq.jobs.kinds import DEFAULT, KINDS
 from judgeq.judges.prices import unpriced_text
 from judgeq.pipeline.batch_lane import lane_summary, lane_text
 from judgeq.ratelimit.headers import fmt_duration
 from judgeq.report.files import jobs_file_texts, write_report_files
+from judgeq.report.model import RunReport
 from judgeq.store.base import Store
 
 __all__ = [
@@ -393,61 +395,51 @@ def write_files(
     return write_report_files(out, report, results, spec=store.spec(run_id), texts=texts)
 
 
-def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -> str:
+def summary_text(document: RunReport | dict[str, Any], paths: dict[str, Path] | None = None) -> str:
     """The few lines printed when a run finishes (or stops: a partial run says so first).
-    Every figure is named for what it measures; a missing one is a dash, never ``None``."""
-    c = report["counts"]
-    o = report["overall"]
-    judge = report["judge"]
-    judges = judge.get("council") or [
-        judge["provider"] if judge["provider"] == "lexical" else f"{judge['provider']}:{judge['model']}"
+    Every figure is named for what it measures; a missing one is a dash, never ``None``. The
+    run's kind says what its score is called and adds its own lines (:attr:`JobKind.summary`)."""
+    report = document if isinstance(document, RunReport) else RunReport.from_dict(document)
+    c = report.counts
+    o = report.overall
+    judge = report.judge
+    judges = judge.council or [
+        judge.provider if judge.provider == "lexical" else f"{judge.provider}:{judge.model}"
     ]
+    kind = next((k for k in KINDS.values() if k.section and report.section(k.section)), DEFAULT)
+    section = report.section(kind.section) if kind.section else None
     lines = []
-    if report.get("partial"):
+    if report.partial:
         lines.append(
-            f"PARTIAL: run {report['run_id']} was stopped (canceled or interrupted) before every job "
+            f"PARTIAL: run {report.run_id} was stopped (canceled or interrupted) before every job "
             "was graded: its figures cover what finished"
         )
     lines += [
-        f"run {report['run_id']}: {fmt_count(c['graded'])}/{fmt_count(c['total'])} graded, "
-        f"{fmt_count(c['null'])} null"
-        + (f" ({', '.join(f'{k} {v:,}' for k, v in c['null_by_reason'].items())})" if c["null"] else "")
-        + (f", {c['rejected']:,} rejected input lines" if c.get("rejected") else ""),
-        f"rubric {report['rubric']['name']} {report['rubric']['version']}, "
+        f"run {report.run_id}: {fmt_count(c.graded)}/{fmt_count(c.total)} graded, "
+        f"{fmt_count(c.null)} null"
+        + (f" ({', '.join(f'{k} {v:,}' for k, v in c.null_by_reason.items())})" if c.null else "")
+        + (f", {c.rejected:,} rejected input lines" if c.rejected else ""),
+        f"rubric {report.rubric.name} {report.rubric.version}, "
         + (
-            f"council of {len(judges)} judges: {', '.join(judges)} ({judge.get('council_mode', 'mean')})"
+            f"council of {len(judges)} judges: {', '.join(judges)} ({judge.council_mode or 'mean'})"
             if len(judges) > 1
             else f"judge {judges[0]}"
         ),
     ]
-    pw = report.get("pairwise")
-    if o["n"] and not pw:
-        what = "LLM grade" if "retrieval" in report else "overall"
-        lines.append(
-            f"{what}: mean {fmt(o['mean'], nd=4)} median {fmt(o['median'], nd=4)} std {fmt(o['std'], nd=4)} "
-            f"(min {fmt(o['min'])}, max {fmt(o['max'])})"
-        )
-    of = "of all questions, on the LLM grade" if "retrieval" in report else "of all jobs"
-    if "pass_rates" in report and not pw:
-        rates = ", ".join(f">={t}: {fmt(v, '%')}" for t, v in report["pass_rates"].items())
-        lines.append(f"pass rates ({of}): {rates}")
-    elif "pass_rate" in report and not pw:
-        lines.append(f"pass rate ({of}): {fmt(report['pass_rate'], '%')}")
-    if pw:
-        for pair in pw.get("pairs") or []:
+    if kind.scored:
+        if o.n:
             lines.append(
-                f"win rate of {pair['model']} over {pair['opponent']}: {fmt(pair['win_rate'], '%')} "
-                f"(ties as half; {pair['wins']} wins, {pair['ties']} ties, {pair['losses']} losses), "
-                f"{fmt(pair['win_rate_excluding_ties'], '%')} ties excluded"
+                f"{kind.score_name}: mean {fmt(o.mean, nd=4)} median {fmt(o.median, nd=4)} "
+                f"std {fmt(o.std, nd=4)} (min {fmt(o.min)}, max {fmt(o.max)})"
             )
-        top = pw.get("leaderboard") or []
-        lines.append(
-            f"pairwise: {fmt_count(pw['graded'])} pairs; position consistency "
-            f"{fmt(pw['position_consistency'], '%')}, first-position preference "
-            f"{fmt(pw['first_position_preference'], '%')}"
-            + (f"; leader {top[0]['model']} ({top[0]['rating']})" if top else "")
-        )
-    agreement = report.get("agreement")
+        if report.pass_rates is not None:
+            rates = ", ".join(f">={t}: {fmt(v, '%')}" for t, v in report.pass_rates.items())
+            lines.append(f"pass rates ({kind.rates_of}): {rates}")
+        elif "pass_rate" in report.model_fields_set:
+            lines.append(f"pass rate ({kind.rates_of}): {fmt(report.pass_rate, '%')}")
+    if section and kind.summary is not None and kind.validity:
+        lines += kind.summary(section)
+    agreement = report.agreement
     if agreement:
         parts = []
         if "pairs" in agreement:
@@ -464,53 +456,42 @@ def summary_text(report: dict[str, Any], paths: dict[str, Path] | None = None) -
             num = agreement["numeric"]
             parts.append(f"Spearman {fmt(num['spearman'])}, QWK {fmt(num['qwk'])}")
         lines.append(f"agreement with {fmt_count(agreement['graded'])} labels: " + "; ".join(parts))
-    council = report.get("council")
+    council = report.council
     if council:
         lines.append(
             f"council agreement: Krippendorff's alpha {fmt(council['krippendorff_alpha'])}, "
-            f"{report.get('flags', {}).get('judges_disagree', 0):,} jobs the judges disagree on"
+            f"{report.flags.get('judges_disagree', 0):,} jobs the judges disagree on"
         )
-    if "retrieval" in report:
-        rt = report["retrieval"]
-        lines.append(
-            f"retrieval: accuracy (needle retrieved) {fmt(rt['accuracy'], '%')}, hit@1 "
-            f"{fmt(rt['hit_at_1_rate'], '%')}, hit@5 {fmt(rt['hit_at_5_rate'], '%')}, MRR "
-            f"{fmt(rt['mrr'], nd=3)}; mean LLM grade {fmt(rt['avg_llm_grade'])}, mean total score "
-            f"(retrieval and grade) {fmt(rt['avg_total_score'])}, "
-            f"total score >= 7: {fmt(rt['pass_rate_7'], '%')}"
-        )
-    use = report["usage"]
-    cost = use["estimated_cost_usd"]
-    lat = report["latency_ms"]
+    if section and kind.summary is not None and not kind.validity:
+        lines += kind.summary(section)
+    use = report.usage
+    cost = use.estimated_cost_usd
+    lat = report.latency_ms
     latency = (
-        f"latency p50 {fmt(lat['p50'], nd=0)} ms, p95 {fmt(lat['p95'], nd=0)} ms"
-        if lat.get("p50") is not None
+        f"latency p50 {fmt(lat.p50, nd=0)} ms, p95 {fmt(lat.p95, nd=0)} ms"
+        if lat.p50 is not None
         else "latency – (no judge call was made)"
     )
-    if report["judge"]["provider"] == "lexical":
+    if judge.provider == "lexical":
         lines.append(f"tokens: none (the lexical judge calls no LLM); {latency}")
     else:
         lines.append(
-            f"tokens: {use['input_tokens']:,} in / {use['output_tokens']:,} out; est. cost "
-            + (
-                f"${cost:.4f}"
-                if cost is not None
-                else f"unknown ({unpriced_text(use.get('unpriced_models'))})"
-            )
+            f"tokens: {use.input_tokens:,} in / {use.output_tokens:,} out; est. cost "
+            + (f"${cost:.4f}" if cost is not None else f"unknown ({unpriced_text(use.unpriced_models)})")
             + f"; {latency}"
         )
-        lane = use.get("batch_api") or {}
-        if lane.get("jobs"):
-            off = lane.get("discount_usd")
+        lane = use.batch_api
+        if lane.jobs:
+            off = lane.discount_usd
             lines.append(
-                f"{lane_name(report['judge'].get('provider'))}: {lane['jobs']:,} jobs"
+                f"{lane_name(judge.provider)}: {lane.jobs:,} jobs"
                 + (f", batch discount ${-off:.4f} (included)" if off is not None else "")
             )
-        hits = use.get("reply_cache", {}).get("hits", 0)
+        hits = use.reply_cache.hits
         if hits:
-            saved = use["reply_cache"]["saved_usd"]
+            saved = use.reply_cache.saved_usd
             lines.append(
-                f"reply cache: {hits:,} of {report['counts']['total']:,} jobs from cached judge replies"
+                f"reply cache: {hits:,} of {c.total:,} jobs from cached judge replies"
                 + (f", ${saved:.4f} saved" if saved else "")
             )
     if paths:

@@ -83,6 +83,15 @@ class JobKind:
     report.json), in place of the mean score and pass rate."""
     charts: Callable[[Mapping[str, Any]], list[str]] | None = None
     """Its section's plots in report.html (SVG figures, :mod:`judgeq.figures.charts`)."""
+    summary: Callable[[Mapping[str, Any]], list[str]] | None = None
+    """Its section's lines in what the CLI prints when a run ends."""
+    scored: bool = True
+    """Its results' overall score and pass rates are what a run of it is summed up by (a pair's
+    are not: its win rates are)."""
+    score_name: str = "overall"
+    """What the CLI calls its overall score."""
+    rates_of: str = "of all jobs"
+    """What the CLI says its pass rates are over."""
     shown: Callable[[Mapping[str, Any] | None], set[str]] = lambda section: set()
     """The jobs whose texts its part of report.html shows (their lines are read back from the
     jobs file)."""

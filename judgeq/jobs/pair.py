@@ -12,7 +12,7 @@ from pydantic import model_validator
 
 from judgeq.figures import stats
 from judgeq.figures.charts import dots, matrix, with_ci
-from judgeq.figures.formatting import fmt_ci
+from judgeq.figures.formatting import fmt, fmt_ci, fmt_count
 from judgeq.figures.stats import pct
 from judgeq.grading.result import Result
 from judgeq.grading.verdict import ParsedVerdict
@@ -337,6 +337,24 @@ def _charts(pw: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _summary(pw: Mapping[str, Any]) -> list[str]:
+    """Each pair's win rates, then the position figures and the leader."""
+    lines = [
+        f"win rate of {pair['model']} over {pair['opponent']}: {fmt(pair['win_rate'], '%')} "
+        f"(ties as half; {pair['wins']} wins, {pair['ties']} ties, {pair['losses']} losses), "
+        f"{fmt(pair['win_rate_excluding_ties'], '%')} ties excluded"
+        for pair in pw.get("pairs") or []
+    ]
+    top = pw.get("leaderboard") or []
+    lines.append(
+        f"pairwise: {fmt_count(pw['graded'])} pairs; position consistency "
+        f"{fmt(pw['position_consistency'], '%')}, first-position preference "
+        f"{fmt(pw['first_position_preference'], '%')}"
+        + (f"; leader {top[0]['model']} ({top[0]['rating']})" if top else "")
+    )
+    return lines
+
+
 def _texts(obj: Mapping[str, Any]) -> dict[str, str]:
     output = f"A: {obj.get('output_a', '')}\n\nB: {obj.get('output_b', '')}"
     return {"input": str(obj.get("input", "")), "output": output}
@@ -363,6 +381,8 @@ PAIR = JobKind(
         PairwiseStats(judges=shape.judges, swapped=shape.swap) if shape.pairwise else None
     ),
     cards=_cards,
+    summary=_summary,
+    scored=False,
     charts=_charts,
     by_model=False,
     shown_model=lambda r: f"{r.model or 'A'} vs {r.model_b or 'B'}",

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from judgeq.figures.charts import bars, curve, with_ci
-from judgeq.figures.formatting import fmt_ci
+from judgeq.figures.formatting import fmt, fmt_ci
 from judgeq.figures.stats import Stats, pct, t_interval, wilson
 from judgeq.grading.result import Result
 from judgeq.grading.retrieval import first_relevant_rank, hits_at, llm_grade, total_score
@@ -227,6 +227,16 @@ def _charts(rt: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _summary(rt: Mapping[str, Any]) -> list[str]:
+    return [
+        f"retrieval: accuracy (needle retrieved) {fmt(rt['accuracy'], '%')}, hit@1 "
+        f"{fmt(rt['hit_at_1_rate'], '%')}, hit@5 {fmt(rt['hit_at_5_rate'], '%')}, MRR "
+        f"{fmt(rt['mrr'], nd=3)}; mean LLM grade {fmt(rt['avg_llm_grade'])}, mean total score "
+        f"(retrieval and grade) {fmt(rt['avg_total_score'])}, "
+        f"total score >= 7: {fmt(rt['pass_rate_7'], '%')}"
+    ]
+
+
 def _counters(r: Result) -> dict[str, float]:
     """Questions, reciprocal ranks, hits at 1 and totals of 7 or more, for progress lines."""
     inc: dict[str, float] = {"questions": 1}
@@ -305,6 +315,9 @@ QUESTION = JobKind(
     null_fields=lambda ident: {"question_id": ident},
     section="retrieval",
     cards=_cards,
+    summary=_summary,
+    score_name="LLM grade",
+    rates_of="of all questions, on the LLM grade",
     charts=_charts,
     counters=_counters,
     export=lambda r: {key: getattr(r, key) for key in ("rank", "hit_at_1", "llm_grade", "total_score")},

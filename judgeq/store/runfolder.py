@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from judgeq.errors import ConfigError
 from judgeq.grading.result import Result
 from judgeq.jobs.kinds import KINDS
+from judgeq.report.model import RunReport
 from judgeq.runspec import RunSpec
 
 __all__ = [
@@ -105,6 +106,11 @@ class Report:
     @property
     def path(self) -> Path | None:
         return self.folder
+
+    @property
+    def document(self) -> RunReport:
+        """``report.json`` as its typed model (``report.document.usage.reply_cache.hits``)."""
+        return RunReport.from_dict(self._data)
 
     def to_dict(self) -> dict[str, Any]:
         """``report.json`` as a dict (a copy)."""

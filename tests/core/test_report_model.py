@@ -87,3 +87,12 @@ def test_a_key_no_part_declares_is_refused(where: tuple[str, ...]) -> None:
     part["surprise"] = 1
     with pytest.raises(ValidationError, match="surprise"):
         RunReport.from_dict(doc)
+
+
+def test_the_python_apis_report_gives_the_typed_document() -> None:
+    from judgeq.store.runfolder import Report
+
+    doc = _load("council")
+    typed = Report(doc).document
+    assert typed.judge.council is not None and len(typed.judge.council) == 2
+    assert typed.section("agreement") is None and typed.council is not None
