@@ -26,6 +26,7 @@ import heapq
 import html
 import json
 import math
+import weakref
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,14 +62,15 @@ __all__ = [
 
 class _Memo:
     """What a job worked out once (its checks' outcomes), kept on it; never part of what the job
-    is: equal to any other memo, so two jobs of equal fields stay equal."""
+    is: equal to any other memo, so two jobs of equal fields stay equal. One entry, replaced
+    whole (threads reading it see an entry or none, never half of one): the job it was worked
+    out for (a weak reference: a copy of the job shares the memo, and must not take the
+    original's outcomes for its own), the rubric checks, and the outcomes."""
 
-    __slots__ = ("checks", "outcomes", "owner")
+    __slots__ = ("entry",)
 
     def __init__(self) -> None:
-        self.owner: int | None = None
-        self.checks: object = None
-        self.outcomes: list[CheckOutcome] = []
+        self.entry: tuple[weakref.ref[Any], object, tuple[CheckOutcome, ...]] | None = None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Memo)
@@ -193,11 +195,11 @@ class ConversationJob(JobBase):
 
     def outcomes(self, rubric_checks: Sequence[Check]) -> list[CheckOutcome]:
         """The outcomes of the rubric's checks and the job's own (worked out once per rubric)."""
-        memo = self._memo
-        if memo.owner != id(self) or memo.checks is not rubric_checks:  # a copy shares the memo
-            memo.outcomes = job_checks(rubric_checks, self)
-            memo.owner, memo.checks = id(self), rubric_checks
-        return memo.outcomes
+        entry = self._memo.entry
+        if entry is None or entry[0]() is not self or entry[1] is not rubric_checks:
+            entry = (weakref.ref(self), rubric_checks, tuple(job_checks(rubric_checks, self)))
+            self._memo.entry = entry
+        return list(entry[2])
 
     def units(self, rubric: Rubric, *, swap: bool) -> tuple[Unit, ...]:
         """None when a hard check failed (settled without a judge); each assistant turn for a

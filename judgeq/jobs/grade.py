@@ -84,9 +84,10 @@ def notes_of(verdict: ParsedVerdict) -> str | None:
 
 
 def council(scoring: Scoring, per_judge: dict[str, float], flags: list[str]) -> dict[str, object]:
-    """A council's fields: each judge's score (``judge_scores``) and, when they spread more than
-    the run's threshold, ``judges_disagree`` added to ``flags``. A single judge: none."""
-    if scoring.judges <= 1:
+    """A council's fields: each judge's score (``judge_scores``, by model) and, when they spread
+    more than the run's threshold, ``judges_disagree`` added to ``flags``. A single judge, or a
+    council whose judges share one model name (nothing to compare by name): none."""
+    if scoring.judges <= 1 or len(per_judge) <= 1:
         return {}
     if max(per_judge.values()) - min(per_judge.values()) > scoring.disagreement:
         flags.append("judges_disagree")

@@ -85,6 +85,8 @@ class JobKind:
     """Its section's plots in report.html (SVG figures, :mod:`judgeq.figures.charts`)."""
     summary: Callable[[Mapping[str, Any]], list[str]] | None = None
     """Its section's lines in what the CLI prints when a run ends."""
+    calibration: Callable[[Mapping[str, Any]], list[str]] | None = None
+    """Its section's lines in ``rubrics calibrate``'s figures (a judge's consistency on it)."""
     scored: bool = True
     """Its results' overall score and pass rates are what a run of it is summed up by (a pair's
     are not: its win rates are)."""
@@ -100,8 +102,8 @@ class JobKind:
     counters: Callable[[Result], dict[str, float]] = lambda r: {}
     """What a stored result of this kind adds to its run's live counters besides what every
     result adds (a question's rank figures, for progress lines)."""
-    export: Callable[[Result], dict[str, Any]] = lambda r: {}
-    """Its own columns in a result's exported row (``judgeq export``)."""
+    export_columns: tuple[str, ...] = ()
+    """Its results' own columns in an exported row (``judgeq export``): these result fields."""
     rescored: Callable[[Result, float, Rubric, RetrievalConfig], dict[str, object]] = (
         lambda r, overall, rubric, retrieval: {}
     )
@@ -111,3 +113,20 @@ class JobKind:
     by_model: bool = True
     """Whether its results are grouped by the model that produced them (a pair's ``model`` is
     output A's: pairs are compared by model pair in their own section instead)."""
+
+    def __post_init__(self) -> None:
+        parts = (
+            self.group_section,
+            self.run_section,
+            self.markdown,
+            self.html,
+            self.cards,
+            self.charts,
+            self.summary,
+        )
+        if self.section is None and any(part is not None for part in parts):
+            raise ValueError(f"job kind {self.name!r}: a report section needs its key (section=...)")
+
+    def export(self, r: Result) -> dict[str, Any]:
+        """Its own columns of ``r``'s exported row."""
+        return {key: getattr(r, key) for key in self.export_columns}

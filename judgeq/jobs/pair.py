@@ -382,6 +382,10 @@ PAIR = JobKind(
     ),
     cards=_cards,
     summary=_summary,
+    calibration=lambda pw: [
+        "position consistency "
+        + fmt_ci(pw.get("position_consistency"), pw.get("position_consistency_ci95"), "%")
+    ],
     scored=False,
     charts=_charts,
     by_model=False,

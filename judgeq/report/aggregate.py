@@ -58,6 +58,7 @@ def threshold_label(t: float) -> str:
 
 GROUP_SECTIONS = {name: kind.group_section for name, kind in KINDS.items() if kind.group_section is not None}
 """The kinds with a section in every group of results, and how each is made."""
+GROUP_SECTION_KEYS = tuple(str(KINDS[name].section) for name in GROUP_SECTIONS)
 _NOT_BY_MODEL = frozenset(name for name, kind in KINDS.items() if not kind.by_model)
 
 
@@ -140,7 +141,7 @@ class Summary:
             }
         out["flags"] = dict(sorted(self.flags.items()))
         for kind, section in self.sections.items():
-            out[KINDS[kind].section or kind] = section.to_dict()
+            out[str(KINDS[kind].section)] = section.to_dict()
         return out
 
 
@@ -301,8 +302,9 @@ class Aggregator:
         if r.cached:  # spent by an earlier run: counted as saved, not as spent
             # a hit is a judge call the cache answered: a council's job made one per judge, a
             # pair judged in both orders two, a conversation graded turn by turn one per turn
-            judges = len(r.judge_usage) if r.judge_usage else 1
-            self.cache_hits += len(r.votes) if r.votes else judges * (len(r.turn_scores or ()) or 1)
+            judges = max(len(self.judges), len(r.judge_usage or ()), 1)
+            units = len(r.turn_scores) if r.turn_scores else len(r.votes) // judges if r.votes else 1
+            self.cache_hits += judges * max(units, 1)
             self.saved = [a + b for a, b in zip(self.saved, tokens, strict=True)]
             for model, used in (r.judge_usage or {"": list(tokens)}).items():  # "": the run's judge
                 row = self.saved_by.setdefault(model, [0, 0, 0, 0])
@@ -384,20 +386,23 @@ class Aggregator:
         }
         if self.by_model:
             out["by_model"] = {}
+            nested: dict[str, dict[str, Any]] = {}  # each model's own kind sections, by section
             for model in sorted(self.by_model):
                 summary = self.by_model[model].to_dict()
-                if "retrieval" in summary:
-                    out.setdefault("retrieval_by_model", {})[model] = summary["retrieval"]
+                for key in GROUP_SECTION_KEYS:
+                    if key in summary:
+                        nested.setdefault(key, {})[model] = summary[key]
                 out["by_model"][model] = summary
-        if "retrieval" in out and "retrieval_by_model" in out:
-            out["retrieval"]["by_model"] = out.pop("retrieval_by_model")
+            for key, by_model in nested.items():  # also under the run's section, by model
+                if key in out:
+                    out[key]["by_model"] = by_model
         paired = self.pairing.to_list()
         if paired:
             out["by_model_paired"] = paired
         for kind, section in self.sections.items():
             body = section.to_dict()
             if body is not None:
-                out[KINDS[kind].section or kind] = body
+                out[str(KINDS[kind].section)] = body
         agreement = self.agreement.to_dict()
         if agreement is not None:
             out["agreement"] = agreement

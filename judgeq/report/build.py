@@ -10,7 +10,7 @@ from judgeq.grading.request import render_system
 from judgeq.judges.prices import Prices, shipped_prices
 from judgeq.ratelimit import estimate_input_tokens
 from judgeq.report.aggregate import Aggregator
-from judgeq.report.model import REPORT_VERSION
+from judgeq.report.model import REPORT_VERSION, RunReport
 from judgeq.rubric.model import Rubric
 from judgeq.runspec import RunSpec
 
@@ -182,4 +182,5 @@ def build_report(
     if rubric is not None and rubric.is_pairwise:
         report.pop("pass_rate", None)
         report.pop("pass_rate_ci95", None)
+    RunReport.from_dict(report)  # every key this version writes is declared on the model
     return report

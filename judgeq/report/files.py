@@ -97,7 +97,10 @@ def write_report_files(
     if texts is None and spec is not None and spec.jobs_file not in ("", "<stdin>", "<python>"):
         batch = Path(spec.jobs_file)
         texts = lambda ids: jobs_file_texts(batch, ids)  # noqa: E731
-    run_dir = Path(out_dir) / report["run_id"]
+    # report.json is the typed model, serialised; read before anything is written (a report a
+    # worker of another version stored reads too: what this version does not know is left out)
+    typed = RunReport.read(report)
+    run_dir = Path(out_dir) / typed.run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     name = "verdicts.jsonl.gz" if compress else "verdicts.jsonl"
     paths = {
@@ -119,7 +122,6 @@ def write_report_files(
     stale = run_dir / ("verdicts.jsonl" if compress else "verdicts.jsonl.gz")  # an earlier write's copy
     if stale.exists():
         stale.unlink()
-    typed = RunReport.from_dict(report)  # report.json is the typed model, serialised
     _atomic_write(paths["report.json"], lambda f: f.write(json.dumps(typed.to_dict(), indent=2) + "\n"))
     _atomic_write(paths["report.md"], lambda f: f.write(render_markdown(typed)))
     try:

@@ -206,7 +206,7 @@ def charts(document: RunReport | Mapping[str, Any]) -> list[str]:
 
 
 def _typed(document: RunReport | Mapping[str, Any]) -> RunReport:
-    return document if isinstance(document, RunReport) else RunReport.from_dict(dict(document))
+    return document if isinstance(document, RunReport) else RunReport.read(dict(document))
 
 
 def _scale_range(scale: str) -> tuple[float, float]:

@@ -16,9 +16,10 @@ kind's section) stay mappings here; they are typed where they are made.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from judgeq.jobs.kinds import KINDS
 
@@ -138,41 +139,43 @@ class JudgeInfo(_Part):
 
 
 class Latency(_Part):
-    p50: Num | None
-    p95: Num | None
-    max: Num | None
+    p50: Num | None = None
+    p95: Num | None = None
+    max: Num | None = None
 
 
 class Distributions(_Part):
-    overall: dict[str, Any]
-    latency_ms: dict[str, Any]
+    overall: dict[str, Any] = Field(default_factory=dict)
+    latency_ms: dict[str, Any] = Field(default_factory=dict)
 
 
 class BatchUsage(_Part):
-    jobs: int
-    input_tokens: int
-    output_tokens: int
-    discount_usd: Num | None
+    jobs: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    discount_usd: Num | None = None
 
 
 class ReplyCacheUsage(_Part):
-    hits: int
-    saved_input_tokens: int
-    saved_output_tokens: int
-    saved_usd: Num | None
+    hits: int = 0
+    saved_input_tokens: int = 0
+    saved_output_tokens: int = 0
+    saved_usd: Num | None = None
 
 
 class Usage(_Part):
-    input_tokens: int
-    output_tokens: int
-    cache_read_input_tokens: int
-    cache_creation_input_tokens: int
-    judge_calls: int
-    estimated_cost_usd: Num | None
-    cost_usd: dict[str, Num] | None
-    batch_api: BatchUsage
-    prices_taken: str
-    reply_cache: ReplyCacheUsage
+    """What the run spent (a part a report of an earlier version lacks reads as none spent)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    judge_calls: int = 0
+    estimated_cost_usd: Num | None = None
+    cost_usd: dict[str, Num] | None = None
+    batch_api: BatchUsage = Field(default_factory=BatchUsage)
+    prices_taken: str = "?"
+    reply_cache: ReplyCacheUsage = Field(default_factory=ReplyCacheUsage)
     by_judge: dict[str, dict[str, Any]] | None = None
     prompt_cache: dict[str, Any] | None = None
     unpriced_models: list[str] | None = None
@@ -188,9 +191,9 @@ class RunReport(GroupFigures):
     rubric: RubricInfo
     judge: JudgeInfo
     intervals: dict[str, Any] = Field(default_factory=dict)
-    latency_ms: Latency
-    distributions: Distributions
-    usage: Usage
+    latency_ms: Latency = Field(default_factory=Latency)
+    distributions: Distributions = Field(default_factory=Distributions)
+    usage: Usage = Field(default_factory=Usage)
     by_model: dict[str, GroupFigures] | None = None
     by_model_paired: list[dict[str, Any]] | None = None
     run_sections: dict[str, Any] = Field(default_factory=dict)
@@ -220,8 +223,26 @@ class RunReport(GroupFigures):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunReport:
-        """A report.json document as its model."""
+        """A report.json document as its model, every key declared (an undeclared key is an
+        error: what judgeq writes is this model)."""
         return cls.model_validate(data)
+
+    @classmethod
+    def read(cls, data: dict[str, Any]) -> RunReport:
+        """A stored report.json (an archived run's, one an earlier or later version of judgeq
+        wrote) as its model: a part it lacks reads as its default, a key this version does not
+        know is left out."""
+        doc = copy.deepcopy(data)
+        for _ in range(_READ_TRIES):
+            try:
+                return cls.model_validate(doc)
+            except ValidationError as exc:
+                unknown = [e["loc"] for e in exc.errors() if e["type"] == "extra_forbidden"]
+                if not unknown or len(unknown) < len(exc.errors()):
+                    raise
+                for loc in unknown:
+                    _drop(doc, loc)
+        return cls.model_validate(doc)
 
     def section(self, key: str) -> Any:
         """A kind's own section of the run (None: the run has none)."""
@@ -238,6 +259,20 @@ class RunReport(GroupFigures):
         out = _insert_after(out, "flags", groups)
         anchor = next(k for k in ("by_model_paired", "by_model", "usage") if k in out)
         return _insert_after(out, anchor, runs)
+
+
+_READ_TRIES = 4
+"""Passes that leave out unknown keys (a key left out can reveal one nested below it)."""
+
+
+def _drop(doc: Any, loc: tuple[int | str, ...]) -> None:
+    """Remove the key at ``loc`` (a validation error's location) from ``doc``; the sections a
+    validator moved under ``sections`` are found where the document has them."""
+    path = [k for k in loc if k not in ("sections", "run_sections")]
+    for key in path[:-1]:
+        doc = doc[key] if isinstance(doc, dict) else doc[int(key)]
+    if isinstance(doc, dict):
+        doc.pop(path[-1], None)
 
 
 _HEAD = ("report_version", "run_id", "batch", "rubric", "judge", "intervals")

@@ -110,7 +110,7 @@ class Report:
     @property
     def document(self) -> RunReport:
         """``report.json`` as its typed model (``report.document.usage.reply_cache.hits``)."""
-        return RunReport.from_dict(self._data)
+        return RunReport.read(self._data)
 
     def to_dict(self) -> dict[str, Any]:
         """``report.json`` as a dict (a copy)."""

@@ -25,6 +25,7 @@ import click
 
 from judgeq.errors import ConfigError, RunPaused
 from judgeq.figures.formatting import fmt, fmt_ci
+from judgeq.jobs.kinds import KINDS
 from judgeq.jobs.reader import JobsFileLimits, open_jobs_file, scan_jobs_file
 from judgeq.judges import judge_factory
 from judgeq.rubric.model import Rubric
@@ -196,11 +197,11 @@ def _print(
             else "– (no job without a tie on either side)"
         )
         click.echo(f"  pairs: accuracy excluding ties {excluded}")
-        pw = report.get("pairwise") or {}
-        click.echo(
-            "  position consistency "
-            + fmt_ci(pw.get("position_consistency"), pw.get("position_consistency_ci95"), "%")
-        )
+    for kind in KINDS.values():  # the run's kind's own figures of a judge's consistency
+        section = report.get(kind.section) if kind.section else None
+        if section and kind.calibration is not None:
+            for line in kind.calibration(section):
+                click.echo(f"  {line}")
     if "numeric" in ag:
         n = ag["numeric"]
         click.echo(

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from judgeq.jobs.kinds import KINDS
 from judgeq.store.runfolder import EXPORT_FIXED, export_row
 
 from ..runsource import RunSource, open_run
@@ -65,8 +66,12 @@ def _columns(source: RunSource) -> list[str]:
         else list((source.report or {}).get("dimensions", {}))
     )
     cols += [f"score.{d}" for d in dims]
-    if (rubric is not None and rubric.retrieval is not None) or (source.report or {}).get("retrieval"):
-        cols += ["rank", "hit_at_1", "llm_grade", "total_score"]
+    report = source.report or {}
+    for kind in KINDS.values():  # the run's kind's own columns
+        if (rubric is not None and rubric.job_kind == kind.name) or (
+            kind.section and report.get(kind.section)
+        ):
+            cols += [c for c in kind.export_columns if c not in cols]
     if spec is not None and spec.council:
         cols += [f"judge.{m}" for _, m in spec.judges]
     return cols

@@ -3,10 +3,12 @@ checked before the judge, rendered so that no message can forge another, graded 
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -856,3 +858,24 @@ def test_cache_hits_count_each_turn_and_a_second_rescore_flags_once() -> None:
     spec = type("Spec", (), {"safety_gate": None, "safety_cap": 0.0, "retrieval": None})()
     twice = rescore(rescore(result, rubric, spec), rubric, spec)  # type: ignore[arg-type]
     assert twice.flags.count("not_rescored") == 1
+
+
+def test_a_jobs_check_outcomes_are_worked_out_once_and_never_taken_by_a_copy() -> None:
+    """(review: the memo of a job's checks was keyed by the object's id: a changed copy placed at
+    a freed original's address took its outcomes, and a job a hard check settles was judged)"""
+    rubric = parse_rubric(RUBRIC, "r.md")
+    ran: list[int] = []
+    original = job(TRAJECTORY)
+    with mock.patch("judgeq.jobs.conversation.job_checks", side_effect=lambda *a: ran.append(1) or []):
+        for _ in range(4):
+            original.outcomes(rubric.checks)
+    assert ran == [1], "once per job and rubric"
+    settled_before = original.units(rubric, swap=True)
+    assert settled_before, "the original job calls search_contacts: not settled"
+    # a copy without the search_contacts call: its hard check fails, whatever the original said
+    copied = original.model_copy(update={"messages": job([TRAJECTORY[0], *TRAJECTORY[3:]]).messages})
+    del original
+    gc.collect()
+    assert copied.units(rubric, swap=True) == (), "the copy's own checks settle it"
+    other = parse_rubric(RUBRIC.replace("hard: true", "hard: false"), "r2.md")
+    assert copied.units(other, swap=True), "another rubric's checks are worked out for it"

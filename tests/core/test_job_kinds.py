@@ -136,6 +136,7 @@ def test_a_kinds_section_is_fed_its_own_results_only() -> None:
 
 
 KIND_WORDS = {*KINDS, *(k.model.__name__ for k in KINDS.values())}
+SECTION_KEYS = {k.section for k in KINDS.values() if k.section}
 SEAM_EXCEPTIONS = {
     # the stored result is still one flat record with every kind's fields (to be typed per kind)
     "judgeq/grading/result.py",
@@ -145,23 +146,63 @@ SEAM_EXCEPTIONS = {
 }
 
 
+def _constants(node: ast.AST) -> list[str]:
+    """The strings a node is or holds (a tuple, list or set of them)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for e in node.elts for s in _constants(e)]
+    return []
+
+
+def _kind_branches(tree: ast.AST) -> list[tuple[int, str]]:
+    """Where code branches on a kind: a comparison (==, in) with a kind's name, a match case on
+    one, isinstance on a kind's model, or a kind's report section read by its key."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                found += [(node.lineno, f"compares with {c!r}") for c in _constants(side) if c in KIND_WORDS]
+        elif isinstance(node, ast.MatchValue):
+            found += [(node.lineno, f"matches {c!r}") for c in _constants(node.value) if c in KIND_WORDS]
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+            names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            found += [(node.lineno, f"isinstance on {n}") for n in sorted(names & KIND_WORDS)]
+        elif isinstance(node, ast.Subscript):
+            found += [(node.lineno, f"reads [{c!r}]") for c in _constants(node.slice) if c in SECTION_KEYS]
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "get" and node.args:
+            found += [
+                (node.lineno, f"reads .get({c!r})") for c in _constants(node.args[0]) if c in SECTION_KEYS
+            ]
+    return found
+
+
 def test_outside_the_kinds_package_no_product_module_branches_on_a_kind() -> None:
-    """No comparison with a kind's name and no isinstance check on a kind's model outside
-    judgeq/jobs/ (each kind's module and the registry) but the exceptions listed, which say why."""
+    """No comparison or match with a kind's name, no isinstance on a kind's model and no read of
+    a kind's report section by its key outside judgeq/jobs/ (each kind's module and the
+    registry), but in the exceptions listed, which say why."""
     root = Path(__file__).resolve().parents[2]
     found = []
-    for path in sorted(
-        [*root.glob("judgeq/**/*.py"), *root.glob("producer/**/*.py"), *root.glob("workers/**/*.py")]
-    ):
+    paths = [*root.glob("judgeq/**/*.py"), *root.glob("producer/**/*.py"), *root.glob("workers/**/*.py")]
+    for path in sorted(paths):
         rel = path.relative_to(root).as_posix()
         if rel.startswith(("judgeq/jobs/", "judgeq/testing/")) or rel in SEAM_EXCEPTIONS:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Compare):
-                for side in (node.left, *node.comparators):
-                    if isinstance(side, ast.Constant) and side.value in KIND_WORDS:
-                        found.append(f"{rel}:{node.lineno}: compares with {side.value!r}")
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
-                names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-                found += [f"{rel}:{node.lineno}: isinstance on {n}" for n in sorted(names & KIND_WORDS)]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [f"{rel}:{line}: {what}" for line, what in _kind_branches(tree)]
     assert found == []
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'if job.kind == "pair": pass',
+        'if kind in ("question", "pair"): pass',
+        'match kind:\n    case "conversation": pass',
+        "if isinstance(job, PairJob): pass",
+        'x = report["retrieval"]',
+        'x = report.get("pairwise")',
+    ],
+)
+def test_the_scan_finds_each_way_of_branching_on_a_kind(code: str) -> None:
+    assert _kind_branches(ast.parse(code)), code

@@ -96,3 +96,22 @@ def test_the_python_apis_report_gives_the_typed_document() -> None:
     typed = Report(doc).document
     assert typed.judge.council is not None and len(typed.judge.council) == 2
     assert typed.section("agreement") is None and typed.council is not None
+
+
+def test_a_stored_report_of_another_version_reads_what_this_one_knows() -> None:
+    """An archived run's report.json, or one a worker of another version stored: a part it
+    lacks reads as its default, a key this version does not know is left out (writing a report
+    this version builds stays strict: test_a_key_no_part_declares_is_refused)."""
+    old = _load("resp")
+    del old["usage"]["reply_cache"], old["usage"]["batch_api"], old["latency_ms"]
+    old["usage"]["from_the_future"] = {"x": 1}
+    old["by_model"]["assistant-v1"]["counts"]["later"] = 2
+    old["later_section"] = []
+    with pytest.raises(ValidationError):
+        RunReport.from_dict(old)
+    report = RunReport.read(old)
+    assert report.usage.reply_cache.hits == 0 and report.latency_ms.p50 is None
+    out = report.to_dict()
+    assert "later_section" not in out and "from_the_future" not in out["usage"]
+    assert "later" not in out["by_model"]["assistant-v1"]["counts"]
+    assert "reply_cache" not in out["usage"], "a part it lacked is not written as if it had it"
