@@ -60,6 +60,9 @@ class JobKind:
     texts: Callable[[Mapping[str, Any]], dict[str, str]]
     """A raw line's ``input`` and ``output`` as report.html's table shows them (and more a
     kind's own section uses, as ``transcript``)."""
+    least_units: Callable[[bool], int] = lambda swap: 1
+    """The fewest judge calls each judge makes for a job of this kind that a judge grades (given
+    whether the run swaps pairs' orders): what sizes every job of a run (a batch's share)."""
     null_fields: Callable[[str], dict[str, object]] = lambda ident: {}
     """What a null result of this kind whose job is gone (its payload missing) carries besides
     its id ``ident`` (a question's ``question_id``)."""

@@ -26,6 +26,8 @@ __all__ = ["PAIR", "PAIR_SCORE", "SWAP", "WINNER_SCORE", "PairJob", "PairwiseSta
 PAIR_SCORE = {"A": 1.0, "tie": 0.5, "B": 0.0}
 """Output A's score for a positional verdict."""
 SWAP = {"A": "B", "B": "A", "tie": "tie"}
+_ORDERS = {True: (Unit(), Unit(swapped=True)), False: (Unit(),)}
+"""A pair's units: both orders when the run swaps, else A/B alone."""
 WINNER_SCORE = {"a": 1.0, "tie": 0.5, "b": 0.0}
 """A result's score for output A by its ``winner``."""
 
@@ -61,7 +63,7 @@ class PairJob(JobBase):
 
     def units(self, rubric: Rubric, *, swap: bool) -> tuple[Unit, ...]:
         """A/B, then B/A unless the run does not swap."""
-        return (Unit(), Unit(swapped=True)) if swap else (Unit(),)
+        return _ORDERS[swap]
 
     def request_fields(self, unit: Unit, rubric: Rubric) -> dict[str, Any]:
         return self.render_fields(swapped=unit.swapped)
@@ -389,5 +391,6 @@ PAIR = JobKind(
     scored=False,
     charts=_charts,
     by_model=False,
+    least_units=lambda swap: len(_ORDERS[swap]),
     shown_model=lambda r: f"{r.model or 'A'} vs {r.model_b or 'B'}",
 )

@@ -417,10 +417,10 @@ def provenance(judge: Judge, reply: JudgeReply) -> str:
 def call_count(ctx: GradingContext, job: Job | None = None) -> int:
     """How many calls :func:`job_calls` makes for ``job`` (the one statement of the rule): per
     judge of the run, one per unit of the job (:meth:`Job.units`). Without a job: what a job of
-    this run makes at least, for the sizes that hold for all (a run's jobs are of one kind):
-    one per judge, two for a pair judged in both orders."""
+    this run makes at least, for the sizes that hold for all (a run's jobs are of one kind: its
+    kind's :attr:`JobKind.least_units`)."""
     if job is None:
-        return len(ctx.judges) * (2 if ctx.rubric.is_pairwise and ctx.swap else 1)
+        return len(ctx.judges) * kind_of(ctx.rubric.job_kind).least_units(ctx.swap)
     return len(ctx.judges) * len(job.units(ctx.rubric, swap=ctx.swap))
 
 

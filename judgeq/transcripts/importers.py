@@ -12,11 +12,14 @@ Three sources, each read as its owners document it:
   say), ``reward`` (1.0 when the database the agent left equals the reference's). Each
   becomes a job ``tau:TASK:TRIAL`` whose ``reference`` holds the actions and whose
   ``label`` is ``pass`` for reward 1.0 (the benchmark's own outcome), else ``fail``.
-* **Inspect eval logs** (JSON, log schema version 2: ``samples[].messages`` as Inspect
-  ``ChatMessage``s): a tool call's ``function`` is its name and its ``arguments`` an object;
-  ``attachment://`` references are resolved from the sample's ``attachments``; the tools
-  offered come from the sample's last model event. Each sample becomes
-  ``inspect:SAMPLE:EPOCH``.
+* **Inspect eval logs**, JSON (log schema version 2: ``samples[].messages`` as Inspect
+  ``ChatMessage``s) or ``.eval`` (Inspect's default: a zip archive holding ``header.json``, or
+  ``_journal/start.json`` / ``start.json`` in earlier versions, with the eval's spec, and one
+  ``samples/ID_epoch_N.json`` per sample, each the same sample object a JSON log lists; read by
+  :func:`inspect_eval_archive` into the JSON log's shape): a tool call's ``function`` is its
+  name and its ``arguments`` an object; ``attachment://`` references are resolved from the
+  sample's ``attachments``; the tools offered come from the sample's last model event. Each
+  sample becomes ``inspect:SAMPLE:EPOCH``.
 
 Every function returns job lines (dicts) and raises :class:`ImportProblem` naming the
 record and field of anything it cannot read; the lines are validated like any jobs file's.
@@ -24,11 +27,21 @@ record and field of anything it cannot read; the lines are validated like any jo
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["FORMATS", "ImportProblem", "from_inspect_log", "from_openai_jsonl", "from_tau_bench"]
+__all__ = [
+    "FORMATS",
+    "ImportProblem",
+    "from_inspect_log",
+    "from_openai_jsonl",
+    "from_tau_bench",
+    "inspect_eval_archive",
+    "is_zip",
+]
 
 FORMATS = ("openai", "tau-bench", "inspect")
 
@@ -171,6 +184,60 @@ def from_inspect_log(log: Any) -> Iterator[dict[str, Any]]:
         if isinstance(target, str) and target:
             job["reference"] = {"final_answer": target}
         yield job
+
+
+_EVAL_SPEC_FILES = ("header.json", "_journal/start.json", "start.json")
+"""Where an .eval archive keeps its eval's spec, newest layout first."""
+
+
+def is_zip(data: bytes) -> bool:
+    """Whether ``data`` starts as a zip archive does (an Inspect ``.eval`` log)."""
+    return data[:4] == b"PK\x03\x04"
+
+
+def inspect_eval_archive(data: bytes) -> dict[str, Any]:
+    """An Inspect ``.eval`` archive's eval spec and samples, in the shape of a JSON eval log
+    (``{"eval": ..., "samples": [...]}``), its samples ordered by epoch, then id."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise ImportProblem("the file", "not an Inspect .eval archive (not a readable zip file)") from None
+    with archive:
+        names = archive.namelist()
+        spec_file = next((n for n in _EVAL_SPEC_FILES if n in names), None)
+        meta = _archive_json(archive, spec_file).get("eval") if spec_file else None
+        sample_files = [n for n in names if n.startswith("samples/") and n.endswith(".json")]
+        if not sample_files:
+            raise ImportProblem(
+                "the archive", "no samples/*.json: not an Inspect .eval log, or one with no sample"
+            )
+        samples = [_archive_json(archive, n) for n in sample_files]
+    samples.sort(key=lambda s: (_epoch(s), str(s.get("id", "")).zfill(20)))
+    return {"eval": meta if isinstance(meta, Mapping) else {}, "samples": samples}
+
+
+def _epoch(sample: Mapping[str, Any]) -> int:
+    epoch = sample.get("epoch", 1)
+    return epoch if isinstance(epoch, int) else 1
+
+
+def _archive_json(archive: zipfile.ZipFile, name: str) -> dict[str, Any]:
+    try:
+        with archive.open(name) as f:
+            obj = json.load(f)
+    except NotImplementedError:  # a member compressed with Deflate64: the standard library cannot
+        raise ImportProblem(
+            name,
+            "compressed in a way Python's zipfile cannot read (Deflate64); convert the log with "
+            "'inspect log convert FILE --to json' and import the JSON log",
+        ) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ImportProblem(name, f"invalid JSON: {exc}") from None
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ImportProblem(name, f"cannot be read from the archive: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ImportProblem(name, "expected a JSON object")
+    return obj
 
 
 def _resolve(text: Any, attachments: Mapping[str, Any]) -> Any:

@@ -1,5 +1,5 @@
 """``judgeq import FORMAT FILE``: conversations people have (OpenAI chat JSONL, τ-bench
-trajectories, Inspect eval logs) as a jobs file of conversation jobs."""
+trajectories, Inspect eval logs, .eval or JSON) as a jobs file of conversation jobs."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from judgeq.transcripts.importers import (
     from_inspect_log,
     from_openai_jsonl,
     from_tau_bench,
+    inspect_eval_archive,
+    is_zip,
 )
 
 __all__ = ["import_cmd"]
@@ -46,7 +48,11 @@ def _lines(fmt: str, path: Path, tools: Path | None, model: str | None) -> Itera
     elif fmt == "tau-bench":
         yield from from_tau_bench(_read_json(path), _read_json(tools) if tools else None, model=model)
     else:
-        yield from from_inspect_log(_read_json(path))
+        try:
+            head = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot be read: {exc}") from None
+        yield from from_inspect_log(inspect_eval_archive(head) if is_zip(head) else _read_json(path))
 
 
 @click.command("import")
@@ -71,7 +77,7 @@ def import_cmd(fmt: str, path: Path, output: Path | None, tools: Path | None, mo
 
     FORMAT: openai (chat-completions JSONL, one {"messages": ...} per line), tau-bench (a
     trajectories file: each run with its reference actions and its reward as the label) or
-    inspect (an Inspect JSON eval log: one job per sample)."""
+    inspect (an Inspect eval log, .eval or JSON: one job per sample)."""
     if tools is not None and fmt != "tau-bench":
         raise click.UsageError("--tools is for tau-bench (the other formats carry their tools)")
     limits = JobsFileLimits()

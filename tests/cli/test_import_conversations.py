@@ -4,17 +4,27 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from judgeq.jobs.conversation import ConversationJob, job_checks
 from judgeq.transcripts.checks import Check
-from judgeq.transcripts.importers import ImportProblem, from_inspect_log, from_openai_jsonl, from_tau_bench
+from judgeq.transcripts.importers import (
+    ImportProblem,
+    from_inspect_log,
+    from_openai_jsonl,
+    from_tau_bench,
+    inspect_eval_archive,
+    is_zip,
+)
 
 FIX = Path(__file__).parent.parent / "fixtures" / "conversations"
 TAU = json.loads((FIX / "tau-bench-airline-sample.json").read_text())
@@ -172,3 +182,96 @@ def test_ids_the_importer_writes_are_unique(tmp_path: Path) -> None:
     assert done.returncode == 2 and not (tmp_path / "out.jsonl").exists()
     assert f"{chats}: job 3 (a): id: the same as job 1's" in done.stderr
     assert [j["id"] for j in from_openai_jsonl(chats.read_text().splitlines())] == ["a", "openai:2", "a"]
+
+
+# -- Inspect's .eval archives (its default log format) ------------------------------------------
+
+
+def _eval_archive(
+    samples: list[dict[str, Any]], *, layout: str = "header", method: int = zipfile.ZIP_DEFLATED
+) -> bytes:
+    """An Inspect .eval log in the layout its recorder writes: the eval's spec in header.json
+    (or, before, _journal/start.json or start.json), each sample as samples/ID_epoch_N.json."""
+    log = json.loads((FIX / "inspect-browser-sample.json").read_text())
+    spec = {"version": log["version"], "eval": log["eval"], "plan": {}}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=method) as z:
+        if layout == "header":
+            z.writestr("header.json", json.dumps({**spec, "status": "success", "results": {}, "stats": {}}))
+            z.writestr("_journal/start.json", json.dumps(spec))
+        else:
+            z.writestr("start.json", json.dumps(spec))
+            z.writestr("results.json", json.dumps({"status": "success", "stats": {}}))
+        for s in samples:
+            z.writestr(f"samples/{s['id']}_epoch_{s['epoch']}.json", json.dumps(s))
+        z.writestr("summaries.json", json.dumps([{"id": s["id"], "epoch": s["epoch"]} for s in samples]))
+    return buf.getvalue()
+
+
+SAMPLE = json.loads((FIX / "inspect-browser-sample.json").read_text())["samples"][0]
+
+
+@pytest.mark.parametrize("layout", ["header", "start"])
+def test_an_inspect_eval_archive_reads_as_its_json_log_does(layout: str) -> None:
+    as_json = list(from_inspect_log(json.loads((FIX / "inspect-browser-sample.json").read_text())))
+    data = _eval_archive([SAMPLE], layout=layout)
+    assert is_zip(data)
+    assert list(from_inspect_log(inspect_eval_archive(data))) == as_json
+
+
+def test_an_archives_samples_come_in_epoch_then_id_order() -> None:
+    samples = [{**SAMPLE, "id": i, "epoch": e} for i, e in ((10, 1), (2, 2), (2, 1), (9, 1))]
+    ids = [line["id"] for line in from_inspect_log(inspect_eval_archive(_eval_archive(samples)))]
+    assert ids == ["inspect:2:1", "inspect:9:1", "inspect:10:1", "inspect:2:2"]
+
+
+def _deflate64(data: bytes) -> bytes:
+    """The archive with every member marked as compressed with Deflate64 (method 9), which
+    Python's zipfile cannot read and Inspect's writer may use."""
+    out = bytearray(data)
+    for sig, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+        at = out.find(sig)
+        while at != -1:
+            out[at + offset : at + offset + 2] = (9).to_bytes(2, "little")
+            at = out.find(sig, at + 4)
+    return bytes(out)
+
+
+@pytest.mark.parametrize(
+    ("data", "where", "says"),
+    [
+        (b"PK\x03\x04 not really a zip", "the file", "not a readable zip"),
+        (_eval_archive([]), "the archive", "no samples/*.json"),
+        (_deflate64(_eval_archive([SAMPLE])), "header.json", "inspect log convert"),
+    ],
+    ids=["damaged", "no samples", "deflate64"],
+)
+def test_an_archive_that_cannot_be_read_is_named(data: bytes, where: str, says: str) -> None:
+    with pytest.raises(ImportProblem) as err:
+        list(from_inspect_log(inspect_eval_archive(data)))
+    assert err.value.where == where and says in err.value.problem
+
+
+def test_a_sample_that_is_not_json_is_named() -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("header.json", "{}")
+        z.writestr("samples/1_epoch_1.json", "{not json")
+    with pytest.raises(ImportProblem) as err:
+        inspect_eval_archive(buf.getvalue())
+    assert err.value.where == "samples/1_epoch_1.json" and "invalid JSON" in err.value.problem
+
+
+def test_the_cli_imports_an_eval_archive_and_names_a_broken_one(tmp_path: Path) -> None:
+    log = tmp_path / "run.eval"
+    log.write_bytes(_eval_archive([SAMPLE, {**SAMPLE, "epoch": 2}]))
+    out = tmp_path / "jobs.jsonl"
+    done = judgeq("import", "inspect", str(log), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["inspect:1:1", "inspect:1:2"]
+    broken = tmp_path / "broken.eval"
+    broken.write_bytes(_deflate64(_eval_archive([SAMPLE])))
+    failed = judgeq("import", "inspect", str(broken), "-o", str(tmp_path / "none.jsonl"))
+    assert failed.returncode != 0 and "Traceback" not in failed.stderr
+    assert f"{broken}: header.json:" in failed.stderr and "inspect log convert" in failed.stderr
+    assert not (tmp_path / "none.jsonl").exists()

@@ -206,3 +206,15 @@ def test_outside_the_kinds_package_no_product_module_branches_on_a_kind() -> Non
 )
 def test_the_scan_finds_each_way_of_branching_on_a_kind(code: str) -> None:
     assert _kind_branches(ast.parse(code)), code
+
+
+@pytest.mark.parametrize("swap", [True, False])
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_the_fewest_calls_a_run_sizes_by_are_its_kinds_own(name: str, swap: bool) -> None:
+    """call_count without a job (the batch lane's sizes) asks the run's kind: never more than a
+    job of it that a judge grades makes."""
+    ctx = _context(name, 2)
+    ctx.swap = swap
+    job = JOB_MODELS[name].model_validate(dict(KINDS[name].sample))
+    assert 2 <= call_count(ctx) <= call_count(ctx, job)
+    assert call_count(ctx) == 2 * KINDS[name].least_units(swap)
