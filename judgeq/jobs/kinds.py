@@ -14,12 +14,16 @@ from judgeq.jobs.pair import PAIR
 from judgeq.jobs.question import QUESTION
 from judgeq.jobs.response import RESPONSE
 
-__all__ = ["DEFAULT", "KINDS", "infer_kind", "kind_of", "texts_of"]
+__all__ = ["DEFAULT", "GROUP_SECTION_KEYS", "KINDS", "RUN_SECTION_KEYS", "infer_kind", "kind_of", "texts_of"]
 
 KINDS: dict[str, JobKind] = {k.name: k for k in (RESPONSE, QUESTION, PAIR, CONVERSATION)}
 """Every kind, by name (in the order error messages list them)."""
 DEFAULT = RESPONSE
 """The kind of an untagged line no other kind's fields mark."""
+GROUP_SECTION_KEYS = tuple(k.section for k in KINDS.values() if k.section and k.group_section is not None)
+"""report.json keys of the kinds' sections in every group of results (the run's, each model's)."""
+RUN_SECTION_KEYS = tuple(k.section for k in KINDS.values() if k.section and k.run_section is not None)
+"""report.json keys of the kinds' sections of the whole run."""
 _DETECT_ORDER = (QUESTION, CONVERSATION, PAIR)
 """The order an untagged line is matched in (a question's fields win over the others')."""
 

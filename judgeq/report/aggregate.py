@@ -27,7 +27,7 @@ from typing import Any
 from judgeq.figures.stats import Histogram, Stats, histogram, pct, quantile, wilson
 from judgeq.grading.result import Result
 from judgeq.jobs.kind import ReportShape, Section
-from judgeq.jobs.kinds import KINDS
+from judgeq.jobs.kinds import GROUP_SECTION_KEYS, KINDS
 from judgeq.judges.prices import Price, Prices, shipped_prices
 from judgeq.report.validity import AgreementStats, CouncilStats, InputPairing
 from judgeq.settings import default_thresholds
@@ -58,7 +58,6 @@ def threshold_label(t: float) -> str:
 
 GROUP_SECTIONS = {name: kind.group_section for name, kind in KINDS.items() if kind.group_section is not None}
 """The kinds with a section in every group of results, and how each is made."""
-GROUP_SECTION_KEYS = tuple(str(KINDS[name].section) for name in GROUP_SECTIONS)
 _NOT_BY_MODEL = frozenset(name for name, kind in KINDS.items() if not kind.by_model)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from judgeq.jobs.kinds import KINDS
+from judgeq.jobs.kinds import GROUP_SECTION_KEYS, RUN_SECTION_KEYS
 
 __all__ = [
     "REPORT_VERSION",
@@ -45,11 +45,6 @@ Num = int | float
 """A figure as computed: an int stays an int, a float a float (report.json keeps ``5`` and ``5.0``)."""
 Interval = list[Num] | None
 """A 95% interval ``[low, high]`` (None: too few to say)."""
-
-GROUP_SECTION_KEYS = tuple(k.section for k in KINDS.values() if k.section and k.group_section is not None)
-"""Sections of every group of results (the run's and each model's)."""
-RUN_SECTION_KEYS = tuple(k.section for k in KINDS.values() if k.section and k.run_section is not None)
-"""Sections of the whole run."""
 
 
 class _Part(BaseModel):
