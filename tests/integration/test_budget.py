@@ -69,14 +69,20 @@ def test_a_job_refused_for_itself_costs_ten_calls_and_no_other_job(
     report = json.loads((out / run_id / "report.json").read_text())
     assert report["counts"]["graded"] == 55
     assert report["counts"]["null_by_reason"] == {"rate_limited": 5}
-    # each refused job made exactly JUDGEQ_MAX_RATE_LIMITED (10) calls in all, not 20
-    assert fake_api.stats()["injected_429"] == 50
+    # each refused job made JUDGEQ_MAX_RATE_LIMITED (10) calls a pass, never 20 in one. A job
+    # refused at the run's tail, when no other job had just been answered, is held and given a
+    # second pass (the judge looked unavailable to everyone: judgeq.pipeline.holds.hold_kind):
+    # on a loaded machine that happened once in a full CI run (60), so timing decides how many
+    # passes, and the test holds what must be true of each
+    injected = fake_api.stats()["injected_429"]
+    assert injected >= 50 and injected % 10 == 0, injected
     # the judge's budget counted every call once, as the workers made them (whether a few
     # refused jobs at once looked like congestion depends on timing: benchmarks/refused.py
     # measures what that costs the others)
     budget = judgeq_cli("budget", env=env)
     assert budget.returncode == 0, budget.stderr
-    assert "105 requests sent, 55 served, 50 refused (429)" in budget.stdout, budget.stdout
+    counted = f"{55 + injected} requests sent, 55 served, {injected} refused (429)"
+    assert counted in budget.stdout, budget.stdout
 
 
 def test_judgeq_budget_sets_shows_and_resets_a_judges_limits(
