@@ -399,7 +399,7 @@ def summary_text(document: RunReport | dict[str, Any], paths: dict[str, Path] | 
     """The few lines printed when a run finishes (or stops: a partial run says so first).
     Every figure is named for what it measures; a missing one is a dash, never ``None``. The
     run's kind says what its score is called and adds its own lines (:attr:`JobKind.summary`)."""
-    report = document if isinstance(document, RunReport) else RunReport.read(document)
+    report = RunReport.of(document)
     c = report.counts
     o = report.overall
     judge = report.judge

@@ -90,8 +90,6 @@ class Reference(BaseModel):
 
     def expected_text(self) -> str | None:
         """The reference as the judge's ``expected_answer``."""
-        import json
-
         parts: list[str] = []
         if self.final_answer:
             parts.append(self.final_answer)

@@ -163,9 +163,9 @@ class RetrievalStats:
             "hit_at_1_rate": pct(self.hits[1], n),
             "hit_at_5_rate": pct(self.hits[5], n),
             "hit_at_k_rates": {str(k): pct(self.hits[k], n) for k in self.hit_k},
-            "mrr": _round(self.rr_sum / n, 6) if n else None,
-            "avg_llm_grade": _round(self.grades.total / self.grades.n, 4) if self.grades.n else None,
-            "avg_total_score": _round(self.totals.total / self.totals.n, 4) if self.totals.n else None,
+            "mrr": round(self.rr_sum / n, 6) if n else None,
+            "avg_llm_grade": round(self.grades.total / self.grades.n, 4) if self.grades.n else None,
+            "avg_total_score": round(self.totals.total / self.totals.n, 4) if self.totals.n else None,
             **{name: pct(self.passes[name], n) for name in RETRIEVAL_PASS_THRESHOLDS},
             "null": self.nulls,
             "coverage": pct(self.grades.n, n),
@@ -254,10 +254,6 @@ def _debug(r: Result) -> str:
         f"question {r.job_id} retrieved={r.retrieved_doc_ids} rank={r.rank} grade={r.llm_grade} "
         f"total={r.total_score} reasoning={(r.llm_reasoning or '')[:300]!r}"
     )
-
-
-def _round(x: float, nd: int) -> float:
-    return round(x, nd)
 
 
 def retrieval_markdown(rt: Mapping[str, Any] | None) -> list[str]:

@@ -61,7 +61,6 @@ __all__ = [
     "context_for",
     "default_disagreement",
     "grade_job",
-    "input_key",
     "job_calls",
     "job_fields",
     "null_result",
@@ -431,12 +430,6 @@ def _who(ctx: GradingContext, r: CallResult) -> str:
     return f"judge {ctx.judges[r.call.judge][0].model}: "
 
 
-def input_key(job: Job) -> str:
-    """A short hash of what a job asks (its input or question, and its expected answer), so
-    results of several models on the same input can be paired."""
-    return job.input_key()
-
-
 RAW_NULL_LIMIT = 500
 """Characters of an error message kept in a null's ``raw`` (a judge's reply keeps its own
 limit, :data:`judgeq.grading.verdict.RAW_LIMIT`)."""
@@ -521,7 +514,7 @@ def job_fields(job: Job, rubric: Rubric | None, retrieval: RetrievalConfig | Non
     return {
         "kind": job.kind,
         "label": job.label,
-        "input_key": input_key(job),
+        "input_key": job.input_key(),
         **job.result_fields(rubric, retrieval or RetrievalConfig()),
     }
 

@@ -126,7 +126,7 @@ def headline_cards(document: RunReport | Mapping[str, Any]) -> list[tuple[str, s
     """The run's headline figures as numbers, each with its 95% interval: its kind's own when
     its section has them (:attr:`JobKind.cards`: a pairwise run's win rates, a retrieval run's
     accuracy and Hit@k), else the mean overall score and the pass rate."""
-    report = _typed(document)
+    report = RunReport.of(document)
     for kind in KINDS.values():
         section = report.section(kind.section) if kind.section is not None else None
         if section and kind.cards is not None:
@@ -141,7 +141,7 @@ def headline_cards(document: RunReport | Mapping[str, Any]) -> list[tuple[str, s
 
 def charts(document: RunReport | Mapping[str, Any]) -> list[str]:
     """Every plot the report's figures allow (each kind's own after the run's: :attr:`JobKind.charts`)."""
-    report = _typed(document)
+    report = RunReport.of(document)
     scale = report.rubric.scale or ""
     out: list[str] = []
     dist = report.distributions
@@ -205,10 +205,6 @@ def charts(document: RunReport | Mapping[str, Any]) -> list[str]:
     return [c for c in out if c]
 
 
-def _typed(document: RunReport | Mapping[str, Any]) -> RunReport:
-    return document if isinstance(document, RunReport) else RunReport.read(dict(document))
-
-
 def _scale_range(scale: str) -> tuple[float, float]:
     lo, _, hi = scale.partition("-")
     try:
@@ -223,7 +219,7 @@ def render_html(
     texts: Mapping[str, Mapping[str, str]] | None = None,
 ) -> str:
     """The whole page (see the module docstring) of a report (its model, or report.json as a dict)."""
-    report = _typed(document)
+    report = RunReport.of(document)
     total = report.counts.total
     rows = table_rows(results[:MAX_ROWS], texts or {})
     data = json.dumps({"rows": rows, "total": total}, ensure_ascii=False)

@@ -127,7 +127,7 @@ def served_lines(served: list[dict[str, Any]]) -> list[str]:
 
 def render_markdown(document: RunReport | dict[str, Any]) -> str:
     """A readable summary of a report (its model, or report.json as a dict), with tables."""
-    report = document if isinstance(document, RunReport) else RunReport.read(document)
+    report = RunReport.of(document)
     c = report.counts
     r = report.rubric
     judge = report.judge

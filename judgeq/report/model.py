@@ -17,6 +17,7 @@ kind's section) stay mappings here; they are typed where they are made.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -238,6 +239,11 @@ class RunReport(GroupFigures):
                 for loc in unknown:
                     _drop(doc, loc)
         return cls.model_validate(doc)
+
+    @classmethod
+    def of(cls, document: RunReport | Mapping[str, Any]) -> RunReport:
+        """``document`` as the model: itself, or a report.json dict read (:meth:`read`)."""
+        return document if isinstance(document, RunReport) else cls.read(dict(document))
 
     def section(self, key: str) -> Any:
         """A kind's own section of the run (None: the run has none)."""
