@@ -33,6 +33,7 @@ from judgeq.pipeline.stages import (
     wait_delay,
 )
 from judgeq.ratelimit import MemoryBudget
+from judgeq.report.model import RunReport
 from judgeq.runspec import utcnow
 from judgeq.settings import Settings, default, load_settings
 from judgeq.store.base import MemoryStore
@@ -219,14 +220,19 @@ class EmbeddedRunner:
         return loaded
 
 
+def _done(report: dict[str, Any]) -> tuple[int, int]:
+    """A partial report's jobs done (graded or null, not canceled) and jobs in all."""
+    c = RunReport.of(report).counts
+    return c.graded + c.null - c.null_by_reason.get("canceled", 0), c.total
+
+
 class Interrupted(JudgeqError):
     """``judgeq run`` was interrupted: a partial report of what finished was written."""
 
     def __init__(self, run_id: str, report: dict[str, Any], paths: dict[str, Path]) -> None:
-        c = report["counts"]
-        done = c["graded"] + c["null"] - c["null_by_reason"].get("canceled", 0)
+        done, total = _done(report)
         super().__init__(
-            f"interrupted: run {run_id} stopped with {done} of {c['total']} jobs done; a partial report "
+            f"interrupted: run {run_id} stopped with {done} of {total} jobs done; a partial report "
             f"is in {paths['report.json'].parent} "
             "(unfinished jobs are null 'canceled'). Re-run the same command with --run-id "
             f"{run_id} to grade the rest (finished jobs are not graded again)"
@@ -239,15 +245,14 @@ class Stopped(RunPaused):
     stopped, and a partial report was written (exit code 3)."""
 
     def __init__(self, run_id: str, reason: str, report: dict[str, Any], paths: dict[str, Path]) -> None:
-        c = report["counts"]
-        done = c["graded"] + c["null"] - c["null_by_reason"].get("canceled", 0)
-        spent = report.get("usage", {}).get("estimated_cost_usd")
+        done, total = _done(report)
+        spent = RunReport.of(report).usage.estimated_cost_usd
         cause = reason.split(" (raise it with")[0]
         if cause.startswith("max_cost:") and isinstance(spent, int | float):
             cause += f"; ${spent:.4f} spent in all, with the calls in flight when it stopped"
         fix = "a higher --max-cost" if cause.startswith("max_cost:") else "the judge set-up fixed"
         super().__init__(
-            f"run {run_id} stopped: {cause}. {done} of {c['total']} jobs done; a partial report is in "
+            f"run {run_id} stopped: {cause}. {done} of {total} jobs done; a partial report is in "
             f"{paths['report.json'].parent} (the rest are null 'canceled'). Re-run the same command "
             f"with --run-id {run_id} and {fix} to grade the rest (finished jobs are not graded again)",
             run_id,

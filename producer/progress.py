@@ -442,24 +442,24 @@ def summary_text(document: RunReport | dict[str, Any], paths: dict[str, Path] | 
     agreement = report.agreement
     if agreement:
         parts = []
-        if "pairs" in agreement:
-            pa = agreement["pairs"]
+        if agreement.pairs is not None:
+            pa = agreement.pairs
             parts.append(
-                f"pairs accuracy {fmt(pa.get('accuracy_ties_half'), '%')} (ties as half, as published "
-                f"judge benchmarks count), {fmt(pa.get('accuracy_ties_excluded'), '%')} ties excluded "
-                f"(of {fmt_count(pa.get('ties_excluded_n'))} pairs with no tie)"
+                f"pairs accuracy {fmt(pa.accuracy_ties_half, '%')} (ties as half, as published "
+                f"judge benchmarks count), {fmt(pa.accuracy_ties_excluded, '%')} ties excluded "
+                f"(of {fmt_count(pa.ties_excluded_n)} pairs with no tie)"
             )
-        if "pass_fail" in agreement:
-            pf = agreement["pass_fail"]
-            parts.append(f"pass/fail accuracy {fmt(pf['accuracy'], '%')}, kappa {fmt(pf['kappa'])}")
-        if "numeric" in agreement:
-            num = agreement["numeric"]
-            parts.append(f"Spearman {fmt(num['spearman'])}, QWK {fmt(num['qwk'])}")
-        lines.append(f"agreement with {fmt_count(agreement['graded'])} labels: " + "; ".join(parts))
+        if agreement.pass_fail is not None:
+            pf = agreement.pass_fail
+            parts.append(f"pass/fail accuracy {fmt(pf.accuracy, '%')}, kappa {fmt(pf.kappa)}")
+        if agreement.numeric is not None:
+            num = agreement.numeric
+            parts.append(f"Spearman {fmt(num.spearman)}, QWK {fmt(num.qwk)}")
+        lines.append(f"agreement with {fmt_count(agreement.graded)} labels: " + "; ".join(parts))
     council = report.council
     if council:
         lines.append(
-            f"council agreement: Krippendorff's alpha {fmt(council['krippendorff_alpha'])}, "
+            f"council agreement: Krippendorff's alpha {fmt(council.krippendorff_alpha)}, "
             f"{report.flags.get('judges_disagree', 0):,} jobs the judges disagree on"
         )
     if section and kind.summary is not None and not kind.validity:

@@ -50,6 +50,7 @@ from judgeq.pipeline.stages import (
 )
 from judgeq.ratelimit.redis import RedisBudget
 from judgeq.redis_connect import connect
+from judgeq.report.model import RunReport
 from judgeq.settings import Settings, unknown_variables
 from judgeq.store.redis import RedisStore
 from judgeq.store.redis_cache import RedisCache
@@ -331,7 +332,7 @@ def reduce(self: Task, run_id: str) -> str:
         log.exception("reducing run %s failed", run_id)
         store.set_state(run_id, state="failed", error=f"reducer: {type(exc).__name__}: {exc}")
         return "failed"
-    log.info("run %s reduced: %s", run_id, report["counts"])
+    log.info("run %s reduced: %s", run_id, RunReport.of(report).counts.to_dict())
     return "reduced"
 
 

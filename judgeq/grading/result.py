@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
@@ -14,14 +14,17 @@ class Result(BaseModel):
 
     ``status`` is ``graded`` or ``null``; a null result has ``null_reason`` and no scores, and
     is counted (never turned into a 0).  ``grading_latency_ms`` covers every judge attempt.
-    Question jobs carry the retrieval fields (``rank`` … ``total_score``).
+    A kind whose results carry more (a pair's winner, a question's retrieval fields, a
+    conversation's checks) subclasses it in its own module (:attr:`JobKind.result`).
     """
 
     model_config = ConfigDict(extra="forbid")
 
     job_id: str
     index: int
-    kind: Literal["response", "question", "pair", "conversation"] = "response"
+    kind: Literal["response"] = "response"
+    """The kind of its job: each kind's results are their own class (this one, for a response,
+    holds what every result has), registered with the kind (:mod:`judgeq.jobs.kinds`)."""
     status: Literal["graded", "null"]
     null_reason: str | None = None
     scores: dict[str, float] = {}
@@ -75,88 +78,40 @@ class Result(BaseModel):
     _own_refusal: bool = PrivateAttr(default=False)
     """A ``rate_limited`` null the budget judged refused for itself (others were served). Not
     stored."""
-    # pair jobs
-    model_b: str | None = None
-    winner: Literal["a", "b", "tie"] | None = None
-    votes: list[str] | None = None
-    """The positional verdicts (A, B, tie) of the job's calls, in order: per judge, the A/B
-    order then (when swapped) the B/A order."""
-    len_a: int | None = None
-    len_b: int | None = None
-    # question jobs
-    question_id: str | None = None
-    question: str | None = None
-    expected_answer: str | None = None
-    retrieved_doc_ids: list[str] | None = None
-    needle_found: bool | None = None
-    rank: int | None = None
-    hit_at_1: bool | None = None
-    hit_at_5: bool | None = None
-    hit_at_k: dict[str, bool] | None = None
-    llm_grade: int | None = None
-    llm_reasoning: str | None = None
-    total_score: float | None = None
-    latency_ms: float | None = None
-    key_facts_present: list[str] | None = None
-    key_facts_missing: list[str] | None = None
-
-    # conversation jobs
-    tools_called: list[str] | None = None
-    """The tools the agent called, in order."""
-    checks: dict[str, bool] | None = None
-    """The trajectory checks' outcomes (:mod:`judgeq.transcripts.checks`), by check."""
-    check_failures: dict[str, str] | None = None
-    """Why each failed check failed."""
-    settled_by: Literal["checks"] | None = None
-    """``checks``: a hard check failed and settled the job (failed) without a judge call: it
-    has no judge's score (``overall`` is None) and counts as failed in the pass rates."""
-    turn_scores: list[float] | None = None
-    """A conversation graded turn by turn: each assistant turn's score, in order (its
-    ``overall`` their aggregate)."""
-    worst_turn: int | None = None
-    """The number of the message of its lowest-scored turn (its ``notes`` are that turn's)."""
-    cuts: list[list[int]] | None = None
-    """Tool results cut for the judge: [message index, characters, characters kept] each."""
+    _OMIT_NONE: ClassVar[tuple[str, ...]] = ("label", "judge_scores", "judge_usage", "holistic")
+    """Fields a stored line leaves out while they are None."""
 
     def to_line(self) -> dict[str, Any]:
-        """The ``verdicts.jsonl`` form: question-only fields dropped for response jobs."""
+        """The ``verdicts.jsonl`` form: every field, those of :attr:`_OMIT_NONE` only when set."""
         data = self.model_dump(mode="json")
-        if self.kind != "question":
-            for key in _QUESTION_FIELDS:
-                data.pop(key, None)
-        if self.kind != "pair":
-            for key in _PAIR_FIELDS:
-                data.pop(key, None)
-        for key in ("label", "judge_scores", "judge_usage", "holistic", *_CONVERSATION_FIELDS):
+        for key in self._OMIT_NONE:
             if data.get(key) is None:
                 data.pop(key, None)
         return data
 
+    @property
+    def settled(self) -> bool:
+        """A rule of the job's kind settled it (failed) without a judge call: it has no judge's
+        score and counts as failed."""
+        return False
 
-_QUESTION_FIELDS = (
-    "question_id",
-    "question",
-    "expected_answer",
-    "retrieved_doc_ids",
-    "needle_found",
-    "rank",
-    "hit_at_1",
-    "hit_at_5",
-    "hit_at_k",
-    "llm_grade",
-    "llm_reasoning",
-    "total_score",
-    "latency_ms",
-    "key_facts_present",
-    "key_facts_missing",
-)
-_CONVERSATION_FIELDS = (
-    "tools_called",
-    "checks",
-    "check_failures",
-    "settled_by",
-    "turn_scores",
-    "worst_turn",
-    "cuts",
-)
-_PAIR_FIELDS = ("model_b", "winner", "votes", "len_a", "len_b")
+    @property
+    def rescorable(self) -> bool:
+        """``judgeq rescore`` can score it again from what it keeps."""
+        return True
+
+    def units(self, judges: int) -> int:
+        """The judge calls each of ``judges`` judges made for it (a pair judged in both orders:
+        two; a conversation graded turn by turn: one per turn)."""
+        return 1
+
+    def verdict(self) -> str | None:
+        """Its verdict in a word, as report.html's table shows it (None: not graded)."""
+        if self.status != "graded" or self.passed is None:
+            return None
+        return "pass" if self.passed else "fail"
+
+    def reason(self) -> str | None:
+        """Why it was graded so, as report.html's table shows it: the judge's notes, or what a
+        null's judge said."""
+        return self.notes or (self.raw if self.status == "null" else None)

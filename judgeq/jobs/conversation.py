@@ -30,7 +30,7 @@ import weakref
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_serializer, model_validator
 
@@ -50,6 +50,7 @@ __all__ = [
     "CONVERSATION",
     "WORST_KEPT",
     "ConversationJob",
+    "ConversationResult",
     "ConversationStats",
     "Reference",
     "conversation_html",
@@ -331,6 +332,64 @@ def _turn_grade(job: ConversationJob, scoring: Scoring, graded: Sequence[Graded]
     }
 
 
+class ConversationResult(Result):
+    """A conversation job's result: its trajectory checks beside the judge's grade, and, graded
+    turn by turn, each turn's score."""
+
+    kind: Literal["conversation"] = "conversation"  # type: ignore[assignment]
+    tools_called: list[str] | None = None
+    """The tools the agent called, in order."""
+    checks: dict[str, bool] | None = None
+    """The trajectory checks' outcomes (:mod:`judgeq.transcripts.checks`), by check."""
+    check_failures: dict[str, str] | None = None
+    """Why each failed check failed."""
+    settled_by: Literal["checks"] | None = None
+    """``checks``: a hard check failed and settled the job (failed) without a judge call: it
+    has no judge's score (``overall`` is None) and counts as failed in the pass rates."""
+    turn_scores: list[float] | None = None
+    """A conversation graded turn by turn: each assistant turn's score, in order (its
+    ``overall`` their aggregate)."""
+    worst_turn: int | None = None
+    """The number of the message of its lowest-scored turn (its ``notes`` are that turn's)."""
+    cuts: list[list[int]] | None = None
+    """Tool results cut for the judge: [message index, characters, characters kept] each."""
+
+    _OMIT_NONE: ClassVar[tuple[str, ...]] = (
+        *Result._OMIT_NONE,
+        "tools_called",
+        "checks",
+        "check_failures",
+        "settled_by",
+        "turn_scores",
+        "worst_turn",
+        "cuts",
+    )
+
+    @property
+    def settled(self) -> bool:
+        return self.settled_by is not None
+
+    @property
+    def rescorable(self) -> bool:
+        # graded turn by turn: the job's dimension scores aggregate its turns' (their min or last
+        # under other weights is not the min or last of the weighted), which are not kept
+        return self.turn_scores is None
+
+    def units(self, judges: int) -> int:
+        return len(self.turn_scores) if self.turn_scores else 1
+
+    def reason(self) -> str | None:
+        failures = (
+            "; ".join(f"{k}: {v}" for k, v in self.check_failures.items()) if self.check_failures else None
+        )
+        return super().reason() or failures
+
+
+def _conversation(r: Result) -> ConversationResult:
+    assert isinstance(r, ConversationResult), f"a conversation's section given a {r.kind} result"
+    return r
+
+
 # -- its section of a report: checks' pass rates, tools called, turns, the worst conversations --
 
 WORST_KEPT = 10
@@ -359,7 +418,8 @@ class ConversationStats:
     """Per turn position (1, 2, ..., 10; 11: later ones): [turns, sum of scores]."""
     _worst: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
 
-    def add(self, r: Result) -> None:
+    def add(self, result: Result) -> None:
+        r = _conversation(result)
         self.jobs += 1
         if r.settled_by == "checks":
             self.settled += 1
@@ -588,6 +648,7 @@ def _texts(obj: Mapping[str, Any]) -> dict[str, str]:
 CONVERSATION = JobKind(
     name="conversation",
     model=ConversationJob,
+    result=ConversationResult,
     marks=("messages",),
     rubric="task-success",
     rubric_is="it says job: conversation",

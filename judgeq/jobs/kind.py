@@ -60,6 +60,9 @@ class JobKind:
     texts: Callable[[Mapping[str, Any]], dict[str, str]]
     """A raw line's ``input`` and ``output`` as report.html's table shows them (and more a
     kind's own section uses, as ``transcript``)."""
+    result: type[Result] = Result
+    """The class of its results (a kind whose results carry more than every result does
+    subclasses :class:`~judgeq.grading.result.Result`, with ``kind`` its name)."""
     least_units: Callable[[bool], int] = lambda swap: 1
     """The fewest judge calls each judge makes for a job of this kind that a judge grades (given
     whether the run swaps pairs' orders): what sizes every job of a run (a batch's share)."""
@@ -118,6 +121,8 @@ class JobKind:
     output A's: pairs are compared by model pair in their own section instead)."""
 
     def __post_init__(self) -> None:
+        if self.result.model_fields["kind"].default != self.name:
+            raise ValueError(f"job kind {self.name!r}: its result class's kind is not {self.name!r}")
         parts = (
             self.group_section,
             self.run_section,

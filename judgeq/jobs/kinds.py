@@ -6,15 +6,28 @@ one line here."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Union
 
+from pydantic import Discriminator, Tag, TypeAdapter
+
+from judgeq.grading.result import Result
 from judgeq.jobs.conversation import CONVERSATION
 from judgeq.jobs.kind import JobKind
 from judgeq.jobs.pair import PAIR
 from judgeq.jobs.question import QUESTION
 from judgeq.jobs.response import RESPONSE
 
-__all__ = ["DEFAULT", "GROUP_SECTION_KEYS", "KINDS", "RUN_SECTION_KEYS", "infer_kind", "kind_of", "texts_of"]
+__all__ = [
+    "DEFAULT",
+    "GROUP_SECTION_KEYS",
+    "KINDS",
+    "RUN_SECTION_KEYS",
+    "infer_kind",
+    "kind_of",
+    "make_result",
+    "read_result",
+    "texts_of",
+]
 
 KINDS: dict[str, JobKind] = {k.name: k for k in (RESPONSE, QUESTION, PAIR, CONVERSATION)}
 """Every kind, by name (in the order error messages list them)."""
@@ -46,3 +59,28 @@ def texts_of(obj: Mapping[str, Any]) -> dict[str, str]:
     kind shows none)."""
     kind = KINDS.get(infer_kind(obj))
     return kind.texts(obj) if kind is not None else {"input": "", "output": ""}
+
+
+def _result_kind(value: Any) -> str:
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return kind if isinstance(kind, str) else DEFAULT.name
+
+
+_RESULTS: TypeAdapter[Result] = TypeAdapter(
+    Annotated[
+        Union[tuple(Annotated[k.result, Tag(k.name)] for k in KINDS.values())],  # noqa: UP007
+        Discriminator(_result_kind),
+    ]
+)
+"""A stored result of any kind, read as its kind's class (by its ``kind``; none: the default)."""
+
+
+def read_result(data: str | bytes) -> Result:
+    """A stored result (its JSON) as its kind's result class; a ValidationError names what is
+    wrong (an unknown kind among it)."""
+    return _RESULTS.validate_json(data)
+
+
+def make_result(**fields: Any) -> Result:
+    """A result of the kind ``fields`` name (``kind``; none: the default kind)."""
+    return kind_of(str(fields.get("kind") or DEFAULT.name)).result(**fields)

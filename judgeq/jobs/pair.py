@@ -21,7 +21,16 @@ from judgeq.jobs.grade import Graded, Scoring, Unit, council, notes_of
 from judgeq.jobs.kind import JobKind
 from judgeq.rubric.model import RetrievalConfig, Rubric
 
-__all__ = ["PAIR", "PAIR_SCORE", "SWAP", "WINNER_SCORE", "PairJob", "PairwiseStats", "pairwise_markdown"]
+__all__ = [
+    "PAIR",
+    "PAIR_SCORE",
+    "SWAP",
+    "WINNER_SCORE",
+    "PairJob",
+    "PairResult",
+    "PairwiseStats",
+    "pairwise_markdown",
+]
 
 PAIR_SCORE = {"A": 1.0, "tie": 0.5, "B": 0.0}
 """Output A's score for a positional verdict."""
@@ -124,6 +133,31 @@ class PairJob(JobBase):
         }
 
 
+class PairResult(Result):
+    """A pair job's result: its winner and the verdicts of its calls (``model`` is output A's
+    system, ``model_b`` output B's)."""
+
+    kind: Literal["pair"] = "pair"  # type: ignore[assignment]
+    model_b: str | None = None
+    winner: Literal["a", "b", "tie"] | None = None
+    votes: list[str] | None = None
+    """The positional verdicts (A, B, tie) of the job's calls, in order: per judge, the A/B
+    order then (when swapped) the B/A order."""
+    len_a: int | None = None
+    len_b: int | None = None
+
+    def units(self, judges: int) -> int:
+        return len(self.votes) // judges if self.votes else 1
+
+    def verdict(self) -> str | None:
+        return self.winner if self.status == "graded" and self.winner else super().verdict()
+
+
+def _pair(r: Result) -> PairResult:
+    assert isinstance(r, PairResult), f"a pair's section given a {r.kind} result"
+    return r
+
+
 @dataclass(slots=True)
 class _Stratum:
     n: int = 0
@@ -156,8 +190,8 @@ class PairwiseStats:
     swapped: bool = True
     """The run judges each pair in both orders."""
 
-    def add(self, r: Result) -> None:
-        judges, swapped = self.judges, self.swapped
+    def add(self, result: Result) -> None:
+        r, judges, swapped = _pair(result), self.judges, self.swapped
         if r.status != "graded" or r.winner is None:
             self.nulls += 1
             return
@@ -365,6 +399,7 @@ def _texts(obj: Mapping[str, Any]) -> dict[str, str]:
 PAIR = JobKind(
     name="pair",
     model=PairJob,
+    result=PairResult,
     marks=("output_a",),
     rubric="pairwise",
     rubric_is="its scale is pairwise",
@@ -392,5 +427,5 @@ PAIR = JobKind(
     charts=_charts,
     by_model=False,
     least_units=lambda swap: len(_ORDERS[swap]),
-    shown_model=lambda r: f"{r.model or 'A'} vs {r.model_b or 'B'}",
+    shown_model=lambda r: f"{r.model or 'A'} vs {_pair(r).model_b or 'B'}",
 )

@@ -25,6 +25,7 @@ __all__ = [
     "QUESTION",
     "RETRIEVAL_PASS_THRESHOLDS",
     "QuestionJob",
+    "QuestionResult",
     "RetrievalStats",
     "question_grade",
     "retrieval_markdown",
@@ -115,6 +116,36 @@ class QuestionJob(JobBase):
         return out
 
 
+class QuestionResult(Result):
+    """A question job's result: where the relevant chunk was found (no judge needed) and the
+    question's grade on 1-10 weighted by that rank."""
+
+    kind: Literal["question"] = "question"  # type: ignore[assignment]
+    question_id: str | None = None
+    question: str | None = None
+    expected_answer: str | None = None
+    retrieved_doc_ids: list[str] | None = None
+    needle_found: bool | None = None
+    rank: int | None = None
+    hit_at_1: bool | None = None
+    hit_at_5: bool | None = None
+    hit_at_k: dict[str, bool] | None = None
+    llm_grade: int | None = None
+    llm_reasoning: str | None = None
+    total_score: float | None = None
+    latency_ms: float | None = None
+    key_facts_present: list[str] | None = None
+    key_facts_missing: list[str] | None = None
+
+    def reason(self) -> str | None:
+        return self.notes or self.llm_reasoning or (self.raw if self.status == "null" else None)
+
+
+def _question(r: Result) -> QuestionResult:
+    assert isinstance(r, QuestionResult), f"a question's section given a {r.kind} result"
+    return r
+
+
 RETRIEVAL_PASS_THRESHOLDS = {"pass_rate_8": 8.0, "pass_rate_7": 7.0, "pass_rate_6_5": 6.5}
 
 
@@ -135,7 +166,8 @@ class RetrievalStats:
     ranks: Counter[int] = field(default_factory=Counter)
     """Questions per rank of the first relevant chunk (ranks above 20 as 21; 0: not found)."""
 
-    def add(self, r: Result) -> None:
+    def add(self, result: Result) -> None:
+        r = _question(result)
         self.n += 1
         self.ranks[min(r.rank, 21) if r.rank is not None else 0] += 1
         if r.rank is not None:
@@ -237,8 +269,9 @@ def _summary(rt: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _counters(r: Result) -> dict[str, float]:
+def _counters(result: Result) -> dict[str, float]:
     """Questions, reciprocal ranks, hits at 1 and totals of 7 or more, for progress lines."""
+    r = _question(result)
     inc: dict[str, float] = {"questions": 1}
     if r.rank is not None:
         inc["rr_sum"] = 1.0 / r.rank
@@ -249,7 +282,8 @@ def _counters(r: Result) -> dict[str, float]:
     return inc
 
 
-def _debug(r: Result) -> str:
+def _debug(result: Result) -> str:
+    r = _question(result)
     return (
         f"question {r.job_id} retrieved={r.retrieved_doc_ids} rank={r.rank} grade={r.llm_grade} "
         f"total={r.total_score} reasoning={(r.llm_reasoning or '')[:300]!r}"
@@ -292,6 +326,7 @@ def _texts(obj: Mapping[str, Any]) -> dict[str, str]:
 QUESTION = JobKind(
     name="question",
     model=QuestionJob,
+    result=QuestionResult,
     marks=("question", "retrieved"),
     rubric="retrieval-relevance",
     rubric_is="it has a 'retrieval' section",
@@ -317,7 +352,9 @@ QUESTION = JobKind(
     charts=_charts,
     counters=_counters,
     export_columns=("rank", "hit_at_1", "llm_grade", "total_score"),
-    rescored=lambda r, overall, rubric, retrieval: question_grade(overall, r.rank, rubric, retrieval),
+    rescored=lambda r, overall, rubric, retrieval: question_grade(
+        overall, _question(r).rank, rubric, retrieval
+    ),
     debug=_debug,
     group_section=lambda shape: RetrievalStats(shape.hit_k),
 )

@@ -29,9 +29,8 @@ from judgeq.grading.request import DEFAULT_MAX_TOKENS, JudgeRequest, output_sche
 from judgeq.grading.result import Result
 from judgeq.grading.verdict import parse_verdict
 from judgeq.jobs.grade import NOTES_LIMIT, Graded, Scoring, Unit
-from judgeq.jobs.kinds import kind_of
+from judgeq.jobs.kinds import kind_of, make_result
 from judgeq.jobs.models import JOB_MODELS, Job, infer_kind
-from judgeq.jobs.pair import PAIR_SCORE, SWAP
 from judgeq.judges.base import (
     CallOutcome,
     Gate,
@@ -50,9 +49,7 @@ from judgeq.telemetry import CacheHit, VerdictParsed, emit, job_context, observe
 
 __all__ = [
     "NOTES_LIMIT",
-    "PAIR_SCORE",
     "RAW_NULL_LIMIT",
-    "SWAP",
     "Call",
     "CallResult",
     "GradingContext",
@@ -375,7 +372,7 @@ def _combine(
             return _null(pv.null_reason, raw, base, notes=notes, flags=pv.flags)
         graded.append(Graded(r.call.unit, r.call.judge, judges[r.call.judge][0].model, pv))
     # no verdict at all: no call was due (a job its checks settle); the kind says what that is
-    result = Result(status="graded", **{**base, **job.grade(ctx.scoring, graded, base)})  # type: ignore[arg-type]
+    result = make_result(status="graded", **{**base, **job.grade(ctx.scoring, graded, base)})
     if ctx.cache is not None and result.status == "graded":
         paid_by = ctx.paid_by(index)
         for r in results:  # only graded replies are kept: a failure is asked again
@@ -520,4 +517,4 @@ def job_fields(job: Job, rubric: Rubric | None, retrieval: RetrievalConfig | Non
 
 
 def _null(reason: str, raw: str | None, base: dict[str, object], **extra: object) -> Result:
-    return Result(status="null", null_reason=reason, raw=raw, **base, **extra)  # type: ignore[arg-type]
+    return make_result(status="null", null_reason=reason, raw=raw, **base, **extra)

@@ -57,6 +57,7 @@ from judgeq.ratelimit import Budget
 from judgeq.ratelimit.headers import fmt_duration
 from judgeq.report.aggregate import served_list
 from judgeq.report.build import build_report, new_aggregator
+from judgeq.report.model import RunReport
 from judgeq.runspec import RunSpec, iso_time
 from judgeq.store.base import Store, result_costs
 from judgeq.store.reply_cache import Prefetched, ReplyCache, get_many
@@ -473,21 +474,20 @@ def reduce_run(store: Store, run_id: str, *, partial: bool = False) -> dict[str,
     wall_s = now - epoch if epoch else 0.0
     served = served_list(store.counters(run_id))
     report = build_report(
-        spec, agg, started_at=started, finished_at=finished, wall_s=wall_s, missing=missing, served=served
+        spec,
+        agg,
+        started_at=started,
+        finished_at=finished,
+        wall_s=wall_s,
+        missing=missing,
+        served=served,
+        partial=partial,
     )
-    if partial:
-        report["partial"] = True
-        report["counts"].pop("missing", None)
     store.save_report(run_id, report)
     final = "canceled" if partial else "finished" if not missing else "incomplete"
     store.set_state(run_id, state=final, finished_at=finished)
-    counts = report["counts"]
-    assert isinstance(counts, dict)
-    emit(
-        RunChanged(
-            run_id, "finalized", f"{final}: {counts.get('graded', 0)} graded, {counts.get('null', 0)} null"
-        )
-    )
+    counts = RunReport.of(report).counts
+    emit(RunChanged(run_id, "finalized", f"{final}: {counts.graded} graded, {counts.null} null"))
     return report
 
 

@@ -95,7 +95,7 @@ class Summary:
             section.add(r)
         for f in r.flags:
             self.flags[f] += 1
-        if r.settled_by is not None:  # failed by a hard check: a grade (fail), no judge's score
+        if r.settled:  # failed by a rule of its kind (a hard check): a grade (fail), no judge's score
             self.graded += 1
             self.settled += 1
             return
@@ -302,8 +302,7 @@ class Aggregator:
             # a hit is a judge call the cache answered: a council's job made one per judge, a
             # pair judged in both orders two, a conversation graded turn by turn one per turn
             judges = max(len(self.judges), len(r.judge_usage or ()), 1)
-            units = len(r.turn_scores) if r.turn_scores else len(r.votes) // judges if r.votes else 1
-            self.cache_hits += judges * max(units, 1)
+            self.cache_hits += judges * max(r.units(judges), 1)
             self.saved = [a + b for a, b in zip(self.saved, tokens, strict=True)]
             for model, used in (r.judge_usage or {"": list(tokens)}).items():  # "": the run's judge
                 row = self.saved_by.setdefault(model, [0, 0, 0, 0])

@@ -111,9 +111,13 @@ def build_report(
     wall_s: float,
     missing: int = 0,
     served: list[dict[str, Any]] | None = None,
+    partial: bool = False,
+    rescored_from: str | None = None,
 ) -> dict[str, Any]:
     """The whole ``report.json`` document; ``served``: the provenance of its judge calls
-    (:func:`~judgeq.report.aggregate.served_list` of the run's counters)."""
+    (:func:`~judgeq.report.aggregate.served_list` of the run's counters); ``partial``: written
+    before every job was graded (its unfinished jobs are nulls, not missing); ``rescored_from``:
+    the run whose results it scored again, with no judge call."""
     rubric, error = _rubric(spec)
     body = agg.report(judge_model=spec.judge_model)
     if rubric is not None and spec.judge_provider != "lexical":
@@ -127,7 +131,7 @@ def build_report(
     body["usage"]["unpriced_models"] = spec.unpriced_models()
     counts = body.pop("counts")
     counts["rejected"] = spec.rejected_count
-    if missing:
+    if missing and not partial:
         counts["missing"] = missing
     report: dict[str, Any] = {
         "report_version": REPORT_VERSION,
@@ -182,5 +186,11 @@ def build_report(
     if rubric is not None and rubric.is_pairwise:
         report.pop("pass_rate", None)
         report.pop("pass_rate_ci95", None)
+    if partial:
+        report["partial"] = True
+    if rescored_from is not None:  # the source run's report says who answered its verdicts
+        report["judge"]["served"] = []
+        report["rescored_from"] = rescored_from
+        report["judge"]["note"] = f"no judge call: the verdicts of run {rescored_from}, scored again"
     RunReport.from_dict(report)  # every key this version writes is declared on the model
     return report

@@ -97,8 +97,8 @@ def write_report_files(
     if texts is None and spec is not None and spec.jobs_file not in ("", "<stdin>", "<python>"):
         batch = Path(spec.jobs_file)
         texts = lambda ids: jobs_file_texts(batch, ids)  # noqa: E731
-    # report.json is the typed model, serialised; read before anything is written (a report a
-    # worker of another version stored reads too: what this version does not know is left out)
+    # read as the typed model before anything is written (a report a worker of another version
+    # stored reads too: what this version does not know is left out of report.md and .html)
     typed = RunReport.read(report)
     run_dir = Path(out_dir) / typed.run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -122,7 +122,9 @@ def write_report_files(
     stale = run_dir / ("verdicts.jsonl" if compress else "verdicts.jsonl.gz")  # an earlier write's copy
     if stale.exists():
         stale.unlink()
-    _atomic_write(paths["report.json"], lambda f: f.write(json.dumps(typed.to_dict(), indent=2) + "\n"))
+    # report.json as stored, key for key: this version's reports serialise the model byte for byte
+    # (build_report checks it), and a newer version's keys are kept, not dropped by an older reader
+    _atomic_write(paths["report.json"], lambda f: f.write(json.dumps(report, indent=2) + "\n"))
     _atomic_write(paths["report.md"], lambda f: f.write(render_markdown(typed)))
     try:
         kinds = {

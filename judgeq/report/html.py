@@ -56,25 +56,15 @@ def table_rows(results: Sequence[Result], texts: Mapping[str, Mapping[str, str]]
     rows = []
     for r in results:
         t = texts.get(r.job_id, {})
-        verdict = r.winner or (("pass" if r.passed else "fail") if r.passed is not None else None)
         kind = KINDS.get(r.kind)
         rows.append(
             {
                 "id": r.job_id,
                 "model": kind.shown_model(r) if kind is not None else r.model,
                 "score": r.overall,
-                "verdict": verdict if r.status == "graded" else None,
+                "verdict": r.verdict(),
                 "null": r.null_reason,
-                "reasoning": _short(
-                    r.notes
-                    or r.llm_reasoning
-                    or (r.raw if r.status == "null" else None)
-                    or (
-                        "; ".join(f"{k}: {v}" for k, v in r.check_failures.items())
-                        if r.check_failures
-                        else None
-                    )
-                ),
+                "reasoning": _short(r.reason()),
                 "input": _short(t.get("input")),
                 "output": _short(t.get("output")),
                 "label": r.label,

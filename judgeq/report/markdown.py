@@ -24,80 +24,79 @@ def validity_markdown(report: RunReport) -> list[str]:
             "| model | vs | shared inputs | mean difference (vs - model, 95% CI) | p (Wilcoxon) |",
             "|---|---|---:|---:|---:|",
         ]
-        for p in report.by_model_paired:
+        for d in report.by_model_paired:
             lines.append(
-                f"| {p['model']} | {p['vs']} | {p['n']} | {fmt_ci(p['mean_diff'], p['ci95'])} | "
-                f"{fmt_p(p['p_value'])} |"
+                f"| {d.model} | {d.vs} | {d.n} | {fmt_ci(d.mean_diff, d.ci95)} | {fmt_p(d.p_value)} |"
             )
     lines += _kind_sections(report, validity=True)
     ag = report.agreement
     if ag:
         lines += [
             "",
-            f"## Agreement with labels ({ag['graded']} labelled and graded; {ag['nulls']} labelled nulls "
+            f"## Agreement with labels ({ag.graded} labelled and graded; {ag.nulls} labelled nulls "
             "not scored)",
             "",
         ]
-        if "pairs" in ag:
-            p = ag["pairs"]
+        if ag.pairs is not None:
+            pa = ag.pairs
             lines.append(
-                f"- Pairs: accuracy {fmt_ci(p['accuracy_ties_half'], p.get('accuracy_ties_half_ci95'), '%')} "
+                f"- Pairs: accuracy {fmt_ci(pa.accuracy_ties_half, pa.accuracy_ties_half_ci95, '%')} "
                 f"(ties half), "
-                + fmt_ci(p["accuracy_ties_excluded"], p["accuracy_ties_excluded_ci95"], "%")
+                + fmt_ci(pa.accuracy_ties_excluded, pa.accuracy_ties_excluded_ci95, "%")
                 + " excluding ties "
-                f"({p['ties_excluded_n']} jobs); Cohen's kappa {fmt(p['kappa'], nd=3)}"
+                f"({pa.ties_excluded_n} jobs); Cohen's kappa {fmt(pa.kappa, nd=3)}"
             )
-        if "pass_fail" in ag:
-            p = ag["pass_fail"]
+        if ag.pass_fail is not None:
+            pf = ag.pass_fail
             lines.append(
-                f"- Pass/fail: accuracy {fmt_ci(p['accuracy'], p['accuracy_ci95'], '%')} of {p['n']}; "
-                f"Cohen's kappa {fmt(p['kappa'], nd=3)}"
+                f"- Pass/fail: accuracy {fmt_ci(pf.accuracy, pf.accuracy_ci95, '%')} of {pf.n}; "
+                f"Cohen's kappa {fmt(pf.kappa, nd=3)}"
             )
-        if "numeric" in ag:
-            p = ag["numeric"]
+        if ag.numeric is not None:
+            nu = ag.numeric
             lines.append(
-                f"- Scores ({p['n']}): Spearman {fmt(p['spearman'], nd=3)}, "
-                f"Kendall's tau {fmt(p['kendall_tau'], nd=3)}, "
-                f"quadratic-weighted kappa {fmt(p['qwk'], nd=3)}, "
-                f"mean absolute error {fmt_ci(p['mae'], p.get('mae_ci95'))}"
+                f"- Scores ({nu.n}): Spearman {fmt(nu.spearman, nd=3)}, "
+                f"Kendall's tau {fmt(nu.kendall_tau, nd=3)}, "
+                f"quadratic-weighted kappa {fmt(nu.qwk, nd=3)}, "
+                f"mean absolute error {fmt_ci(nu.mae, nu.mae_ci95)}"
             )
     co = report.council
     if co:
         lines += [
             "",
-            f"## Council of judges ({co['combined']['method']})",
+            f"## Council of judges ({co.combined.method})",
             "",
             "| judge | n | mean (95% CI) |",
             "|---|---:|---:|",
         ]
-        for j, row in co["per_judge"].items():
-            lines.append(f"| {j} | {row['n']} | {fmt_ci(row['mean'], row['ci95'])} |")
+        for j, row in co.per_judge.items():
+            lines.append(f"| {j} | {row.n} | {fmt_ci(row.mean, row.ci95)} |")
         lines += [
             "",
-            f"- Krippendorff's alpha ({co['alpha_level']}): {fmt(co['krippendorff_alpha'], nd=3)} over "
-            f"{co['sampled_units']} jobs",
+            f"- Krippendorff's alpha ({co.alpha_level}): {fmt(co.krippendorff_alpha, nd=3)} over "
+            f"{co.sampled_units} jobs",
             f"- Jobs the judges disagree on: {report.flags.get('judges_disagree', 0)}"
             + (
                 " (largest spreads: "
-                + ", ".join(f"{d['job_id']} {d['spread']:g}" for d in co["disagreements"][:5])
+                + ", ".join(f"{d.job_id} {d.spread:g}" for d in co.disagreements[:5])
                 + ")"
-                if co["disagreements"]
+                if co.disagreements
                 else ""
             ),
         ]
-        combined = co["combined"]
-        if combined.get("method") == "z" and combined.get("n"):
+        combined = co.combined
+        if combined.method == "z" and combined.n:
             lines += [
                 "",
                 "Combined score: mean of per-judge z-scores, "
-                f"{fmt_ci(combined['mean'], combined.get('ci95'))} "
-                f"over {combined['n']} jobs",
+                f"{fmt_ci(combined.mean, combined.ci95)} "
+                f"over {combined.n} jobs",
                 "",
                 "| model | n | mean z (95% CI) |",
                 "|---|---:|---:|",
             ]
-            for model, row in combined["by_model"].items():
-                lines.append(f"| {model} | {row['n']} | {fmt_ci(row['mean'], row['ci95'])} |")
+            for model, row in (combined.by_model or {}).items():
+                lines.append(f"| {model} | {row.n} | {fmt_ci(row.mean, row.ci95)} |")
     return lines
 
 

@@ -10,8 +10,8 @@ kind of job's own section (``retrieval``, ``pairwise``, ``conversation``: see
 and written where report.json has it: a section of every group of results after the group's
 ``flags``, a section of the whole run after ``by_model_paired``.
 
-Deeper parts whose shape belongs to one figure (a council's, the agreement with labels, a
-kind's section) stay mappings here; they are typed where they are made.
+A kind's own section stays a mapping here (its shape is its kind's: the kind's module makes it
+and reads it).
 """
 
 from __future__ import annotations
@@ -26,13 +26,22 @@ from judgeq.jobs.kinds import GROUP_SECTION_KEYS, RUN_SECTION_KEYS
 
 __all__ = [
     "REPORT_VERSION",
+    "Agreement",
     "BatchUsage",
+    "Categorical",
+    "Combined",
+    "Council",
     "Counts",
+    "Disagreement",
     "Distributions",
     "Figures",
     "GroupFigures",
     "JudgeInfo",
     "Latency",
+    "MeanCI",
+    "NumericAgreement",
+    "PairedDiff",
+    "PairsAgreement",
     "ReplyCacheUsage",
     "RubricInfo",
     "RunReport",
@@ -177,6 +186,103 @@ class Usage(_Part):
     unpriced_models: list[str] | None = None
 
 
+class PairedDiff(_Part):
+    """One model against another on the inputs both were graded on (``by_model_paired``)."""
+
+    model: str
+    vs: str
+    n: int
+    mean_diff: Num | None = None
+    ci95: Interval = None
+    p_value: Num | None = None
+    sampled: bool = False
+
+
+class Categorical(_Part):
+    """A judge's categories against people's labels: accuracy, Cohen's kappa, the confusion."""
+
+    n: int
+    accuracy: Num | None = None
+    accuracy_ci95: Interval = None
+    kappa: Num | None = None
+    confusion: dict[str, dict[str, int]] = Field(default_factory=dict)
+    note: str | None = None
+
+
+class PairsAgreement(_Part):
+    """A pairwise judge's winners against people's (ties counted half, or left out)."""
+
+    n: int
+    accuracy_ties_half: Num | None = None
+    accuracy_ties_half_ci95: Interval = None
+    accuracy_ties_excluded: Num | None = None
+    accuracy_ties_excluded_ci95: Interval = None
+    ties_excluded_n: int = 0
+    kappa: Num | None = None
+    confusion: dict[str, dict[str, int]] = Field(default_factory=dict)
+    note: str | None = None
+
+
+class NumericAgreement(_Part):
+    """A judge's scores against people's numbers."""
+
+    n: int
+    spearman: Num | None = None
+    kendall_tau: Num | None = None
+    qwk: Num | None = None
+    mae: Num | None = None
+    mae_ci95: Interval = None
+    spearman_p: Num | None = None
+    kendall_p: Num | None = None
+
+
+class Agreement(_Part):
+    """The judge against people's labels (jobs with a ``label``)."""
+
+    labelled: int
+    graded: int
+    nulls: int
+    null_by_reason: dict[str, int] = Field(default_factory=dict)
+    pairs: PairsAgreement | None = None
+    pass_fail: Categorical | None = None
+    numeric: NumericAgreement | None = None
+
+
+class MeanCI(_Part):
+    n: int
+    mean: Num | None = None
+    ci95: Interval = None
+
+
+class Combined(_Part):
+    """How a council's scores combine: their mean, or the mean of per-judge z-scores."""
+
+    method: str
+    note: str | None = None
+    n: int | None = None
+    mean: Num | None = None
+    ci95: Interval = None
+    by_model: dict[str, MeanCI] | None = None
+
+
+class Disagreement(_Part):
+    job_id: str
+    spread: Num
+
+
+class Council(_Part):
+    """Several judges on every job: each judge's mean, their agreement, their disagreements."""
+
+    judges: list[str]
+    per_judge: dict[str, MeanCI]
+    krippendorff_alpha: Num | None = None
+    alpha_level: str
+    units: int
+    sampled_units: int
+    combined: Combined
+    disagreements: list[Disagreement] = Field(default_factory=list)
+
+
 class RunReport(GroupFigures):
     """A run's whole report (report.json)."""
 
@@ -191,11 +297,11 @@ class RunReport(GroupFigures):
     distributions: Distributions = Field(default_factory=Distributions)
     usage: Usage = Field(default_factory=Usage)
     by_model: dict[str, GroupFigures] | None = None
-    by_model_paired: list[dict[str, Any]] | None = None
+    by_model_paired: list[PairedDiff] | None = None
     run_sections: dict[str, Any] = Field(default_factory=dict)
     """Each kind's own section of the whole run, by its key (:data:`RUN_SECTION_KEYS`)."""
-    agreement: dict[str, Any] | None = None
-    council: dict[str, Any] | None = None
+    agreement: Agreement | None = None
+    council: Council | None = None
     rejected: list[dict[str, Any]] = Field(default_factory=list)
     started_at: str
     finished_at: str

@@ -122,10 +122,7 @@ def rescore(result: Result, rubric: Rubric, spec: RunSpec) -> Result:
     }
     if result.status != "graded" or result.overall is None:
         return result.model_copy(update=update)
-    if result.turn_scores is not None:
-        # graded turn by turn: the job's dimension scores aggregate its turns' (their min or last
-        # under other weights is not the min or last of the weighted), which are not kept: its
-        # grade stays as graded, said so
+    if not result.rescorable:  # (a conversation graded turn by turn): its grade stays, said so
         flags = result.flags if "not_rescored" in result.flags else [*result.flags, "not_rescored"]
         return result.model_copy(update={**update, "flags": flags})
     flags = [f for f in result.flags if f not in SCORING_FLAGS]

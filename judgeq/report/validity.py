@@ -60,7 +60,7 @@ class AgreementStats:
         if r.label is None:
             return
         self.labelled += 1
-        if r.settled_by is not None:  # failed by a hard check: a fail, with no score to compare
+        if r.settled:  # failed by a rule of its kind (a hard check): a fail, with no score to compare
             if self.mode != "pairwise" and isinstance(r.label, str):
                 self.pass_fail[(r.label, "fail")] += 1
             elif self.mode != "pairwise" and self.threshold is not None:
@@ -71,7 +71,7 @@ class AgreementStats:
             return
         said_pass = "pass" if r.passed else "fail"
         if self.mode == "pairwise":
-            self.categories[(str(r.label), str(r.winner))] += 1
+            self.categories[(str(r.label), str(r.verdict()))] += 1  # a pair's winner
         elif isinstance(r.label, str):
             self.pass_fail[(r.label, said_pass)] += 1
         else:

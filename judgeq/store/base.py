@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from judgeq.grading.result import Result
-from judgeq.jobs.kinds import KINDS
+from judgeq.jobs.kinds import KINDS, read_result
 from judgeq.judges.prices import Prices
 from judgeq.report.aggregate import cost_breakdown
 from judgeq.runspec import RunSpec
@@ -344,7 +344,7 @@ class MemoryStore:
         results = self._results.get(run_id, {})
         for i in range(total):
             raw = results.get(i)
-            yield Result.model_validate_json(raw) if raw else None
+            yield read_result(raw) if raw else None
 
     def counters(self, run_id: str) -> dict[str, float]:
         with self._lock:

@@ -16,6 +16,7 @@ import zlib
 
 from judgeq.errors import StoreError
 from judgeq.grading.result import Result
+from judgeq.jobs.kinds import read_result
 
 __all__ = [
     "DEFLATED",
@@ -98,10 +99,11 @@ def pack_result(result: Result, dictionary: bytes) -> bytes:
     data = result.model_dump(mode="json", exclude_defaults=True)
     data["status"] = result.status
     data["index"] = result.index
+    data["kind"] = result.kind  # its class's default, which the reader needs to choose its class
     return deflate(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode(), dictionary)
 
 
 def unpack_result(blob: bytes, dictionary: bytes, entry: str = "a stored result") -> Result:
     """The inverse of :func:`pack_result` (plain JSON is read too); UnknownFormat, naming
     ``entry``, for a format this judgeq does not know."""
-    return Result.model_validate_json(inflate(blob, dictionary, entry, indexed=True))
+    return read_result(inflate(blob, dictionary, entry, indexed=True))

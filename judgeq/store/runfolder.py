@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from judgeq.errors import ConfigError
 from judgeq.grading.result import Result
-from judgeq.jobs.kinds import KINDS
+from judgeq.jobs.kinds import KINDS, read_result
 from judgeq.report.model import RunReport
 from judgeq.runspec import RunSpec
 
@@ -55,7 +55,7 @@ def iter_results(path: Path) -> Iterator[Result]:
     with _open(path) as f:
         for line in f:
             if line.strip():
-                yield Result.model_validate_json(line)
+                yield read_result(line)
 
 
 def find_run_folder(ref: str | Path, results_dir: Path) -> Path | None:
@@ -157,7 +157,7 @@ def load_report(path: str | Path) -> Report:
     return Report(json.loads(report.read_text(encoding="utf-8")), folder=folder)
 
 
-EXPORT_FIXED = (
+EXPORT_FIXED = (  # every row has each column (a pair's ``model_b`` and ``winner`` too: empty elsewhere)
     "index",
     "job_id",
     "kind",
@@ -188,7 +188,7 @@ def export_row(r: Result) -> dict[str, Any]:
     ``rank``/``hit_at_1``/``llm_grade``/``total_score`` and for councils ``judge.<model>``."""
     row: dict[str, Any] = {}
     for key in EXPORT_FIXED:
-        value = getattr(r, key)
+        value = getattr(r, key, None)
         row[key] = ";".join(value) if isinstance(value, list) else value
     for name, value in r.scores.items():
         row[f"score.{name}"] = value

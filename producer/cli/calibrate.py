@@ -25,9 +25,11 @@ import click
 
 from judgeq.errors import ConfigError, RunPaused
 from judgeq.figures.formatting import fmt, fmt_ci
+from judgeq.grading.result import Result
 from judgeq.jobs.kinds import KINDS
 from judgeq.jobs.reader import JobsFileLimits, open_jobs_file, scan_jobs_file
 from judgeq.judges import judge_factory
+from judgeq.report.model import Agreement, RunReport
 from judgeq.rubric.model import Rubric
 
 from ..embedded import EmbeddedRunner
@@ -38,26 +40,26 @@ from .options import out_option, settings_from
 __all__ = ["calibrate", "figures"]
 
 
-def figures(agreement: dict[str, Any], rubric: Rubric) -> tuple[float | None, float | None, str]:
+def figures(agreement: Agreement | None, rubric: Rubric) -> tuple[float | None, float | None, str]:
     """(accuracy %, kappa, what they are) for the gate (see the module docstring). The accuracy
     is over every labelled job: a null (no usable verdict) counts as a miss, so a judge cannot
     pass the gate by failing on the hard cases."""
+    ag = agreement or Agreement(labelled=0, graded=0, nulls=0)
+    accuracy: float | None
+    kappa: float | None
     if rubric.is_pairwise:
-        p = agreement.get("pairs", {})
-        accuracy, kappa = p.get("accuracy_ties_half"), p.get("kappa")
+        accuracy, kappa = (ag.pairs.accuracy_ties_half, ag.pairs.kappa) if ag.pairs else (None, None)
         what = "pair winner (a tie on one side counts half)"
     else:
-        pf = agreement.get("pass_fail", {})
-        numeric = agreement.get("numeric")
-        if numeric and numeric.get("qwk") is not None:
-            accuracy, kappa = pf.get("accuracy"), numeric["qwk"]
-            what = "pass/fail accuracy; quadratic-weighted kappa of the scores"
+        pf = ag.pass_fail
+        accuracy = pf.accuracy if pf else None
+        if ag.numeric is not None and ag.numeric.qwk is not None:
+            kappa, what = ag.numeric.qwk, "pass/fail accuracy; quadratic-weighted kappa of the scores"
         else:
-            accuracy, kappa, what = pf.get("accuracy"), pf.get("kappa"), "pass/fail"
-    labelled, graded = agreement.get("labelled", 0), agreement.get("graded", 0)
-    if accuracy is not None and labelled:
-        accuracy = round(accuracy * graded / labelled, 2)
-    return accuracy, kappa, what + ("; nulls count as misses" if labelled > graded else "")
+            kappa, what = (pf.kappa if pf else None), "pass/fail"
+    if accuracy is not None and ag.labelled:
+        accuracy = round(accuracy * ag.graded / ag.labelled, 2)
+    return accuracy, kappa, what + ("; nulls count as misses" if ag.labelled > ag.graded else "")
 
 
 def _labelled_lines(path: str, limits: JobsFileLimits, rubric: Rubric) -> list[str]:
@@ -135,16 +137,17 @@ def calibrate(rubric_ref: str, labels: str | None, **flags: Any) -> None:
                 raise RunPaused(_stopped_text(paused.reason, settings), run_id, paused.reason) from None
             paths = write_files(runner.store, run_id, report, settings.results_dir)
             results = [r for r in runner.store.results(run_id, plan.spec.total) if r is not None]
-    _print(report, rubric, plan.judges, goldens, len(lines) - goldens, results)
+    typed = RunReport.of(report)
+    _print(typed, rubric, plan.judges, goldens, len(lines) - goldens, results)
     click.echo(f"  report: {paths['report.md']}")
-    accuracy, kappa, _ = figures(report.get("agreement") or {}, rubric)
+    ag = typed.agreement
+    accuracy, kappa, _ = figures(ag, rubric)
     failed = []
     if flags["min_accuracy"] is not None and (accuracy is None or accuracy < flags["min_accuracy"]):
         failed.append(f"accuracy {_exact(accuracy)}% < {flags['min_accuracy']:g}%")
     if flags["min_kappa"] is not None and (kappa is None or kappa < flags["min_kappa"]):
         failed.append(f"kappa {_exact(kappa)} < {flags['min_kappa']:g}")
-    ag = report.get("agreement") or {}
-    coverage = 100.0 * ag.get("graded", 0) / ag["labelled"] if ag.get("labelled") else 0.0
+    coverage = 100.0 * ag.graded / ag.labelled if ag is not None and ag.labelled else 0.0
     if coverage < flags["min_coverage"]:
         failed.append(f"only {coverage:.1f}% of the labelled jobs graded (< {flags['min_coverage']:g}%)")
     if failed:
@@ -168,7 +171,7 @@ def _stopped_text(reason: str, settings: Any) -> str:
 
 
 def _print(
-    report: dict[str, Any], rubric: Rubric, judges: list[Any], goldens: int, labelled: int, results: list[Any]
+    report: RunReport, rubric: Rubric, judges: list[Any], goldens: int, labelled: int, results: list[Result]
 ) -> None:
     names = ", ".join(map(str, judges))
     click.echo(f"calibration: rubric {rubric.name} {rubric.version}, judge {names}")
@@ -177,46 +180,39 @@ def _print(
             "  the lexical judge is not an LLM: these figures measure token overlap with the "
             "reference, not an LLM judge (give --judge anthropic:MODEL to calibrate one)"
         )
-    ag = report.get("agreement") or {}
-    c = report["counts"]
+    ag, c = report.agreement, report.counts
     click.echo(
-        f"  jobs: {goldens} goldens + {labelled} labelled; {c['graded']} graded, {c['null']} null"
+        f"  jobs: {goldens} goldens + {labelled} labelled; {c.graded} graded, {c.null} null"
         + (
-            f" ({', '.join(f'{k} {v}' for k, v in c['null_by_reason'].items())}; nulls are not scored)"
-            if c["null"]
+            f" ({', '.join(f'{k} {v}' for k, v in c.null_by_reason.items())}; nulls are not scored)"
+            if c.null
             else ""
         )
     )
     accuracy, kappa, what = figures(ag, rubric)
     click.echo(f"  agreement ({what}): accuracy {fmt(accuracy, '%')}, kappa {fmt(kappa, nd=3)}")
-    if "pairs" in ag:
-        p = ag["pairs"]
+    if ag is not None and ag.pairs is not None:
+        p = ag.pairs
         excluded = (
-            fmt_ci(p["accuracy_ties_excluded"], p["accuracy_ties_excluded_ci95"], "%")
-            if p["ties_excluded_n"]
+            fmt_ci(p.accuracy_ties_excluded, p.accuracy_ties_excluded_ci95, "%")
+            if p.ties_excluded_n
             else "– (no job without a tie on either side)"
         )
         click.echo(f"  pairs: accuracy excluding ties {excluded}")
     for kind in KINDS.values():  # the run's kind's own figures of a judge's consistency
-        section = report.get(kind.section) if kind.section else None
+        section = report.section(kind.section) if kind.section else None
         if section and kind.calibration is not None:
             for line in kind.calibration(section):
                 click.echo(f"  {line}")
-    if "numeric" in ag:
-        n = ag["numeric"]
+    if ag is not None and ag.numeric is not None:
+        n = ag.numeric
         click.echo(
-            f"  scores: Spearman {fmt(n['spearman'], nd=3)}, Kendall's tau {fmt(n['kendall_tau'], nd=3)}, "
-            f"MAE {fmt_ci(n['mae'], n.get('mae_ci95'))}"
+            f"  scores: Spearman {fmt(n.spearman, nd=3)}, Kendall's tau {fmt(n.kendall_tau, nd=3)}, "
+            f"MAE {fmt_ci(n.mae, n.mae_ci95)}"
         )
     missed = [r for r in results if r.status == "graded" and _missed(r, rubric)]
     for r in missed[:20]:
-        said = (
-            r.winner
-            if rubric.is_pairwise
-            else ("pass" if r.passed else "fail")
-            if isinstance(r.label, str)
-            else r.overall
-        )
+        said = r.verdict() if rubric.is_pairwise or isinstance(r.label, str) else r.overall
         click.echo(f"  disagrees: {r.job_id}: label {r.label}, judge {said}")
 
 
@@ -225,11 +221,11 @@ def _exact(x: float | None) -> str:
     return "–" if x is None else f"{x:g}"
 
 
-def _missed(r: Any, rubric: Rubric) -> bool:
+def _missed(r: Result, rubric: Rubric) -> bool:
     if r.label is None:
         return False
     if rubric.is_pairwise:
-        return bool(r.winner != r.label)
+        return r.verdict() != r.label  # a pair's winner
     if isinstance(r.label, str):
         return (r.label == "pass") != bool(r.passed)
     threshold = rubric.threshold

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import ValidationError
 
 from judgeq.errors import ConfigError
+from judgeq.report.model import RunReport
 
 from ..runsource import RunSource, open_run
 from .options import out_option, redis_option, settings_from
@@ -135,20 +137,21 @@ def _rubric_text(r: dict[str, Any]) -> str:
 def _describe(source: RunSource) -> dict[str, Any]:
     """A run's identity for the comparison: its rubric (name, version, fingerprint) and its
     judge (``provider:model``, or a council's judges), from its report, else its spec."""
-    report = source.report or {}
-    rubric = dict(report.get("rubric") or {})
-    judge = report.get("judge") or {}
-    if not rubric and source.spec is not None:
+    report = _typed(source.report)
+    rubric: dict[str, Any] = {}
+    if report is not None:
+        rubric = {"name": report.rubric.name, "version": report.rubric.version}
+        rubric["fingerprint"] = report.rubric.fingerprint
+    elif source.spec is not None:
         try:
             loaded = source.spec.rubric
             rubric = {"name": loaded.name, "version": loaded.version, "fingerprint": loaded.fingerprint}
         except Exception:  # a rubric that no longer loads: its source names it
             rubric = {"name": source.spec.rubric_source}
-    if judge:
-        judges = judge.get("council") or [
-            judge.get("provider")
-            if judge.get("provider") == "lexical"
-            else f"{judge.get('provider')}:{judge.get('model')}"
+    if report is not None:
+        judge = report.judge
+        judges = judge.council or [
+            judge.provider if judge.provider == "lexical" else f"{judge.provider}:{judge.model}"
         ]
     elif source.spec is not None:
         judges = [p if p == "lexical" else f"{p}:{m}" for p, m in source.spec.judges]
@@ -163,5 +166,13 @@ def _describe(source: RunSource) -> dict[str, Any]:
             "fingerprint": rubric.get("fingerprint"),
         },
         "judge": ", ".join(judges),
-        "rescored_from": report.get("rescored_from"),
+        "rescored_from": report.rescored_from if report is not None else None,
     }
+
+
+def _typed(document: dict[str, Any] | None) -> RunReport | None:
+    """A run's report as the model (any version's), or None without one it can read."""
+    try:
+        return RunReport.read(document) if document else None
+    except (ValidationError, TypeError):  # damaged: the run's spec names its rubric and judge
+        return None

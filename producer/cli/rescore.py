@@ -89,10 +89,9 @@ def rescore(
     for r in results():
         agg.add(r)
     now = utcnow()
-    report = build_report(spec, agg, started_at=now, finished_at=now, wall_s=time.time() - started)
-    report["judge"]["served"] = []  # no judge call: the source run's report says who answered it
-    report["rescored_from"] = source.run_id
-    report["judge"]["note"] = f"no judge call: the verdicts of run {source.run_id}, scored again"
+    report = build_report(
+        spec, agg, started_at=now, finished_at=now, wall_s=time.time() - started, rescored_from=source.run_id
+    )
     paths = write_report_files(settings.results_dir, report, results(), spec=spec)
     click.echo(f"judgeq: run {spec.run_id}: run {source.run_id} re-scored with no judge call", err=True)
     click.echo(spec.run_id)

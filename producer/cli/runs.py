@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import ValidationError
 
 from judgeq.errors import ConfigError, StoreError
+from judgeq.report.model import RunReport
 
 from .options import out_option, redis_option, settings_from
 
@@ -68,22 +70,31 @@ def _judge(provider: str, model: str, council: list[str] | None = None) -> str:
 
 
 def _folder_row(folder: Path) -> dict[str, Any] | None:
+    where = "folder" + (" (archived)" if (folder / "verdicts.jsonl.gz").exists() else "")
     try:
-        report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+        document = json.loads((folder / "report.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    c, judge = report.get("counts", {}), report.get("judge", {})
-    cost = (report.get("usage") or {}).get("estimated_cost_usd")
-    state = "partial" if report.get("partial") else "finished"
-    if report.get("rescored_from"):
-        state = f"rescored from {report['rescored_from']}"
+    try:
+        # any version's report (a key this one does not know is left out, one it lacks defaults)
+        report = RunReport.read(document)
+    except (ValidationError, TypeError):
+        # JSON, but not a report this judgeq can read (damaged): listed, said so
+        return {"run": folder.name, "where": where, "state": "report.json unreadable", **_UNKNOWN}
+    c, judge, cost = report.counts, report.judge, report.usage.estimated_cost_usd
+    state = "partial" if report.partial else "finished"
+    if report.rescored_from:
+        state = f"rescored from {report.rescored_from}"
     return {
-        "run": report.get("run_id", folder.name),
-        "where": "folder" + (" (archived)" if (folder / "verdicts.jsonl.gz").exists() else ""),
+        "run": report.run_id,
+        "where": where,
         "state": state,
-        "done": f"{c.get('graded', 0) + c.get('null', 0)}/{c.get('total', 0)}",
-        "rubric": (report.get("rubric") or {}).get("name", "?"),
-        "judge": _judge(judge.get("provider", "?"), judge.get("model", "?"), judge.get("council", [])[1:]),
-        "started": str(report.get("started_at", ""))[:19].replace("T", " "),
-        "cost": f"${cost:.4f}" if isinstance(cost, (int, float)) else "unknown",
+        "done": f"{c.graded + c.null}/{c.total}",
+        "rubric": report.rubric.name,
+        "judge": _judge(judge.provider, judge.model, (judge.council or [])[1:]),
+        "started": report.started_at[:19].replace("T", " "),
+        "cost": f"${cost:.4f}" if cost is not None else "unknown",
     }
+
+
+_UNKNOWN = {"done": "?", "rubric": "?", "judge": "?", "started": "", "cost": "unknown"}

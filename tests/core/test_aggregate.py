@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from judgeq.figures.stats import wilson
 from judgeq.grading.result import Result
+from judgeq.jobs.kinds import make_result
 from judgeq.jobs.question import RetrievalStats
 from judgeq.judges.prices import shipped_prices
 from judgeq.report.aggregate import (
@@ -47,7 +48,7 @@ def res(index: int, overall: float | None = None, **kw: Any) -> Result:
     else:
         base.update(status="graded", overall=overall, passed=kw.pop("passed", overall >= 7.0))
     base.update(kw)
-    return Result(**base)
+    return make_result(**base)
 
 
 def aggregate(results: list[Result], **kw: Any) -> dict[str, Any]:

@@ -15,8 +15,8 @@ import pytest
 from judgeq import load_rubric
 from judgeq.errors import JudgeInvalidRequest
 from judgeq.grading.request import JudgeRequest, render_user
-from judgeq.grading.result import Result
 from judgeq.jobs.conversation import ConversationJob, conversation_markdown
+from judgeq.jobs.kinds import make_result
 from judgeq.jobs.models import JOB_MODELS, infer_kind
 from judgeq.jobs.reader import JobsFileLimits, parse_line, scan_jobs_file
 from judgeq.judges.base import JudgeReply
@@ -467,7 +467,7 @@ def test_a_null_keeps_the_checks() -> None:
 
 
 def test_other_kinds_lines_gain_no_field() -> None:
-    r = Result(
+    r = make_result(
         job_id="x",
         index=0,
         status="graded",
@@ -529,7 +529,7 @@ def test_settled_jobs_count_as_failed_and_have_no_score() -> None:
 def test_a_run_without_conversations_has_no_section() -> None:
     agg = Aggregator(dimensions=[], pass_fail=True, scale="pass-fail", lo=0, hi=1)
     agg.add(
-        Result(
+        make_result(
             job_id="x",
             index=0,
             status="graded",
@@ -721,8 +721,8 @@ def test_a_turn_by_turn_result_is_stored_in_at_most_twice_a_response_results_byt
         "model": "agent-v2",
         "input_key": "8f8369a534ead1a4",
     }
-    response = Result(**common)
-    turns = Result(
+    response = make_result(**common)
+    turns = make_result(
         **{
             **common,
             "kind": "conversation",

@@ -7,17 +7,20 @@ registering it. Outside judgeq/jobs/, no product module branches on a kind."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
 
 from judgeq import JudgeReply, JudgeRequest, load_rubric
-from judgeq.jobs.kinds import DEFAULT, KINDS, infer_kind, texts_of
+from judgeq.grading.result import Result
+from judgeq.jobs.kinds import DEFAULT, KINDS, infer_kind, make_result, read_result, texts_of
 from judgeq.jobs.models import JOB_MODELS
 from judgeq.pipeline.job import GradingContext, call_count, grade_job, job_calls, null_result
 from judgeq.report.aggregate import Aggregator
 from judgeq.rubric.model import RetrievalConfig
 from judgeq.store.base import live_increments
+from judgeq.store.packing import pack_result, packing_dictionary, unpack_result
 from judgeq.store.runfolder import export_row
 from judgeq.testing.fake_anthropic import generate_from_schema
 
@@ -45,6 +48,39 @@ def test_an_untagged_line_of_no_kinds_fields_is_the_default_and_an_unknown_kind_
 
 
 # -- the grading and report seam (issue 30, point 8) ----------------------------------------
+
+DICTIONARY = packing_dictionary({"rubric_name": "r"}, [])
+COMMON = {
+    "job_id": "j",
+    "index": 0,
+    "status": "graded",
+    "rubric_name": "r",
+    "rubric_version": "1",
+    "judge_model": "m",
+}
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_a_kinds_results_are_its_own_class_and_hold_only_its_fields(name: str) -> None:
+    """A result of a kind is its kind's class (every result's fields, and its own); a field of
+    another kind is refused, never kept; a stored line is read back as its kind's class."""
+    kind = KINDS[name]
+    result = make_result(kind=name, **COMMON)
+    assert type(result) is kind.result and issubclass(kind.result, Result)
+    assert result.kind == name == read_result(json.dumps(result.to_line())).kind
+    others = {f for k in KINDS.values() for f in k.result.model_fields} - set(kind.result.model_fields)
+    for field in sorted(others):
+        with pytest.raises(ValueError, match=field):
+            make_result(kind=name, **COMMON, **{field: None})
+
+
+def test_a_stored_result_of_an_unknown_kind_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="essay"):
+        read_result(json.dumps({**COMMON, "kind": "essay"}))
+    with pytest.raises(KeyError):
+        make_result(kind="essay", **COMMON)
+    untagged = read_result(json.dumps(COMMON))  # a line of before kinds: the default kind's
+    assert type(untagged) is DEFAULT.result and untagged.kind == DEFAULT.name
 
 
 class SchemaJudge:
@@ -112,6 +148,11 @@ def test_each_kind_grades_through_the_protocol_alone(name: str, judges: int) -> 
             assert any(line.startswith("## ") for line in lines)
             assert not any("None" in line or "nan" in line for line in lines), lines
     assert ("by_model" in report) is (kind.by_model and result.model is not None)
+    assert type(result) is type(null) is type(gone) is kind.result, "each of its results is its kind's class"
+    for r in (result, null, gone):  # stored and read back (a line, Redis's packed form): the same
+        assert type(read_result(json.dumps(r.to_line()))) is kind.result
+        again = unpack_result(pack_result(r, DICTIONARY), DICTIONARY)
+        assert (type(again), again.to_line()) == (kind.result, r.to_line())
     row = export_row(result)
     assert all(row[k] == v for k, v in kind.export(result).items())
     counters = live_increments(result)
@@ -137,9 +178,16 @@ def test_a_kinds_section_is_fed_its_own_results_only() -> None:
 
 KIND_WORDS = {*KINDS, *(k.model.__name__ for k in KINDS.values())}
 SECTION_KEYS = {k.section for k in KINDS.values() if k.section}
+KIND_FIELDS = {
+    f
+    for k in KINDS.values()
+    for model in (k.model, k.result)
+    for f in model.model_fields
+    if f not in DEFAULT.model.model_fields and f not in Result.model_fields
+} - {"kind", "question", "messages", "tools", "reference", "checks", "retrieved", "latency_ms"}
+"""Fields only some kinds' jobs or results have (a pair's ``winner``, a question's ``rank``);
+names that are words elsewhere too (a rubric's ``checks``) are left to the other scans."""
 SEAM_EXCEPTIONS = {
-    # the stored result is still one flat record with every kind's fields (to be typed per kind)
-    "judgeq/grading/result.py",
     # the rubric's own format says which kind it grades (``job: conversation``, a pairwise scale,
     # a retrieval section)
     "judgeq/rubric/model.py",
@@ -168,6 +216,8 @@ def _kind_branches(tree: ast.AST) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
             names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
             found += [(node.lineno, f"isinstance on {n}") for n in sorted(names & KIND_WORDS)]
+        elif isinstance(node, ast.Attribute) and node.attr in KIND_FIELDS and isinstance(node.ctx, ast.Load):
+            found.append((node.lineno, f"reads a kind's own field .{node.attr}"))
         elif isinstance(node, ast.Subscript):
             found += [(node.lineno, f"reads [{c!r}]") for c in _constants(node.slice) if c in SECTION_KEYS]
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "get" and node.args:
@@ -202,6 +252,8 @@ def test_outside_the_kinds_package_no_product_module_branches_on_a_kind() -> Non
         "if isinstance(job, PairJob): pass",
         'x = report["retrieval"]',
         'x = report.get("pairwise")',
+        "x = r.winner",
+        "x = result.turn_scores",
     ],
 )
 def test_the_scan_finds_each_way_of_branching_on_a_kind(code: str) -> None:

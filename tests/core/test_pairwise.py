@@ -12,6 +12,7 @@ import judgeq
 from judgeq.figures.stats import bradley_terry, bradley_terry_leaderboard
 from judgeq.grading.request import JudgeRequest
 from judgeq.grading.result import Result
+from judgeq.jobs.kinds import make_result
 from judgeq.jobs.models import PairJob
 from judgeq.judges.base import RetryPolicy
 from judgeq.pipeline.job import GradingContext, grade_job
@@ -125,7 +126,7 @@ def pair(
     flags: tuple[str, ...] = (),
 ) -> Result:
     graded = winner is not None
-    return Result(
+    return make_result(
         job_id=f"p{i}",
         index=i,
         kind="pair",

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from judgeq import Result
+from judgeq.jobs.kinds import make_result
 from judgeq.producer.progress import (
     PRODUCER_GONE_AFTER,
     STOPPED,
@@ -76,7 +76,7 @@ def test_snapshot_and_wait_from_a_store() -> None:
     for i, (rank, total_score) in enumerate([(1, 9.0), (2, 6.65)]):
         store.store_result(
             "r",
-            Result(
+            make_result(
                 job_id=f"q{i}",
                 index=i,
                 kind="question",
@@ -121,7 +121,7 @@ def response_run(store: MemoryStore, run_id: str, total: int, done: int) -> None
     for i in range(done):
         store.store_result(
             run_id,
-            Result(
+            make_result(
                 job_id=f"j{i}",
                 index=i,
                 status="graded",
@@ -162,7 +162,7 @@ def test_a_canceled_runs_rate_counts_only_the_jobs_it_graded() -> None:
     for i in range(10, 100):
         store.store_result(
             "r",
-            Result(job_id=f"j{i}", index=i, status="null", null_reason="canceled", rubric_name="quality",
+            make_result(job_id=f"j{i}", index=i, status="null", null_reason="canceled", rubric_name="quality",
                    rubric_version="1.0.0", judge_model="x"),
         )  # fmt: skip
     store.set_state("r", state="canceled", started_epoch=T0, finished_at=iso(T0 + 20))

@@ -12,6 +12,7 @@ import pytest
 from judgeq.grading.result import Result
 from judgeq.report.build import build_report, new_aggregator
 from judgeq.report.files import write_report_files
+from judgeq.report.model import RunReport
 from judgeq.rubric.model import read_rubric_text
 from judgeq.runspec import RunSpec
 
@@ -86,3 +87,20 @@ def test_an_interrupted_write_leaves_no_temp_file_and_the_old_file_whole(tmp_pat
     assert path.read_text() == "old\n"
     _atomic_write(path, lambda f: f.write("new\n"), gz=gz)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["verdicts.jsonl"]
+
+
+def test_a_newer_versions_report_keeps_its_keys_and_an_older_ones_gains_none(tmp_path: Path) -> None:
+    """A report another version's worker stored, written here (an archive, ``judgeq wait``):
+    report.json keeps every key it has (a newer version's too: an older reader never drops what
+    it does not know) and gains none it lacked; report.md reads what this version knows."""
+    spec, report, results = run(str(tmp_path / "gone.jsonl"))
+    newer = {**report, "from_a_later_version": {"x": 1}, "usage": {**report["usage"], "later": 2}}
+    paths = write_report_files(tmp_path / "new", newer, results, spec=spec)
+    assert json.loads(paths["report.json"].read_text()) == newer
+    assert "Overall" in paths["report.md"].read_text() or "overall" in paths["report.md"].read_text()
+    older = {k: v for k, v in report.items() if k not in ("latency_ms", "distributions")}
+    paths = write_report_files(tmp_path / "old", older, results, spec=spec)
+    assert json.loads(paths["report.json"].read_text()) == older
+    # this version's own report is the typed model, serialised, byte for byte
+    mine = write_report_files(tmp_path / "mine", report, results, spec=spec)["report.json"].read_text()
+    assert mine == json.dumps(RunReport.from_dict(report).to_dict(), indent=2) + "\n"

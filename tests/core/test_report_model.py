@@ -50,7 +50,20 @@ def test_every_report_shape_round_trips_byte_for_byte(name: str) -> None:
 
 def test_the_fixtures_cover_every_kind_section_and_the_optional_parts() -> None:
     keys = set().union(*(_load(n) for n in SHAPES))
-    assert {"retrieval", "pairwise", "conversation", "council", "agreement", "by_model"} <= keys
+    assert {
+        "retrieval",
+        "pairwise",
+        "conversation",
+        "council",
+        "agreement",
+        "by_model",
+        "by_model_paired",
+    } <= keys
+    agreements = [_load(n)["agreement"] for n in SHAPES if _load(n).get("agreement")]
+    assert {"pairs", "pass_fail", "numeric"} <= set().union(*agreements)
+    assert {"mean", "z"} == {
+        _load(n)["council"]["combined"]["method"] for n in SHAPES if _load(n).get("council")
+    }
     assert any("retrieval" in g for n in SHAPES for g in (_load(n).get("by_model") or {}).values())
 
 
@@ -65,6 +78,18 @@ def test_the_parts_are_attributes() -> None:
     assert all("retrieval" in g.sections for g in report.by_model.values())
     assert RunReport.from_dict(_load("pairs")).section("pairwise")["graded"] > 0
     assert RunReport.from_dict(_load("resp")).section("retrieval") is None
+
+
+def test_the_agreement_the_council_and_the_paired_models_are_attributes() -> None:
+    report = RunReport.from_dict(_load("labels_z"))
+    ag, co = report.agreement, report.council
+    assert ag is not None and ag.numeric is not None and ag.pass_fail is not None and ag.pairs is None
+    assert ag.graded + ag.nulls == ag.labelled and ag.numeric.n <= ag.graded
+    assert co is not None and co.combined.method == "z" and co.combined.by_model is not None
+    assert set(co.per_judge) == set(co.judges) and co.sampled_units <= co.units
+    assert report.by_model_paired and report.by_model_paired[0].vs == "assistant-v3"
+    pairs = RunReport.from_dict(_load("pairs")).agreement
+    assert pairs is not None and pairs.pairs is not None and set(pairs.pairs.confusion) == {"a", "b", "tie"}
 
 
 def test_numbers_keep_their_type() -> None:

@@ -54,6 +54,7 @@ from judgeq import (
     load_rubric,
 )
 from judgeq.grading.retrieval import first_relevant_rank, hits_at, position_weight, total_score
+from judgeq.jobs.kinds import make_result
 from judgeq.jobs.question import RetrievalStats
 from judgeq.pipeline.job import GradingContext, grade_job
 from judgeq.report.aggregate import Aggregator
@@ -603,5 +604,10 @@ def test_custom_hit_k_keys() -> None:
 
 def test_response_line_has_no_question_fields() -> None:
     res = grade_one(make_job("q", ["n"], "n", None), 8)
-    response = res.model_copy(update={"kind": "response"})
+    # the same result as a response's (a kind's results are its own class: a response's has none
+    # of a question's fields, and none is written)
+    common = {k: v for k, v in res.model_dump().items() if k in Result.model_fields and k != "kind"}
+    response = make_result(**common)
+    assert type(response) is Result and response.kind == "response"
     assert not (LINE_KEYS - {"grading_latency_ms"}) & set(response.to_line())
+    assert set(res.to_line()) >= LINE_KEYS

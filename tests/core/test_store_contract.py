@@ -13,6 +13,7 @@ import fakeredis
 import pytest
 
 from judgeq.grading.result import Result
+from judgeq.jobs.kinds import make_result
 from judgeq.rubric.model import read_rubric_text
 from judgeq.runspec import RunSpec
 from judgeq.store.base import MemoryStore, Store, live_increments
@@ -35,7 +36,7 @@ def make_spec(run_id: str = RUN, total: int = 5, **kw: Any) -> RunSpec:
 
 
 def graded(index: int, overall: float = 8.0, *, passed: bool | None = None, **kw: Any) -> Result:
-    return Result(
+    return make_result(
         job_id=f"j{index}",
         index=index,
         status="graded",
@@ -50,7 +51,7 @@ def graded(index: int, overall: float = 8.0, *, passed: bool | None = None, **kw
 
 
 def null(index: int, reason: str = "timeout", **kw: Any) -> Result:
-    return Result(
+    return make_result(
         job_id=f"j{index}",
         index=index,
         status="null",
@@ -568,7 +569,7 @@ def test_a_result_is_built_without_inspecting_a_factory_and_owns_its_provenance_
     assert served.default_factory is None and served.default == []
 
     def made(i: int) -> Result:
-        return Result(
+        return make_result(
             index=i, job_id=str(i), status="graded", rubric_name="r", rubric_version="1", judge_model="m"
         )
 

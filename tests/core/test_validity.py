@@ -17,6 +17,7 @@ import judgeq
 from judgeq.figures.stats import wilson
 from judgeq.grading.request import JudgeRequest
 from judgeq.grading.result import Result
+from judgeq.jobs.kinds import make_result
 from judgeq.jobs.models import ResponseJob
 from judgeq.judges.base import RetryPolicy
 from judgeq.pipeline.job import GradingContext, grade_job
@@ -28,7 +29,7 @@ QUALITY = judgeq.load_rubric("quality")
 
 
 def graded(i: int, overall: float, *, label: Any = None, model: str = "m", **kw: Any) -> Result:
-    return Result(
+    return make_result(
         job_id=f"j{i}",
         index=i,
         status="graded",
@@ -44,7 +45,7 @@ def graded(i: int, overall: float, *, label: Any = None, model: str = "m", **kw:
 
 
 def null(i: int, *, label: Any = None, reason: str = "timeout") -> Result:
-    return Result(
+    return make_result(
         job_id=f"j{i}",
         index=i,
         status="null",
@@ -112,7 +113,7 @@ def test_pass_fail_labels_on_a_pass_fail_rubric() -> None:
 def test_pair_accuracy_ties_half_and_ties_excluded() -> None:
     rows = [("a", "a"), ("b", "b"), ("a", "b"), ("a", "tie"), ("tie", "b"), ("tie", "tie")]
     results = [
-        Result(
+        make_result(
             job_id=f"p{i}",
             index=i,
             kind="pair",
@@ -136,9 +137,9 @@ def test_pair_accuracy_ties_half_and_ties_excluded() -> None:
     assert pairs["accuracy_ties_half_ci95"] == wilson(4, 6)
     near_top = [("a", "a")] * 19 + [("a", "tie")]  # 19.5 of 20
     results_top = [
-        Result(job_id=f"t{i}", index=i, kind="pair", status="graded", overall=0.5 if said == "tie" else 1.0,
-               winner=said, votes=["A", "B"], label=label, model="x", model_b="y", rubric_name="pairwise",
-               rubric_version="1.0.0", judge_model="j")  # type: ignore[arg-type]
+        make_result(job_id=f"t{i}", index=i, kind="pair", status="graded",
+                    overall=0.5 if said == "tie" else 1.0, winner=said, votes=["A", "B"], label=label,
+                    model="x", model_b="y", rubric_name="pairwise", rubric_version="1.0.0", judge_model="j")
         for i, (label, said) in enumerate(near_top)
     ]  # fmt: skip
     top = report(results_top, scale="pairwise")["agreement"]["pairs"]
