@@ -32,7 +32,11 @@ from judgeq.errors import (
 )
 from judgeq.grading.request import JudgeRequest
 from judgeq.grading.result import Result
+from judgeq.jobs.conversation import ConversationResult
+from judgeq.jobs.kinds import read_result
 from judgeq.jobs.models import Job, PairJob, QuestionJob, ResponseJob
+from judgeq.jobs.pair import PairResult
+from judgeq.jobs.question import QuestionResult
 from judgeq.judges.base import Judge, JudgeReply
 from judgeq.report.model import RunReport
 from judgeq.rubric.model import (
@@ -56,6 +60,7 @@ __all__ = [
     "CeilingRule",
     "Chunk",
     "ConfigError",
+    "ConversationResult",
     "Dimension",
     "Golden",
     "Job",
@@ -75,7 +80,9 @@ __all__ = [
     "JudgeTimeout",
     "JudgeqError",
     "PairJob",
+    "PairResult",
     "QuestionJob",
+    "QuestionResult",
     "Report",
     "ResponseJob",
     "Result",
@@ -90,6 +97,7 @@ __all__ = [
     "load_report",
     "load_rubric",
     "parse_rubric",
+    "read_result",
     "submit",
     "wait",
 ]

@@ -106,7 +106,9 @@ class Result(BaseModel):
         return 1
 
     def verdict(self) -> str | None:
-        """Its verdict in a word, as report.html's table shows it (None: not graded)."""
+        """The judge's verdict as a category: pass or fail (a pair's: its winner, a, b or tie);
+        None when not graded or the rubric's scale has none. What agreement with categorical
+        labels compares (and report.html's table shows)."""
         if self.status != "graded" or self.passed is None:
             return None
         return "pass" if self.passed else "fail"

@@ -386,7 +386,8 @@ class ConversationResult(Result):
 
 
 def _conversation(r: Result) -> ConversationResult:
-    assert isinstance(r, ConversationResult), f"a conversation's section given a {r.kind} result"
+    if not isinstance(r, ConversationResult):
+        raise TypeError(f"a conversation's result expected, not a {r.kind}'s")
     return r
 
 

@@ -5,10 +5,11 @@ one line here."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Union
 
-from pydantic import Discriminator, Tag, TypeAdapter
+from pydantic import Field, TypeAdapter, ValidationError
 
 from judgeq.grading.result import Result
 from judgeq.jobs.conversation import CONVERSATION
@@ -61,24 +62,28 @@ def texts_of(obj: Mapping[str, Any]) -> dict[str, str]:
     return kind.texts(obj) if kind is not None else {"input": "", "output": ""}
 
 
-def _result_kind(value: Any) -> str:
-    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
-    return kind if isinstance(kind, str) else DEFAULT.name
-
-
 _RESULTS: TypeAdapter[Result] = TypeAdapter(
-    Annotated[
-        Union[tuple(Annotated[k.result, Tag(k.name)] for k in KINDS.values())],  # noqa: UP007
-        Discriminator(_result_kind),
-    ]
+    Annotated[Union[tuple(k.result for k in KINDS.values())], Field(discriminator="kind")]  # noqa: UP007
 )
-"""A stored result of any kind, read as its kind's class (by its ``kind``; none: the default)."""
+"""A stored result of any kind, read as its kind's class by its ``kind``."""
 
 
 def read_result(data: str | bytes) -> Result:
     """A stored result (its JSON) as its kind's result class; a ValidationError names what is
-    wrong (an unknown kind among it)."""
-    return _RESULTS.validate_json(data)
+    wrong (an unknown kind among it). Read too: a result without ``kind`` (the default kind's:
+    packed entries leave a default out) and the flat form results were stored in before each
+    kind had its class (every kind's fields, other kinds' null: a rolling upgrade meets them)."""
+    try:
+        return _RESULTS.validate_json(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        missing = len(errors) == 1 and errors[0]["type"] == "union_tag_not_found"
+        flat = bool(errors) and all(e["type"] == "extra_forbidden" and e["input"] is None for e in errors)
+        if not (missing or flat):
+            raise
+    obj = json.loads(data)
+    result = kind_of(str(obj.get("kind") or DEFAULT.name)).result
+    return result.model_validate({k: v for k, v in obj.items() if v is not None or k in result.model_fields})
 
 
 def make_result(**fields: Any) -> Result:

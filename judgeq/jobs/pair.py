@@ -154,7 +154,8 @@ class PairResult(Result):
 
 
 def _pair(r: Result) -> PairResult:
-    assert isinstance(r, PairResult), f"a pair's section given a {r.kind} result"
+    if not isinstance(r, PairResult):
+        raise TypeError(f"a pair's result expected, not a {r.kind}'s")
     return r
 
 
@@ -428,4 +429,5 @@ PAIR = JobKind(
     by_model=False,
     least_units=lambda swap: len(_ORDERS[swap]),
     shown_model=lambda r: f"{r.model or 'A'} vs {_pair(r).model_b or 'B'}",
+    export_columns=("model_b", "winner"),
 )

@@ -142,7 +142,8 @@ class QuestionResult(Result):
 
 
 def _question(r: Result) -> QuestionResult:
-    assert isinstance(r, QuestionResult), f"a question's section given a {r.kind} result"
+    if not isinstance(r, QuestionResult):
+        raise TypeError(f"a question's result expected, not a {r.kind}'s")
     return r
 
 

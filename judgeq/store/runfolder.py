@@ -157,7 +157,7 @@ def load_report(path: str | Path) -> Report:
     return Report(json.loads(report.read_text(encoding="utf-8")), folder=folder)
 
 
-EXPORT_FIXED = (  # every row has each column (a pair's ``model_b`` and ``winner`` too: empty elsewhere)
+EXPORT_FIXED = (
     "index",
     "job_id",
     "kind",
@@ -186,15 +186,16 @@ EXPORT_FIXED = (  # every row has each column (a pair's ``model_b`` and ``winner
 def export_row(r: Result) -> dict[str, Any]:
     """One job as a flat row: the fixed columns, then ``score.<dimension>``, then for questions
     ``rank``/``hit_at_1``/``llm_grade``/``total_score`` and for councils ``judge.<model>``."""
+    kind = KINDS.get(r.kind)
+    own = kind.export(r) if kind is not None else {}
     row: dict[str, Any] = {}
-    for key in EXPORT_FIXED:
-        value = getattr(r, key, None)
+    for key in EXPORT_FIXED:  # every row has these columns (a kind's own, such as a pair's winner,
+        # where its kind supplies them: empty in other rows)
+        value = own.pop(key) if key in own else getattr(r, key) if key in Result.model_fields else None
         row[key] = ";".join(value) if isinstance(value, list) else value
     for name, value in r.scores.items():
         row[f"score.{name}"] = value
-    kind = KINDS.get(r.kind)
-    if kind is not None:
-        row.update(kind.export(r))
+    row.update(own)
     for model, value in (r.judge_scores or {}).items():
         row[f"judge.{model}"] = value
     return row

@@ -73,14 +73,13 @@ def _folder_row(folder: Path) -> dict[str, Any] | None:
     where = "folder" + (" (archived)" if (folder / "verdicts.jsonl.gz").exists() else "")
     try:
         document = json.loads((folder / "report.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # not JSON (a write cut short): not a run's report
         return None
     try:
         # any version's report (a key this one does not know is left out, one it lacks defaults)
         report = RunReport.read(document)
-    except (ValidationError, TypeError):
-        # JSON, but not a report this judgeq can read (damaged): listed, said so
-        return {"run": folder.name, "where": where, "state": "report.json unreadable", **_UNKNOWN}
+    except (ValidationError, TypeError):  # JSON, but damaged: listed as far as it can be read
+        return _damaged_row(folder, where, document)
     c, judge, cost = report.counts, report.judge, report.usage.estimated_cost_usd
     state = "partial" if report.partial else "finished"
     if report.rescored_from:
@@ -97,4 +96,31 @@ def _folder_row(folder: Path) -> dict[str, Any] | None:
     }
 
 
-_UNKNOWN = {"done": "?", "rubric": "?", "judge": "?", "started": "", "cost": "unknown"}
+def _damaged_row(folder: Path, where: str, document: Any) -> dict[str, Any]:
+    """A report the model cannot read (a part missing or of the wrong type), read key by key:
+    what it has is shown, what it lacks is "?"."""
+    doc = document if isinstance(document, dict) else {}
+
+    def part(key: str) -> dict[str, Any]:
+        value = doc.get(key)
+        return value if isinstance(value, dict) else {}
+
+    c, judge, rubric = part("counts"), part("judge"), part("rubric")
+    graded, null, total = (c.get(k) for k in ("graded", "null", "total"))
+    done = "?"
+    if isinstance(graded, int) and isinstance(null, int) and isinstance(total, int):
+        done = f"{graded + null}/{total}"
+    council = judge.get("council")
+    others = [str(m) for m in council[1:]] if isinstance(council, list) else []
+    return {
+        "run": str(doc.get("run_id") or folder.name),
+        "where": where,
+        "state": "report damaged",
+        "done": done,
+        "rubric": str(rubric.get("name") or "?"),
+        "judge": _judge(str(judge.get("provider", "?")), str(judge.get("model", "?")), others)
+        if judge
+        else "?",
+        "started": str(doc.get("started_at") or "")[:19].replace("T", " "),
+        "cost": "unknown",
+    }

@@ -134,3 +134,17 @@ def test_runs_lists_embedded_run_folders_even_without_redis(tmp_path: Path) -> N
     by_rubric = {row[4]: row for row in rows.values()}
     assert by_rubric["quality"][1:4] == ["folder", "finished", "30/30"]
     assert by_rubric["retrieval-relevance"][3] == "24/24"
+    # a report damaged after the run (a part missing, another of the wrong type) is still listed,
+    # as far as it reads; one that is not JSON at all (a write cut short) is not a run's report
+    folder = next(p for p in tmp_path.iterdir() if rows[p.name][4] == "quality")
+    doc = json.loads((folder / "report.json").read_text())
+    del doc["usage"], doc["started_at"]
+    doc["rubric"] = "quality"
+    (folder / "report.json").write_text(json.dumps(doc))
+    (tmp_path / "cut-short").mkdir()
+    (tmp_path / "cut-short" / "report.json").write_text('{"run_id": "cut')
+    out = judgeq("runs", "--out", str(tmp_path), JUDGEQ_REDIS_URL="redis://127.0.0.1:1/0")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()[1:]}
+    assert "cut-short" not in rows and "None" not in out.stdout
+    assert rows[folder.name][1:5] == ["folder", "report", "damaged", "30/30"], rows[folder.name]

@@ -20,8 +20,8 @@ from judgeq.pipeline.job import GradingContext, call_count, grade_job, job_calls
 from judgeq.report.aggregate import Aggregator
 from judgeq.rubric.model import RetrievalConfig
 from judgeq.store.base import live_increments
-from judgeq.store.packing import pack_result, packing_dictionary, unpack_result
-from judgeq.store.runfolder import export_row
+from judgeq.store.packing import deflate, pack_result, packing_dictionary, unpack_result
+from judgeq.store.runfolder import EXPORT_FIXED, export_row
 from judgeq.testing.fake_anthropic import generate_from_schema
 
 
@@ -72,6 +72,44 @@ def test_a_kinds_results_are_its_own_class_and_hold_only_its_fields(name: str) -
     for field in sorted(others):
         with pytest.raises(ValueError, match=field):
             make_result(kind=name, **COMMON, **{field: None})
+
+
+FLAT = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "flat_before_kinds.jsonl"
+
+
+def test_results_stored_before_each_kind_had_its_class_read_as_their_kinds() -> None:
+    """The flat form of before (every kind's fields, other kinds' null), as Redis holds it in
+    plain JSON for a week: read as its kind's class, every value it had kept; a non-null value of
+    another kind's field is still refused."""
+    lines = FLAT.read_text(encoding="utf-8").splitlines()
+    assert {json.loads(line)["kind"] for line in lines} == set(KINDS)
+    for line in lines:
+        old = json.loads(line)
+        for read in (read_result(line), unpack_result(line.encode(), DICTIONARY)):
+            assert type(read) is KINDS[old["kind"]].result
+            assert {k: v for k, v in old.items() if v is not None} == {
+                k: v for k, v in read.model_dump(mode="json").items() if v is not None
+            }
+    response = json.loads(next(line for line in lines if '"kind":"response"' in line))
+    with pytest.raises(ValueError, match="winner"):
+        read_result(json.dumps({**response, "winner": "a"}))
+
+
+def test_a_packed_result_without_its_kind_is_the_default_kinds() -> None:
+    """Packed entries leave out fields at their defaults: a response's ``kind`` was one."""
+    result = make_result(**COMMON, notes="fine")
+    blob = deflate(json.dumps({**COMMON, "notes": "fine"}).encode(), DICTIONARY)
+    again = unpack_result(blob, DICTIONARY)
+    assert (type(again), again.to_line()) == (DEFAULT.result, result.to_line())
+
+
+def test_every_exported_column_is_a_results_field_or_a_kinds_own() -> None:
+    own = {c for k in KINDS.values() for c in k.export_columns}
+    assert set(EXPORT_FIXED) <= set(Result.model_fields) | own
+    pair = make_result(kind="pair", **COMMON, winner="a", model_b="m2")
+    row, plain = export_row(pair), export_row(make_result(**COMMON))
+    assert list(row)[: len(EXPORT_FIXED)] == list(plain)[: len(EXPORT_FIXED)] == list(EXPORT_FIXED)
+    assert (row["winner"], row["model_b"], plain["winner"], plain["model_b"]) == ("a", "m2", None, None)
 
 
 def test_a_stored_result_of_an_unknown_kind_is_refused_by_name() -> None:
