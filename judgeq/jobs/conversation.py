@@ -30,12 +30,12 @@ import weakref
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NotRequired, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_serializer, model_validator
 
 from judgeq.figures.formatting import fmt, fmt_ci
-from judgeq.figures.stats import histogram, pct, wilson
+from judgeq.figures.stats import Histogram, histogram, pct, wilson
 from judgeq.grading.result import Result
 from judgeq.grading.score import Score
 from judgeq.jobs.base import JobBase
@@ -399,6 +399,62 @@ POSITIONS = 10
 """Turns reported by position (1st, 2nd, ...); later ones together."""
 
 
+class CheckFigures(TypedDict):
+    jobs: int
+    passed: int
+    pass_rate: float | None
+    pass_rate_ci95: list[float] | None
+
+
+class ToolFigures(TypedDict):
+    calls: int
+    jobs: int
+    jobs_passed: int
+    pass_rate: float | None
+
+
+class PositionFigures(TypedDict):
+    turns: int
+    mean: float
+
+
+class TurnFigures(TypedDict):
+    graded: int
+    distribution: Histogram
+    mean_by_position: dict[str, PositionFigures]
+
+
+class Worst(TypedDict):
+    """One of the worst conversations."""
+
+    job_id: str
+    model: str | None
+    passed: bool | None
+    overall: float | None
+    settled_by: str | None
+    failed_checks: list[str]
+    worst_turn: int | None
+    why: str | None
+
+
+class ConversationSection(TypedDict):
+    """The ``conversation`` section of report.json."""
+
+    jobs: int
+    settled_by_checks: int
+    checks: dict[str, CheckFigures]
+    tools: dict[str, ToolFigures]
+    tool_calls_per_job: dict[str, int]
+    turns: NotRequired[TurnFigures]
+    """Conversations graded turn by turn."""
+    worst: list[Worst]
+
+
+def _section(section: Mapping[str, Any]) -> ConversationSection:
+    """A conversation section as report.json holds it (its keys checked where it is read)."""
+    return cast(ConversationSection, section)
+
+
 @dataclass(slots=True)
 class ConversationStats:
     """Checks, tools and the worst conversations, over conversation results."""
@@ -417,7 +473,7 @@ class ConversationStats:
     """Every graded turn's score (conversations graded turn by turn)."""
     by_position: dict[int, list[float]] = field(default_factory=dict)
     """Per turn position (1, 2, ..., 10; 11: later ones): [turns, sum of scores]."""
-    _worst: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
+    _worst: list[tuple[float, int, Worst]] = field(default_factory=list)
 
     def add(self, result: Result) -> None:
         r = _conversation(result)
@@ -445,7 +501,7 @@ class ConversationStats:
         badness = (2.0 if r.settled_by else 1.0 if not r.passed else 0.0) - (
             (r.overall - self.lo) / 1000.0 if r.overall is not None else 0.0
         )
-        entry = {
+        entry: Worst = {
             "job_id": r.job_id,
             "model": r.model,
             "passed": r.passed,
@@ -461,12 +517,12 @@ class ConversationStats:
         elif item[:2] > self._worst[0][:2]:
             heapq.heapreplace(self._worst, item)
 
-    def to_dict(self) -> dict[str, Any] | None:
+    def to_dict(self) -> ConversationSection | None:
         """The ``conversation`` section of report.json (None: the run has no conversation)."""
         if not self.jobs:
             return None
         worst = [e for b, _, e in sorted(self._worst, key=lambda t: t[:2], reverse=True) if b > 0]
-        return {
+        out: ConversationSection = {
             "jobs": self.jobs,
             "settled_by_checks": self.settled,
             "checks": {
@@ -488,11 +544,14 @@ class ConversationStats:
                 for tool, n in sorted(self.tool_jobs.items(), key=lambda kv: (-kv[1], kv[0]))
             },
             "tool_calls_per_job": {str(k): v for k, v in sorted(self.steps.items())},
-            **({"turns": self._turns()} if self.turn_hist else {}),
             "worst": worst,
         }
+        if self.turn_hist:  # before "worst", where report.json has always had it
+            head = {k: v for k, v in out.items() if k != "worst"}
+            out = cast(ConversationSection, head | {"turns": self._turns(), "worst": worst})
+        return out
 
-    def _turns(self) -> dict[str, Any]:
+    def _turns(self) -> TurnFigures:
         """Conversations graded turn by turn: every turn's score's distribution, and the mean
         score of the first, second, ... turn."""
         return {
@@ -514,10 +573,11 @@ def _cell(text: Any) -> str:
     return s if len(s) <= 120 else s[:119] + "…"
 
 
-def conversation_markdown(section: Mapping[str, Any] | None) -> list[str]:
+def conversation_markdown(found: Mapping[str, Any] | None) -> list[str]:
     """Checks, tools and the worst conversations, as Markdown lines (none without the section)."""
-    if not section:
+    if not found:
         return []
+    section = _section(found)
     lines = ["", f"## Conversations ({section['jobs']})", ""]
     settled = section["settled_by_checks"]
     if settled:
@@ -542,9 +602,11 @@ def conversation_markdown(section: Mapping[str, Any] | None) -> list[str]:
             lines.append(f"| `{_cell(tool)}` | {t['calls']} | {t['jobs']} | {passed} |")
         lines.append("")
     if "turns" in section:
-        t = section["turns"]
-        means = ", ".join(f"{k}: {fmt(v['mean'])} ({v['turns']})" for k, v in t["mean_by_position"].items())
-        lines += [f"{t['graded']} turns graded one by one; mean score by turn (turns): {means}.", ""]
+        turns = section["turns"]
+        means = ", ".join(
+            f"{k}: {fmt(v['mean'])} ({v['turns']})" for k, v in turns["mean_by_position"].items()
+        )
+        lines += [f"{turns['graded']} turns graded one by one; mean score by turn (turns): {means}.", ""]
     per_job = ", ".join(f"{k}: {v}" for k, v in section["tool_calls_per_job"].items())
     lines += [f"Tool calls per conversation (calls: conversations): {per_job}.", ""]
     if section["worst"]:
@@ -576,7 +638,7 @@ def conversation_html(section: Mapping[str, Any] | None, texts: Mapping[str, Map
     each message with its role, each tool call with its arguments, each result with its call;
     the graded turn that scored lowest marked. Empty when the run has none or their jobs file
     could not be read."""
-    worst = (section or {}).get("worst") or []
+    worst = _section(section).get("worst") or [] if section else []
     parts: list[str] = []
     for w in worst:
         raw = (texts.get(str(w["job_id"])) or {}).get("transcript")
@@ -632,7 +694,7 @@ def _esc(x: Any) -> str:
 
 def _shown(section: Mapping[str, Any] | None) -> set[str]:
     """The jobs report.html shows the transcript of: the worst conversations."""
-    return {str(w["job_id"]) for w in (section or {}).get("worst", [])}
+    return {str(w["job_id"]) for w in _section(section).get("worst", [])} if section else set()
 
 
 def _texts(obj: Mapping[str, Any]) -> dict[str, str]:

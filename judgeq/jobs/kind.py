@@ -23,8 +23,9 @@ class Section(Protocol):
 
     def add(self, r: Result) -> None: ...
 
-    def to_dict(self) -> dict[str, Any] | None:
-        """The section as report.json holds it (None: nothing to report)."""
+    def to_dict(self) -> Mapping[str, Any] | None:
+        """The section as report.json holds it (None: nothing to report): a kind types its
+        section's keys (a TypedDict) so mypy checks what its readers ask of it."""
         ...
 
 
@@ -84,9 +85,10 @@ class JobKind:
     html: Callable[[Mapping[str, Any] | None, Mapping[str, Mapping[str, str]]], str] | None = None
     """Its section's part of report.html, given the texts of the jobs it shows (by job id, from
     :attr:`texts`)."""
-    cards: Callable[[Mapping[str, Any], Mapping[str, Any]], list[tuple[str, str]]] | None = None
-    """report.html's headline figures for a run with its section (given the section and the whole
-    report.json), in place of the mean score and pass rate."""
+    cards: Callable[[Mapping[str, Any]], list[tuple[str, str]]] | None = None
+    """report.html's headline figures for a run with its section (given the section), in place
+    of the mean score and pass rate (the mean :attr:`score_name` follows them when the kind is
+    :attr:`scored`, and agreement with pair labels when the run has it)."""
     charts: Callable[[Mapping[str, Any]], list[str]] | None = None
     """Its section's plots in report.html (SVG figures, :mod:`judgeq.figures.charts`)."""
     summary: Callable[[Mapping[str, Any]], list[str]] | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from pydantic import model_validator
 
@@ -159,6 +159,58 @@ def _pair(r: Result) -> PairResult:
     return r
 
 
+Interval = list[float] | None
+
+
+class PairFigures(TypedDict):
+    """One model pair's outcomes in the ``pairwise`` section (``model``'s wins)."""
+
+    model: str
+    opponent: str
+    n: int
+    wins: int
+    ties: int
+    losses: int
+    win_rate: float
+    win_rate_ci95: Interval
+    win_rate_excluding_ties: float | None
+    win_rate_excluding_ties_ci95: Interval
+    win_rate_length_controlled: float | None
+    win_rate_length_controlled_ci95: Interval
+
+
+class Rating(TypedDict):
+    model: str
+    rating: float
+    ci95: Interval
+
+
+class PairwiseSection(TypedDict):
+    """The ``pairwise`` section of report.json."""
+
+    graded: int
+    nulls: int
+    same_model_pairs: int
+    pairs: list[PairFigures]
+    position_consistency: float | None
+    position_consistency_ci95: Interval
+    position_consistency_n: int
+    first_position_preference: float | None
+    first_position_preference_ci95: Interval
+    first_position_preference_n: int
+    longer_output_wins: float | None
+    longer_output_wins_ci95: Interval
+    longer_output_wins_n: int
+    notes: dict[str, str]
+    leaderboard: NotRequired[list[Rating]]
+    """With three models or more: their Bradley-Terry ratings."""
+
+
+def _section(section: Mapping[str, Any]) -> PairwiseSection:
+    """A pairwise section as report.json holds it (its keys checked where it is read)."""
+    return cast(PairwiseSection, section)
+
+
 @dataclass(slots=True)
 class _Stratum:
     n: int = 0
@@ -227,8 +279,8 @@ class PairwiseStats:
         slot.score += WINNER_SCORE[winner]
         slot.sq += WINNER_SCORE[winner] ** 2
 
-    def to_dict(self) -> dict[str, Any]:
-        pairs = []
+    def to_dict(self) -> PairwiseSection:
+        pairs: list[PairFigures] = []
         for (m1, m2), (w, t, losses) in sorted(self.outcomes.items()):
             n = w + t + losses
             mean = (w + 0.5 * t) / n
@@ -258,7 +310,7 @@ class PairwiseStats:
                 }
             )
         models = sorted({m for key in self.outcomes for m in key})
-        out: dict[str, Any] = {
+        out: PairwiseSection = {
             "graded": self.graded,
             "nulls": self.nulls,
             "same_model_pairs": self.self_pairs,
@@ -287,14 +339,15 @@ class PairwiseStats:
         }
         if len(models) >= 3:
             cells = {key: (c[0], c[1], c[2]) for key, c in self.outcomes.items()}
-            out["leaderboard"] = stats.bradley_terry_leaderboard(cells)
+            out["leaderboard"] = cast(list[Rating], stats.bradley_terry_leaderboard(cells))
         return out
 
 
-def pairwise_markdown(pw: Mapping[str, Any] | None) -> list[str]:
+def pairwise_markdown(section: Mapping[str, Any] | None) -> list[str]:
     """The pairwise section as Markdown lines (none without it)."""
-    if not pw:
+    if not section:
         return []
+    pw = _section(section)
     lines: list[str] = []
     lines += [
         "",
@@ -330,9 +383,10 @@ def pairwise_markdown(pw: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
-def _cards(pw: Mapping[str, Any], report: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The first three pairs' win rates (ties as half), position consistency and agreement with
-    labels, with their intervals."""
+def _cards(section: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The first three pairs' win rates (ties as half) and position consistency, with their
+    intervals."""
+    pw = _section(section)
     cards = [
         (
             f"{pair['model']} over {pair['opponent']} (ties as half)",
@@ -346,19 +400,12 @@ def _cards(pw: Mapping[str, Any], report: Mapping[str, Any]) -> list[tuple[str, 
             with_ci(pw.get("position_consistency"), pw.get("position_consistency_ci95"), "%"),
         )
     )
-    pairs = (report.get("agreement") or {}).get("pairs")
-    if pairs:
-        cards.append(
-            (
-                "agreement with labels (ties as half)",
-                with_ci(pairs.get("accuracy_ties_half"), pairs.get("accuracy_ties_half_ci95"), "%"),
-            )
-        )
     return cards
 
 
-def _charts(pw: Mapping[str, Any]) -> list[str]:
+def _charts(section: Mapping[str, Any]) -> list[str]:
     """The win matrix and, with three models or more, their Bradley-Terry ratings."""
+    pw = _section(section)
     out = [matrix("Pairwise win rate (row vs column, ties half)", pw.get("pairs") or [])]
     board = pw.get("leaderboard") or []
     if board:
@@ -374,8 +421,9 @@ def _charts(pw: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _summary(pw: Mapping[str, Any]) -> list[str]:
+def _summary(section: Mapping[str, Any]) -> list[str]:
     """Each pair's win rates, then the position figures and the leader."""
+    pw = _section(section)
     lines = [
         f"win rate of {pair['model']} over {pair['opponent']}: {fmt(pair['win_rate'], '%')} "
         f"(ties as half; {pair['wins']} wins, {pair['ties']} ties, {pair['losses']} losses), "
@@ -422,7 +470,7 @@ PAIR = JobKind(
     summary=_summary,
     calibration=lambda pw: [
         "position consistency "
-        + fmt_ci(pw.get("position_consistency"), pw.get("position_consistency_ci95"), "%")
+        + fmt_ci(_section(pw).get("position_consistency"), _section(pw).get("position_consistency_ci95"), "%")
     ],
     scored=False,
     charts=_charts,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, cast
 
 from pydantic import Field, field_validator, model_validator
 
@@ -149,6 +149,51 @@ def _question(r: Result) -> QuestionResult:
 
 RETRIEVAL_PASS_THRESHOLDS = {"pass_rate_8": 8.0, "pass_rate_7": 7.0, "pass_rate_6_5": 6.5}
 
+Rate = float | None
+"""A percentage (None: of no question)."""
+Interval = list[float] | None
+
+
+class RetrievalIntervals(TypedDict, total=False):
+    """The 95% intervals of the retrieval figures (Wilson for rates, t for means)."""
+
+    accuracy: Interval
+    hit_at_1_rate: Interval
+    hit_at_5_rate: Interval
+    hit_at_k_rates: dict[str, Interval]
+    mrr: Interval
+    avg_llm_grade: Interval
+    avg_total_score: Interval
+    pass_rate_8: Interval
+    pass_rate_7: Interval
+    pass_rate_6_5: Interval
+    coverage: Interval
+
+
+class RetrievalSection(TypedDict):
+    """The ``retrieval`` section of report.json (the run's, and each model's)."""
+
+    questions: int
+    accuracy: Rate
+    hit_at_1_rate: Rate
+    hit_at_5_rate: Rate
+    hit_at_k_rates: dict[str, Rate]
+    mrr: float | None
+    avg_llm_grade: float | None
+    avg_total_score: float | None
+    pass_rate_8: Rate
+    pass_rate_7: Rate
+    pass_rate_6_5: Rate
+    null: int
+    coverage: Rate
+    rank_counts: dict[str, int]
+    ci95: RetrievalIntervals
+
+
+def _section(section: Mapping[str, Any]) -> RetrievalSection:
+    """A retrieval section as report.json holds it (its keys checked where it is read)."""
+    return cast(RetrievalSection, section)
+
 
 @dataclass(slots=True)
 class RetrievalStats:
@@ -188,7 +233,7 @@ class RetrievalStats:
                 if r.total_score >= t:
                     self.passes[name] += 1
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RetrievalSection:
         n = self.n
         return {
             "questions": n,
@@ -199,7 +244,9 @@ class RetrievalStats:
             "mrr": round(self.rr_sum / n, 6) if n else None,
             "avg_llm_grade": round(self.grades.total / self.grades.n, 4) if self.grades.n else None,
             "avg_total_score": round(self.totals.total / self.totals.n, 4) if self.totals.n else None,
-            **{name: pct(self.passes[name], n) for name in RETRIEVAL_PASS_THRESHOLDS},
+            "pass_rate_8": pct(self.passes["pass_rate_8"], n),
+            "pass_rate_7": pct(self.passes["pass_rate_7"], n),
+            "pass_rate_6_5": pct(self.passes["pass_rate_6_5"], n),
             "null": self.nulls,
             "coverage": pct(self.grades.n, n),
             "rank_counts": {
@@ -214,7 +261,9 @@ class RetrievalStats:
                 "mrr": t_interval(n, self.rr_sum, self.rr_sq, 6),
                 "avg_llm_grade": t_interval(self.grades.n, self.grades.total, self.grades.total_sq),
                 "avg_total_score": t_interval(self.totals.n, self.totals.total, self.totals.total_sq),
-                **{name: wilson(self.passes[name], n) for name in RETRIEVAL_PASS_THRESHOLDS},
+                "pass_rate_8": wilson(self.passes["pass_rate_8"], n),
+                "pass_rate_7": wilson(self.passes["pass_rate_7"], n),
+                "pass_rate_6_5": wilson(self.passes["pass_rate_6_5"], n),
                 "coverage": wilson(self.grades.n, n),
             },
         }
@@ -229,23 +278,22 @@ def question_grade(
     return {"llm_grade": grade, "total_score": total_score(grade, rank, retrieval)}
 
 
-def _cards(rt: Mapping[str, Any], report: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Accuracy, Hit@1, Hit@5 and MRR, then the mean LLM grade, with their intervals."""
-    ci = rt.get("ci95") or {}
+def _cards(section: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Accuracy, Hit@1, Hit@5 and MRR, with their intervals."""
+    rt = _section(section)
+    ci: RetrievalIntervals = rt.get("ci95") or {}
     cards = [
         ("accuracy (needle retrieved)", with_ci(rt.get("accuracy"), ci.get("accuracy"), "%")),
         ("Hit@1", with_ci(rt.get("hit_at_1_rate"), ci.get("hit_at_1_rate"), "%")),
         ("Hit@5", with_ci(rt.get("hit_at_5_rate"), ci.get("hit_at_5_rate"), "%")),
         ("MRR", with_ci(rt.get("mrr"), ci.get("mrr"), nd=3)),
     ]
-    o = report.get("overall") or {}
-    if o.get("mean") is not None:
-        cards.append(("mean LLM grade", with_ci(o["mean"], o.get("ci95"))))
     return cards
 
 
-def _charts(rt: Mapping[str, Any]) -> list[str]:
+def _charts(section: Mapping[str, Any]) -> list[str]:
     """The rank of the first relevant chunk, and hit@k."""
+    rt = _section(section)
     ranks = rt.get("rank_counts") or {}
     return [
         bars(
@@ -260,7 +308,8 @@ def _charts(rt: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _summary(rt: Mapping[str, Any]) -> list[str]:
+def _summary(section: Mapping[str, Any]) -> list[str]:
+    rt = _section(section)
     return [
         f"retrieval: accuracy (needle retrieved) {fmt(rt['accuracy'], '%')}, hit@1 "
         f"{fmt(rt['hit_at_1_rate'], '%')}, hit@5 {fmt(rt['hit_at_5_rate'], '%')}, MRR "
@@ -291,30 +340,30 @@ def _debug(result: Result) -> str:
     )
 
 
-def retrieval_markdown(rt: Mapping[str, Any] | None) -> list[str]:
+def retrieval_markdown(section: Mapping[str, Any] | None) -> list[str]:
     """The retrieval section as Markdown lines (none without it)."""
-    if not rt:
+    if not section:
         return []
-    lines: list[str] = []
-    lines += ["", "## Retrieval", "", "| metric | value |", "|---|---:|"]
-    for key in (
-        "questions",
-        "accuracy",
-        "hit_at_1_rate",
-        "hit_at_5_rate",
-        "mrr",
-        "avg_llm_grade",
-        "avg_total_score",
-        "pass_rate_8",
-        "pass_rate_7",
-        "pass_rate_6_5",
-        "null",
-    ):
-        suffix = "%" if key in ("accuracy",) or key.endswith("_rate") or key.startswith("pass_rate") else ""
-        nd = 3 if key == "mrr" else None
-        lines.append(f"| {key} | {fmt_ci(rt[key], rt.get('ci95', {}).get(key), suffix, nd)} |")
+    rt = _section(section)
+    ci: RetrievalIntervals = rt.get("ci95") or {}
+    rows: list[tuple[str, float | None, Interval, str, int | None]] = [
+        ("questions", rt["questions"], None, "", None),
+        ("accuracy", rt["accuracy"], ci.get("accuracy"), "%", None),
+        ("hit_at_1_rate", rt["hit_at_1_rate"], ci.get("hit_at_1_rate"), "%", None),
+        ("hit_at_5_rate", rt["hit_at_5_rate"], ci.get("hit_at_5_rate"), "%", None),
+        ("mrr", rt["mrr"], ci.get("mrr"), "", 3),
+        ("avg_llm_grade", rt["avg_llm_grade"], ci.get("avg_llm_grade"), "", None),
+        ("avg_total_score", rt["avg_total_score"], ci.get("avg_total_score"), "", None),
+        ("pass_rate_8", rt["pass_rate_8"], ci.get("pass_rate_8"), "%", None),
+        ("pass_rate_7", rt["pass_rate_7"], ci.get("pass_rate_7"), "%", None),
+        ("pass_rate_6_5", rt["pass_rate_6_5"], ci.get("pass_rate_6_5"), "%", None),
+        ("null", rt["null"], None, "", None),
+    ]
+    lines = ["", "## Retrieval", "", "| metric | value |", "|---|---:|"]
+    lines += [f"| {name} | {fmt_ci(value, ci95, suffix, nd)} |" for name, value, ci95, suffix, nd in rows]
+    at_k = ci.get("hit_at_k_rates") or {}
     for k, v in rt["hit_at_k_rates"].items():
-        lines.append(f"| hit@{k} | {fmt_ci(v, rt.get('ci95', {}).get('hit_at_k_rates', {}).get(k), '%')} |")
+        lines.append(f"| hit@{k} | {fmt_ci(v, at_k.get(k), '%')} |")
     return lines
 
 

@@ -120,7 +120,14 @@ def headline_cards(document: RunReport | Mapping[str, Any]) -> list[tuple[str, s
     for kind in KINDS.values():
         section = report.section(kind.section) if kind.section is not None else None
         if section and kind.cards is not None:
-            return kind.cards(section, report.to_dict())
+            own = kind.cards(section)
+            if kind.scored and report.overall.mean is not None:  # (a retrieval run's mean LLM grade)
+                own.append((f"mean {kind.score_name}", with_ci(report.overall.mean, report.overall.ci95)))
+            pairs = report.agreement.pairs if report.agreement is not None else None
+            if pairs is not None:
+                ties_half = with_ci(pairs.accuracy_ties_half, pairs.accuracy_ties_half_ci95, "%")
+                own.append(("agreement with labels (ties as half)", ties_half))
+            return own
     cards: list[tuple[str, str]] = []
     if report.overall.mean is not None:
         cards.append(("mean score", with_ci(report.overall.mean, report.overall.ci95)))
