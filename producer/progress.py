@@ -17,6 +17,7 @@ from kombu.exceptions import OperationalError
 from judgeq.errors import ConfigError, JudgeqError, RunPaused
 from judgeq.figures.formatting import fmt, fmt_count, lane_name
 from judgeq.jobs.kinds import DEFAULT, KINDS
+from judgeq.judges import judge_name
 from judgeq.judges.prices import unpriced_text
 from judgeq.pipeline.batch_lane import lane_summary, lane_text
 from judgeq.ratelimit.headers import fmt_duration
@@ -403,9 +404,7 @@ def summary_text(document: RunReport | dict[str, Any], paths: dict[str, Path] | 
     c = report.counts
     o = report.overall
     judge = report.judge
-    judges = judge.council or [
-        judge.provider if judge.provider == "lexical" else f"{judge.provider}:{judge.model}"
-    ]
+    judges = judge.council or [judge_name(judge.provider, judge.model)]
     kind = next((k for k in KINDS.values() if k.section and report.section(k.section)), DEFAULT)
     section = report.section(kind.section) if kind.section else None
     lines = []

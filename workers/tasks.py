@@ -35,7 +35,7 @@ from kombu.exceptions import OperationalError
 
 from judgeq.errors import StoreError
 from judgeq.figures import stats as _stats
-from judgeq.judges import budget_factory, can_serve, judge_factory, served_providers
+from judgeq.judges import budget_factory, can_serve, judge_factory, judge_name, served_providers
 from judgeq.pipeline.batch_lane import BatchLane, LaneConfig, lane_loop
 from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK, grade_queue, is_routed, worker_queues
 from judgeq.pipeline.stages import (
@@ -103,7 +103,7 @@ def _unserved(app: Celery, judges: list[tuple[str, str]]) -> list[str]:
         if (provider, model) not in known:
             known[(provider, model)] = can_serve(_settings(app), provider, model)
         if not known[(provider, model)]:
-            out.append(f"{provider}:{model}" if provider != "lexical" else provider)
+            out.append(judge_name(provider, model))
     return out
 
 

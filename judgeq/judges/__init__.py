@@ -33,6 +33,11 @@ class JudgeSpec:
         return self.provider if self.provider == "lexical" else f"{self.provider}:{self.model}"
 
 
+def judge_name(provider: str, model: str) -> str:
+    """How a judge is named to people: ``provider:model`` (``lexical`` alone)."""
+    return str(JudgeSpec(provider, model))
+
+
 def parse_judge_spec(spec: str) -> JudgeSpec:
     """``anthropic:MODEL``, ``anthropic`` (default model) or ``lexical``."""
     provider, _, model = spec.strip().partition(":")
@@ -73,7 +78,7 @@ def parse_judge_spec(spec: str) -> JudgeSpec:
     )
 
 
-__all__ = ["DEFAULT_ANTHROPIC_MODEL", "JudgeSpec", "parse_judge_spec"]
+__all__ = ["DEFAULT_ANTHROPIC_MODEL", "JudgeSpec", "judge_name", "parse_judge_spec"]
 
 
 def build_judge(

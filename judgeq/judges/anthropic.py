@@ -16,17 +16,13 @@ import anthropic
 from judgeq.errors import (
     JudgeAPIError,
     JudgeAuthError,
-    JudgeBillingError,
     JudgeError,
-    JudgeInvalidRequest,
-    JudgeModelNotFound,
-    JudgeOverloaded,
-    JudgeRateLimited,
     JudgeTimeout,
 )
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds, served_model, server_of
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
+from judgeq.judges.statuses import ANTHROPIC_STATUSES, error_for
 
 __all__ = [
     "BATCH_TIMEOUT",
@@ -70,33 +66,14 @@ def translate_error(exc: Exception) -> JudgeError:
     if isinstance(exc, anthropic.APIConnectionError):
         return JudgeAPIError(f"connection to the judge failed: {type(exc).__name__}")
     if isinstance(exc, anthropic.APIStatusError):
-        error = _status_error(exc)
-        error.headers = rate_limit_headers(exc.response.headers)
+        headers = exc.response.headers
+        retry_after = retry_after_seconds(headers)
+        error = error_for(exc.status_code, _message(exc), retry_after=retry_after, rules=ANTHROPIC_STATUSES)
+        error.headers = rate_limit_headers(headers)
         return error
     if isinstance(exc, anthropic.CredentialsError):
         return JudgeAuthError(NO_KEY)
     return JudgeAPIError(f"unexpected judge failure: {type(exc).__name__}")
-
-
-def _status_error(exc: anthropic.APIStatusError) -> JudgeError:
-    """The judgeq error for an HTTP error status."""
-    status = exc.status_code
-    msg = _message(exc)
-    if status == 429:
-        return JudgeRateLimited(msg, retry_after=retry_after_seconds(exc.response.headers))
-    if status == 529:
-        return JudgeOverloaded(msg, retry_after=retry_after_seconds(exc.response.headers))
-    if status in (401, 403):
-        return JudgeAuthError(msg)
-    if status == 402 or (status == 400 and "credit balance" in msg.lower()):
-        return JudgeBillingError(msg)
-    if status == 404:
-        return JudgeModelNotFound(msg)
-    if status == 408:
-        return JudgeTimeout(msg)
-    if status >= 500 or status == 409:
-        return JudgeAPIError(msg, retry_after=retry_after_seconds(exc.response.headers))
-    return JudgeInvalidRequest(msg)
 
 
 BATCH_TIMEOUT = 600.0

@@ -24,17 +24,15 @@ from judgeq.errors import (
     ConfigError,
     JudgeAPIError,
     JudgeAuthError,
-    JudgeBillingError,
     JudgeError,
     JudgeInvalidRequest,
     JudgeModelNotFound,
-    JudgeOverloaded,
-    JudgeRateLimited,
     JudgeTimeout,
 )
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds, served_model, server_of
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
+from judgeq.judges.statuses import OPENAI_STATUSES, error_for
 
 __all__ = [
     "COMPATIBLE_KEY",
@@ -97,7 +95,10 @@ def translate_error(exc: Exception) -> JudgeError:
         return JudgeAPIError(f"connection to the judge failed: {type(exc).__name__}")
     if isinstance(exc, openai.APIStatusError):
         headers = exc.response.headers
-        error = error_for(exc.status_code, _message(exc), _code(exc), retry_after_seconds(headers))
+        retry_after = retry_after_seconds(headers)
+        error = error_for(
+            exc.status_code, _message(exc), code=_code(exc), retry_after=retry_after, rules=OPENAI_STATUSES
+        )
         error.headers = rate_limit_headers(headers)
         return error
     if isinstance(exc, openai.OpenAIError):
@@ -105,28 +106,6 @@ def translate_error(exc: Exception) -> JudgeError:
             JudgeAuthError(NO_KEY) if "api_key" in str(exc) else JudgeAPIError(f"{type(exc).__name__}: {exc}")
         )
     return JudgeAPIError(f"unexpected judge failure: {type(exc).__name__}")
-
-
-def error_for(status: int, msg: str, code: str = "", retry_after: float | None = None) -> JudgeError:
-    """The judgeq error (the null reason) an HTTP status and the API's error code stand for; used
-    for live answers and for the lines of a Batch API result file alike."""
-    if status == 429 and code == "insufficient_quota":
-        return JudgeBillingError(msg)  # out of credit: no retry helps
-    if status == 429:
-        return JudgeRateLimited(msg, retry_after=retry_after)
-    if status in (401, 403):
-        return JudgeAuthError(msg)
-    if status == 402:
-        return JudgeBillingError(msg)
-    if status == 404:
-        return JudgeModelNotFound(msg)
-    if status == 408:
-        return JudgeTimeout(msg)
-    if status in (503, 529):
-        return JudgeOverloaded(msg, retry_after=retry_after)
-    if status >= 500 or status == 409:
-        return JudgeAPIError(msg, retry_after=retry_after)
-    return JudgeInvalidRequest(msg)
 
 
 def _is_format_refusal(exc: openai.APIStatusError) -> bool:
@@ -395,7 +374,8 @@ class OpenAIJudge:
         failure = body.get("error", body) if isinstance(body, dict) else {}
         failure = failure if isinstance(failure, dict) else {}
         msg = f"HTTP {status} in the {self.batch_label}: {failure.get('message') or 'no message'}"[:500]
-        return BatchItem(cid, error=error_for(status or 500, msg, str(failure.get("code") or "")))
+        code = str(failure.get("code") or "")
+        return BatchItem(cid, error=error_for(status or 500, msg, code=code, rules=OPENAI_STATUSES))
 
     def _files(self) -> Any:
         if self._client is None:

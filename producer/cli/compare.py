@@ -12,6 +12,7 @@ import click
 from pydantic import ValidationError
 
 from judgeq.errors import ConfigError
+from judgeq.judges import judge_name
 from judgeq.report.model import RunReport
 
 from ..runsource import RunSource, open_run
@@ -150,11 +151,9 @@ def _describe(source: RunSource) -> dict[str, Any]:
             rubric = {"name": source.spec.rubric_source}
     if report is not None:
         judge = report.judge
-        judges = judge.council or [
-            judge.provider if judge.provider == "lexical" else f"{judge.provider}:{judge.model}"
-        ]
+        judges = judge.council or [judge_name(judge.provider, judge.model)]
     elif source.spec is not None:
-        judges = [p if p == "lexical" else f"{p}:{m}" for p, m in source.spec.judges]
+        judges = [judge_name(p, m) for p, m in source.spec.judges]
     else:
         judges = ["unknown"]
     return {

@@ -10,6 +10,7 @@ import click
 from pydantic import ValidationError
 
 from judgeq.errors import ConfigError, StoreError
+from judgeq.judges import judge_name
 from judgeq.report.model import RunReport
 
 from .options import out_option, redis_option, settings_from
@@ -65,7 +66,7 @@ def runs(limit: int, **flags: Any) -> None:
 
 
 def _judge(provider: str, model: str, council: list[str] | None = None) -> str:
-    first = provider if provider == "lexical" else f"{provider}:{model}"
+    first = judge_name(provider, model)
     return f"{first} +{len(council)}" if council else first
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from judgeq.errors import ConfigError
-from judgeq.judges import SERVE_NEEDS
+from judgeq.judges import SERVE_NEEDS, judge_name
 from judgeq.judges.prices import unpriced_text
 from judgeq.ratelimit.headers import fmt_duration
 
@@ -56,7 +56,7 @@ def status(run_id: str | None, **flags: Any) -> None:
         click.echo(f"  {pause_line(snap)}")
     elif snap.waiting_s is not None:
         click.echo(f"  {waiting_line(snap)}")
-    judges = ", ".join(f"{p}:{m}" if p != "lexical" else p for p, m in spec.judges)
+    judges = ", ".join(judge_name(p, m) for p, m in spec.judges)
     click.echo(f"  rubric   {spec.rubric_source.removeprefix('builtin:')}; judge {judges} ({spec.lane} lane)")
     click.echo(
         f"  started  {snap.started_at.replace('T', ' ').removesuffix('Z')} UTC; jobs file {spec.jobs_file}"
@@ -147,7 +147,7 @@ def worker_lines(store: Any, queue: str, snap: Any, judges: list[tuple[str, str]
         needs = sorted({p for p, _ in judges})
         able = [w for w, provs in serving.items() if provs is None or all(p in provs for p in needs)]
         if serving and not able:
-            named = ", ".join(f"{p}:{m}" if p != "lexical" else p for p, m in judges)
+            named = ", ".join(judge_name(p, m) for p, m in judges)
             offered = sorted({p for provs in serving.values() for p in provs or ()} - {"lexical"})
             what = (
                 f"serve {', '.join(offered)} and the offline lexical judge"
