@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from judgeq.errors import ConfigError, JudgeError
 from judgeq.grading.retrieval import parse_position_weights
-from judgeq.jobs.kinds import KINDS
+from judgeq.jobs.kinds import KINDS, kind_for
 from judgeq.jobs.models import Job
 from judgeq.jobs.reader import JobsFileLimits, JobsFileScan, scan_jobs_file
 from judgeq.judges import (
@@ -309,8 +309,8 @@ for it."""
 
 
 def rubric_kinds(rubric: Rubric) -> frozenset[str]:
-    """The job kinds a rubric grades (:attr:`judgeq.rubric.model.Rubric.job_kind`)."""
-    return frozenset({rubric.job_kind})
+    """The job kinds a rubric grades (:func:`judgeq.jobs.kinds.kind_for`)."""
+    return frozenset({kind_for(rubric).name})
 
 
 def _jobs(n: int, kind: str) -> str:
@@ -349,7 +349,7 @@ def label_check(rubric: Rubric) -> Callable[[Job], tuple[str, str] | None]:
 
     def check(job: Job) -> tuple[str, str] | None:
         label = job.label
-        if label is None or job.kind != rubric.job_kind:
+        if label is None or job.kind != kind_for(rubric).name:
             return None  # a job of another kind: the rubric refuses the file for that, once
         if rubric.is_pairwise:
             if label not in ("a", "b", "tie"):

@@ -712,6 +712,7 @@ CONVERSATION = JobKind(
     name="conversation",
     model=ConversationJob,
     result=ConversationResult,
+    grades=lambda rubric: rubric.job == "conversation",
     marks=("messages",),
     rubric="task-success",
     rubric_is="it says job: conversation",

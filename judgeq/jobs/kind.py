@@ -64,6 +64,9 @@ class JobKind:
     result: type[Result] = Result
     """The class of its results (a kind whose results carry more than every result does
     subclasses :class:`~judgeq.grading.result.Result`, with ``kind`` its name)."""
+    grades: Callable[[Rubric], bool] = lambda rubric: False
+    """Whether ``rubric`` grades jobs of this kind (its scale, its sections or its ``job:`` say
+    so); a rubric no kind claims grades the default kind (:func:`judgeq.jobs.kinds.kind_for`)."""
     least_units: Callable[[bool], int] = lambda swap: 1
     """The fewest judge calls each judge makes for a job of this kind that a judge grades (given
     whether the run swaps pairs' orders): what sizes every job of a run (a batch's share)."""

@@ -17,6 +17,7 @@ from judgeq.jobs.kind import JobKind
 from judgeq.jobs.pair import PAIR
 from judgeq.jobs.question import QUESTION
 from judgeq.jobs.response import RESPONSE
+from judgeq.rubric.model import Rubric
 
 __all__ = [
     "DEFAULT",
@@ -24,6 +25,7 @@ __all__ = [
     "KINDS",
     "RUN_SECTION_KEYS",
     "infer_kind",
+    "kind_for",
     "kind_of",
     "make_result",
     "read_result",
@@ -40,6 +42,9 @@ RUN_SECTION_KEYS = tuple(k.section for k in KINDS.values() if k.section and k.ru
 """report.json keys of the kinds' sections of the whole run."""
 _DETECT_ORDER = (QUESTION, CONVERSATION, PAIR)
 """The order an untagged line is matched in (a question's fields win over the others')."""
+_RUBRIC_ORDER = (CONVERSATION, PAIR, QUESTION)
+"""The order kinds are asked whether a rubric grades them (a rubric's ``job:`` first, then its
+pairwise scale, then its retrieval section)."""
 
 
 def infer_kind(obj: Mapping[str, Any]) -> str:
@@ -48,6 +53,11 @@ def infer_kind(obj: Mapping[str, Any]) -> str:
     if isinstance(kind, str):
         return kind
     return next((k.name for k in _DETECT_ORDER if any(m in obj for m in k.marks)), DEFAULT.name)
+
+
+def kind_for(rubric: Rubric) -> JobKind:
+    """The kind of job ``rubric`` grades (:attr:`JobKind.grades`; no kind claims it: the default)."""
+    return next((k for k in _RUBRIC_ORDER if k.grades(rubric)), DEFAULT)
 
 
 def kind_of(name: str) -> JobKind:

@@ -449,6 +449,7 @@ PAIR = JobKind(
     name="pair",
     model=PairJob,
     result=PairResult,
+    grades=lambda rubric: rubric.is_pairwise,
     marks=("output_a",),
     rubric="pairwise",
     rubric_is="its scale is pairwise",

@@ -377,6 +377,7 @@ QUESTION = JobKind(
     name="question",
     model=QuestionJob,
     result=QuestionResult,
+    grades=lambda rubric: rubric.retrieval is not None,
     marks=("question", "retrieved"),
     rubric="retrieval-relevance",
     rubric_is="it has a 'retrieval' section",

@@ -29,7 +29,7 @@ from judgeq.grading.request import DEFAULT_MAX_TOKENS, JudgeRequest, output_sche
 from judgeq.grading.result import Result
 from judgeq.grading.verdict import parse_verdict
 from judgeq.jobs.grade import NOTES_LIMIT, Graded, Scoring, Unit
-from judgeq.jobs.kinds import kind_of, make_result
+from judgeq.jobs.kinds import kind_for, kind_of, make_result
 from judgeq.jobs.models import JOB_MODELS, Job, infer_kind
 from judgeq.judges.base import (
     CallOutcome,
@@ -416,7 +416,7 @@ def call_count(ctx: GradingContext, job: Job | None = None) -> int:
     this run makes at least, for the sizes that hold for all (a run's jobs are of one kind: its
     kind's :attr:`JobKind.least_units`)."""
     if job is None:
-        return len(ctx.judges) * kind_of(ctx.rubric.job_kind).least_units(ctx.swap)
+        return len(ctx.judges) * kind_for(ctx.rubric).least_units(ctx.swap)
     return len(ctx.judges) * len(job.units(ctx.rubric, swap=ctx.swap))
 
 
@@ -465,7 +465,7 @@ def null_result(
     if spec is not None:
         try:
             rubric = spec.rubric
-            rubric_name, rubric_version, kind = rubric.name, rubric.version, rubric.job_kind
+            rubric_name, rubric_version, kind = rubric.name, rubric.version, kind_for(rubric).name
         except Exception:  # the rubric itself fails to load: the null still names the run's rubric
             rubric_name, rubric_version, kind = spec.rubric_source, "unknown", None
         judge_model, retrieval = spec.judge_model, spec.retrieval

@@ -458,18 +458,6 @@ class Rubric(_Model):
         return self.scale == "pairwise"
 
     @property
-    def job_kind(self) -> Literal["response", "question", "pair", "conversation"]:
-        """The kind of job the rubric grades: a pairwise rubric pair jobs (it compares two
-        outputs), a rubric with a ``retrieval`` section question jobs (it asks about retrieved
-        chunks and the expected answer's key facts), a rubric with ``job: conversation``
-        conversations, any other rubric response jobs."""
-        if self.job is not None:
-            return self.job
-        if self.is_pairwise:
-            return "pair"
-        return "question" if self.retrieval is not None else "response"
-
-    @property
     def threshold(self) -> float | None:
         """The pass threshold in force: the rubric's, else the scale's default
         (:func:`default_pass_threshold`: 7 of 1-10, 4 of 1-5, 6 of 0-9)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from judgeq.jobs.kinds import KINDS
+from judgeq.jobs.kinds import KINDS, kind_for
 from judgeq.store.runfolder import EXPORT_FIXED, export_row
 
 from ..runsource import RunSource, open_run
@@ -68,9 +68,7 @@ def _columns(source: RunSource) -> list[str]:
     cols += [f"score.{d}" for d in dims]
     report = source.report or {}
     for kind in KINDS.values():  # the run's kind's own columns
-        if (rubric is not None and rubric.job_kind == kind.name) or (
-            kind.section and report.get(kind.section)
-        ):
+        if (rubric is not None and kind_for(rubric) is kind) or (kind.section and report.get(kind.section)):
             cols += [c for c in kind.export_columns if c not in cols]
     if spec is not None and spec.council:
         cols += [f"judge.{m}" for _, m in spec.judges]

@@ -11,7 +11,7 @@ import yaml
 
 from judgeq.errors import JudgeqError, RubricError
 from judgeq.grading.request import render_request
-from judgeq.jobs.kinds import KINDS
+from judgeq.jobs.kinds import KINDS, kind_for
 from judgeq.jobs.models import JOB_MODELS, Job, infer_kind
 from judgeq.rubric.model import Rubric, builtin_names, load_rubric
 from judgeq.settings import load_settings
@@ -54,7 +54,7 @@ SAMPLES: dict[str, dict[str, Any]] = {name: dict(kind.sample) for name, kind in 
 def sample_job(rubric: Rubric) -> Job:
     """The job ``rubrics show`` renders: the rubric's first golden, else a sample of the kind
     of job the rubric grades (a pair for a pairwise rubric: its Output A and Output B)."""
-    row = rubric.goldens[0].job() if rubric.goldens else SAMPLES[rubric.job_kind]
+    row = rubric.goldens[0].job() if rubric.goldens else SAMPLES[kind_for(rubric).name]
     return JOB_MODELS[infer_kind(row)].model_validate(row)
 
 

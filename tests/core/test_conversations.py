@@ -16,7 +16,7 @@ from judgeq import load_rubric
 from judgeq.errors import JudgeInvalidRequest
 from judgeq.grading.request import JudgeRequest, render_user
 from judgeq.jobs.conversation import ConversationJob, conversation_markdown
-from judgeq.jobs.kinds import make_result
+from judgeq.jobs.kinds import kind_for, make_result
 from judgeq.jobs.models import JOB_MODELS, infer_kind
 from judgeq.jobs.reader import JobsFileLimits, parse_line, scan_jobs_file
 from judgeq.judges.base import JudgeReply
@@ -546,7 +546,7 @@ def test_a_run_without_conversations_has_no_section() -> None:
 
 def test_builtin_tool_use_rubric_grades_conversations() -> None:
     rubric = load_rubric("tool-use-appropriateness")
-    assert rubric.job_kind == "conversation" and len(rubric.goldens) >= 2
+    assert kind_for(rubric).name == "conversation" and len(rubric.goldens) >= 2
 
 
 # -- turn by turn -------------------------------------------------------------------------

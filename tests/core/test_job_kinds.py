@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from judgeq import JudgeReply, JudgeRequest, load_rubric
+from judgeq import JudgeReply, JudgeRequest, builtin_names, load_rubric
 from judgeq.grading.result import Result
-from judgeq.jobs.kinds import DEFAULT, KINDS, infer_kind, make_result, read_result, texts_of
+from judgeq.jobs.kinds import DEFAULT, KINDS, infer_kind, kind_for, make_result, read_result, texts_of
 from judgeq.jobs.models import JOB_MODELS
 from judgeq.pipeline.job import GradingContext, call_count, grade_job, job_calls, null_result
 from judgeq.report.aggregate import Aggregator
@@ -33,12 +33,23 @@ def test_each_kind_keeps_the_registrys_contract(name: str) -> None:
     assert infer_kind({**sample, "kind": name}) == name
     job = JOB_MODELS[name].model_validate(sample)
     assert job.kind == name and JOB_MODELS[name] is kind.model
-    assert load_rubric(kind.rubric).job_kind == name, "the suggested built-in grades this kind"
+    assert kind_for(load_rubric(kind.rubric)) is kind, "the suggested built-in grades this kind"
     assert kind.rubric_is and kind.rubric_with
     texts = texts_of(sample)
     assert set(texts) >= {"input", "output"} and all(isinstance(v, str) for v in texts.values())
     assert texts["input"], "the table shows what the job was about"
     assert (kind.marks == ()) is (kind is DEFAULT), "every kind but the default is recognised by its fields"
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_each_rubric_grades_one_kind_which_the_kind_itself_says(name: str) -> None:
+    """Which kind a rubric grades is each kind's own rule (JobKind.grades): at most one kind
+    claims a rubric (none: the default kind), and the registry asks them."""
+    rubric = load_rubric(name)
+    claims = [k for k in KINDS.values() if k.grades(rubric)]
+    assert len(claims) <= 1, (name, [k.name for k in claims])
+    assert kind_for(rubric) is (claims[0] if claims else DEFAULT)
+    assert DEFAULT.grades(rubric) is False, "the default kind claims no rubric: it is what is left"
 
 
 def test_an_untagged_line_of_no_kinds_fields_is_the_default_and_an_unknown_kind_shows_no_text() -> None:
@@ -226,8 +237,9 @@ KIND_FIELDS = {
 """Fields only some kinds' jobs or results have (a pair's ``winner``, a question's ``rank``);
 names that are words elsewhere too (a rubric's ``checks``) are left to the other scans."""
 SEAM_EXCEPTIONS = {
-    # the rubric's own format says which kind it grades (``job: conversation``, a pairwise scale,
-    # a retrieval section)
+    # the rubric format's own vocabulary: ``job: conversation`` and a conversation rubric's fields
+    # (checks, scope, goldens with messages), checked where a rubric is read, below the kinds
+    # (which kind a rubric grades is each kind's JobKind.grades)
     "judgeq/rubric/model.py",
 }
 
