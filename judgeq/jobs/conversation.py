@@ -40,7 +40,7 @@ from judgeq.grading.result import Result
 from judgeq.grading.score import Score
 from judgeq.jobs.base import JobBase
 from judgeq.jobs.grade import Graded, Scoring, Unit, council, notes_of, scored
-from judgeq.jobs.kind import JobKind
+from judgeq.jobs.kind import JobKind, narrowed
 from judgeq.rubric.model import RetrievalConfig, Rubric
 from judgeq.transcripts.checks import Check, CheckOutcome, ReferenceCall, final_answer, run_checks
 from judgeq.transcripts.messages import Message, Tool, ToolCall, read_messages, read_tools
@@ -385,12 +385,6 @@ class ConversationResult(Result):
         return super().reason() or failures
 
 
-def _conversation(r: Result) -> ConversationResult:
-    if not isinstance(r, ConversationResult):
-        raise TypeError(f"a conversation's result expected, not a {r.kind}'s")
-    return r
-
-
 # -- its section of a report: checks' pass rates, tools called, turns, the worst conversations --
 
 WORST_KEPT = 10
@@ -476,7 +470,7 @@ class ConversationStats:
     _worst: list[tuple[float, int, Worst]] = field(default_factory=list)
 
     def add(self, result: Result) -> None:
-        r = _conversation(result)
+        r = narrowed(result, ConversationResult)
         self.jobs += 1
         if r.settled_by == "checks":
             self.settled += 1

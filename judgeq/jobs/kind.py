@@ -8,13 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from judgeq.grading.result import Result
 from judgeq.jobs.base import JobBase
 from judgeq.rubric.model import RetrievalConfig, Rubric
 
-__all__ = ["JobKind", "ReportShape", "Section"]
+__all__ = ["JobKind", "ReportShape", "Section", "narrowed"]
+
+R = TypeVar("R", bound=Result)
+
+
+def narrowed(r: Result, cls: type[R]) -> R:
+    """``r`` as its kind's result class ``cls`` (a kind's section, counters and export are given
+    results of their kind only); TypeError for another kind's."""
+    if not isinstance(r, cls):
+        raise TypeError(f"a {cls.__name__} expected, not a {r.kind}'s result")
+    return r
 
 
 class Section(Protocol):

@@ -18,7 +18,7 @@ from judgeq.grading.result import Result
 from judgeq.grading.verdict import ParsedVerdict
 from judgeq.jobs.base import JobBase
 from judgeq.jobs.grade import Graded, Scoring, Unit, council, notes_of
-from judgeq.jobs.kind import JobKind
+from judgeq.jobs.kind import JobKind, narrowed
 from judgeq.rubric.model import RetrievalConfig, Rubric
 
 __all__ = [
@@ -153,12 +153,6 @@ class PairResult(Result):
         return self.winner if self.status == "graded" and self.winner else super().verdict()
 
 
-def _pair(r: Result) -> PairResult:
-    if not isinstance(r, PairResult):
-        raise TypeError(f"a pair's result expected, not a {r.kind}'s")
-    return r
-
-
 Interval = list[float] | None
 
 
@@ -244,7 +238,7 @@ class PairwiseStats:
     """The run judges each pair in both orders."""
 
     def add(self, result: Result) -> None:
-        r, judges, swapped = _pair(result), self.judges, self.swapped
+        r, judges, swapped = narrowed(result, PairResult), self.judges, self.swapped
         if r.status != "graded" or r.winner is None:
             self.nulls += 1
             return
@@ -477,6 +471,6 @@ PAIR = JobKind(
     charts=_charts,
     by_model=False,
     least_units=lambda swap: len(_ORDERS[swap]),
-    shown_model=lambda r: f"{r.model or 'A'} vs {_pair(r).model_b or 'B'}",
+    shown_model=lambda r: f"{r.model or 'A'} vs {narrowed(r, PairResult).model_b or 'B'}",
     export_columns=("model_b", "winner"),
 )

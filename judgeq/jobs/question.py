@@ -17,7 +17,7 @@ from judgeq.grading.result import Result
 from judgeq.grading.retrieval import first_relevant_rank, hits_at, llm_grade, total_score
 from judgeq.jobs.base import JobBase
 from judgeq.jobs.grade import Graded, Scoring, scored
-from judgeq.jobs.kind import JobKind
+from judgeq.jobs.kind import JobKind, narrowed
 from judgeq.rubric.model import Chunk, RetrievalConfig, Rubric
 
 __all__ = [
@@ -141,12 +141,6 @@ class QuestionResult(Result):
         return self.notes or self.llm_reasoning or (self.raw if self.status == "null" else None)
 
 
-def _question(r: Result) -> QuestionResult:
-    if not isinstance(r, QuestionResult):
-        raise TypeError(f"a question's result expected, not a {r.kind}'s")
-    return r
-
-
 RETRIEVAL_PASS_THRESHOLDS = {"pass_rate_8": 8.0, "pass_rate_7": 7.0, "pass_rate_6_5": 6.5}
 
 Rate = float | None
@@ -213,7 +207,7 @@ class RetrievalStats:
     """Questions per rank of the first relevant chunk (ranks above 20 as 21; 0: not found)."""
 
     def add(self, result: Result) -> None:
-        r = _question(result)
+        r = narrowed(result, QuestionResult)
         self.n += 1
         self.ranks[min(r.rank, 21) if r.rank is not None else 0] += 1
         if r.rank is not None:
@@ -321,7 +315,7 @@ def _summary(section: Mapping[str, Any]) -> list[str]:
 
 def _counters(result: Result) -> dict[str, float]:
     """Questions, reciprocal ranks, hits at 1 and totals of 7 or more, for progress lines."""
-    r = _question(result)
+    r = narrowed(result, QuestionResult)
     inc: dict[str, float] = {"questions": 1}
     if r.rank is not None:
         inc["rr_sum"] = 1.0 / r.rank
@@ -333,7 +327,7 @@ def _counters(result: Result) -> dict[str, float]:
 
 
 def _debug(result: Result) -> str:
-    r = _question(result)
+    r = narrowed(result, QuestionResult)
     return (
         f"question {r.job_id} retrieved={r.retrieved_doc_ids} rank={r.rank} grade={r.llm_grade} "
         f"total={r.total_score} reasoning={(r.llm_reasoning or '')[:300]!r}"
@@ -404,7 +398,7 @@ QUESTION = JobKind(
     counters=_counters,
     export_columns=("rank", "hit_at_1", "llm_grade", "total_score"),
     rescored=lambda r, overall, rubric, retrieval: question_grade(
-        overall, _question(r).rank, rubric, retrieval
+        overall, narrowed(r, QuestionResult).rank, rubric, retrieval
     ),
     debug=_debug,
     group_section=lambda shape: RetrievalStats(shape.hit_k),

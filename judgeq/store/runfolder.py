@@ -183,6 +183,10 @@ EXPORT_FIXED = (
 )
 
 
+_COMMON = frozenset(Result.model_fields)
+"""The fields every result has (a fixed column no kind supplies is one of them)."""
+
+
 def export_row(r: Result) -> dict[str, Any]:
     """One job as a flat row: the fixed columns, then ``score.<dimension>``, then for questions
     ``rank``/``hit_at_1``/``llm_grade``/``total_score`` and for councils ``judge.<model>``."""
@@ -191,7 +195,7 @@ def export_row(r: Result) -> dict[str, Any]:
     row: dict[str, Any] = {}
     for key in EXPORT_FIXED:  # every row has these columns (a kind's own, such as a pair's winner,
         # where its kind supplies them: empty in other rows)
-        value = own.pop(key) if key in own else getattr(r, key) if key in Result.model_fields else None
+        value = own.pop(key) if key in own else getattr(r, key) if key in _COMMON else None
         row[key] = ";".join(value) if isinstance(value, list) else value
     for name, value in r.scores.items():
         row[f"score.{name}"] = value
