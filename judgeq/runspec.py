@@ -14,25 +14,20 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from judgeq.judges import JudgeSpec, stored_judge
 from judgeq.judges.base import RetryPolicy
 from judgeq.judges.prices import Price, Prices, shipped_prices
+from judgeq.judges.providers import is_offline
 from judgeq.ratelimit import Share
 from judgeq.rubric.model import RetrievalConfig, Rubric, parse_rubric
 from judgeq.settings import default, default_thresholds
 
-__all__ = ["RunSpec", "iso_time", "new_run_id", "split_judge", "utcnow"]
+__all__ = ["RunSpec", "iso_time", "new_run_id", "utcnow"]
 
 
 def new_run_id() -> str:
     """``20261122-101500-3f9a1c``: sortable, short, unique enough."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
-
-
-def split_judge(spec: str) -> tuple[str, str]:
-    """``anthropic:claude-x`` -> (``anthropic``, ``claude-x``); ``lexical`` -> (``lexical``,
-    ``lexical-overlap-v1``)."""
-    provider, _, model = spec.partition(":")
-    return provider, model or ("lexical-overlap-v1" if provider == "lexical" else "")
 
 
 def utcnow() -> str:
@@ -117,9 +112,9 @@ class RunSpec(BaseModel):
         """The run's LLM judge models without a price: their cost is unknown (never $0)."""
         book = self.price_book()
         return [
-            model
-            for provider, model in dict.fromkeys(self.judges)
-            if provider != "lexical" and book.lookup(model) is None
+            judge.model
+            for judge in dict.fromkeys(self.judges)
+            if not is_offline(judge.provider) and book.lookup(judge.model) is None
         ]
 
     @cached_property
@@ -138,6 +133,11 @@ class RunSpec(BaseModel):
         return Share(self.run_id, self.share) if self.share else None
 
     @property
-    def judges(self) -> list[tuple[str, str]]:
-        """(provider, model) of every judge of the run, the first ``--judge`` first."""
-        return [(self.judge_provider, self.judge_model), *(split_judge(c) for c in self.council)]
+    def judge(self) -> JudgeSpec:
+        """The run's (first) judge."""
+        return JudgeSpec(self.judge_provider, self.judge_model)
+
+    @property
+    def judges(self) -> list[JudgeSpec]:
+        """Every judge of the run (each a ``(provider, model)`` pair), the first ``--judge`` first."""
+        return [self.judge, *(stored_judge(c) for c in self.council)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from celery import Celery
 
@@ -22,7 +23,11 @@ class CeleryDispatcher:
     the base ``queue``."""
 
     def __init__(
-        self, app: Celery, queue: str, jobs_per_message: int = 8, judges: list[tuple[str, str]] | None = None
+        self,
+        app: Celery,
+        queue: str,
+        jobs_per_message: int = 8,
+        judges: Sequence[tuple[str, str]] | None = None,
     ) -> None:
         self.app = app
         self.base = queue

@@ -151,7 +151,7 @@ class ClusterCollector(Collector):
             if snap is None or spec is None:
                 continue
             label = [run_id]
-            judge = f"{spec.judge_provider}:{spec.judge_model}"
+            judge = str(spec.judge)
             fam["info"].add_metric([run_id, judge, status or "running", spec.lane], 1.0)
             fam["total"].add_metric(label, float(snap.total))
             fam["done"].add_metric(label, float(snap.done))

@@ -32,6 +32,7 @@ from judgeq.judges import (
     parse_judge_spec,
 )
 from judgeq.judges.prices import Prices, load_prices, no_price_message, shipped_prices
+from judgeq.judges.providers import JudgeSetup, provider, registered
 from judgeq.rubric.model import (
     RetrievalConfig,
     Rubric,
@@ -72,23 +73,19 @@ LEXICAL_NOTICE = (
 )
 
 
-BATCH_PROVIDERS = {"anthropic": "Anthropic's Message Batches API", "openai": "OpenAI's Batch API"}
-"""The providers with a batch lane (``--batch-api``), and the API each uses."""
-
-
 def check_batch_lane(judges: Sequence[JudgeSpec]) -> None:
     """Refuse ``--batch-api`` for judges it cannot serve, in one line: a provider without a batch
     API (the offline judge, an OpenAI-compatible server, a custom judge), judges of two providers
     (each provider's batches are its own), or an OpenAI council of several models (the Batch API
     takes one model per input file)."""
     providers = sorted({j.provider for j in judges})
-    others = [p for p in providers if p not in BATCH_PROVIDERS]
+    others = [provider(p) for p in providers if provider(p).batch_api is None]
     if others:
-        what = {"lexical": "the offline lexical judge", "openai-compatible": "OpenAI-compatible servers"}
-        named = ", ".join(what.get(p, f"{p} judges") for p in others)
+        offered = [provider(p).batch_api for p in registered() if provider(p).batch_api]
+        named = ", ".join(p.plural for p in others)
         raise ConfigError(
-            f"--batch-api sends judge calls through a provider's batch API (Anthropic's Message "
-            f"Batches, OpenAI's Batch API); {named} have none: grade without --batch-api"
+            f"--batch-api sends judge calls through a provider's batch API ({', '.join(map(str, offered))}); "
+            f"{named} have none: grade without --batch-api"
         )
     if len(providers) > 1:
         raise ConfigError(
@@ -96,9 +93,10 @@ def check_batch_lane(judges: Sequence[JudgeSpec]) -> None:
             "batches are its own); grade it without --batch-api, or one provider at a time"
         )
     models = {j.model for j in judges}
-    if providers == ["openai"] and len(models) > 1:
+    api = provider(providers[0])
+    if api.batch_one_model and len(models) > 1:
         raise ConfigError(
-            "--batch-api: OpenAI's Batch API takes one model per batch, and this council has "
+            f"--batch-api: {api.batch_api} takes one model per batch, and this council has "
             f"{len(models)} ({', '.join(sorted(models))}); grade it without --batch-api"
         )
 
@@ -161,7 +159,7 @@ def resolve_judge(flag: str | None, settings: Settings) -> tuple[JudgeSpec, str 
     judge, why = default_judge(settings)
     if why == "JUDGEQ_JUDGE":
         return judge, None
-    if judge.provider == "lexical":
+    if judge.api.offline:
         return judge, LEXICAL_NOTICE
     return judge, f"judgeq: judge {judge} (the default: {why}; --judge chooses another)"
 
@@ -231,7 +229,7 @@ def make_plan(
     judges, notice = resolve_judges(judge, settings)
     judge_spec = judges[0]
     prices = load_prices(settings.prices) if settings.prices else shipped_prices()
-    llm_models = [j.model for j in judges if j.provider != "lexical"]
+    llm_models = [j.model for j in judges if not j.api.offline]
     if settings.max_cost is not None:
         unpriced = [m for m in llm_models if prices.lookup(m) is None]
         if unpriced:  # the limit could not be held: a call without a price counts as nothing
@@ -411,26 +409,16 @@ def preflight(plan: Plan, settings: Settings, *, sleep: Callable[[float], None] 
     Models API each (no tokens spent, no rate limit of the judge's calls used: a re-run
     answered by the reply cache makes no judge call at all; where that API cannot tell, see
     each judge's ``check``), tried again on a transient failure (429, 5xx)."""
-    from judgeq.judges import build_judge
+    from judgeq.judges import judge_factory
 
-    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+    build = judge_factory(settings)
     for judge in plan.judges:
-        if judge.provider == "lexical":
+        if judge.api.offline:
             continue
-        client: Any = build_judge(
-            judge.provider,
-            judge.model,
-            api_key=key,
-            base_url=settings.anthropic_base_url,
-            modules=settings.judge_module_list(),
-            urls=settings.judge_url_list(),
-        )
+        client: Any = build(judge.provider, judge.model)
         if not client.has_credentials:  # the API (judgeq.grade) comes here without check_credentials
-            raise ConfigError(missing_key(str(judge), judge.provider))
-        variable = {
-            "openai": "OPENAI_API_KEY",
-            "openai-compatible": "OPENAI_COMPATIBLE_API_KEY",
-        }.get(judge.provider, "ANTHROPIC_API_KEY")
+            raise ConfigError(missing_key(judge))
+        variable = judge.api.key_variable or "its key"
         try:
             for attempt in range(PREFLIGHT_TRIES):
                 try:
@@ -459,26 +447,16 @@ def check_credentials(plan: Plan, settings: Settings) -> None:
     it resolved (a key, a token, a profile), without a request."""
     for judge in plan.judges:
         if not has_credentials(settings, judge.provider):
-            raise ConfigError(missing_key(str(judge), judge.provider))
-        if judge.provider in ("python", "plugin", "openai-compatible"):  # allowed here, and loads
-            from judgeq.judges import build_judge
-
-            build_judge(
-                judge.provider,
-                judge.model,
-                modules=settings.judge_module_list(),
-                urls=settings.judge_url_list(),
-            )
+            raise ConfigError(missing_key(judge))
+        judge.api.check_setup(judge.model, JudgeSetup.of(settings))
 
 
-def missing_key(judge: str, provider: str = "anthropic") -> str:
+def missing_key(judge: JudgeSpec) -> str:
     """The one line said when an LLM judge has no credential."""
-    name, variable = (
-        ("an OpenAI", "OPENAI_API_KEY") if provider == "openai" else ("an Anthropic", "ANTHROPIC_API_KEY")
-    )
+    variable = judge.api.key_variable or "its key"
     state = "is blank" if os.environ.get(variable) is not None else "is not set"
     return (
-        f"judge {judge} needs {name} API key, and {variable} {state}: export "
+        f"judge {judge} needs {judge.api.key_name}, and {variable} {state}: export "
         f"{variable}=... (or use --judge lexical, the offline judge)"
     )
 

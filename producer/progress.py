@@ -15,10 +15,11 @@ import redis
 from kombu.exceptions import OperationalError
 
 from judgeq.errors import ConfigError, JudgeqError, RunPaused
-from judgeq.figures.formatting import fmt, fmt_count, lane_name
+from judgeq.figures.formatting import fmt, fmt_count
 from judgeq.jobs.kinds import DEFAULT, KINDS
 from judgeq.judges import judge_name
 from judgeq.judges.prices import unpriced_text
+from judgeq.judges.providers import is_offline, lane_name
 from judgeq.pipeline.batch_lane import lane_summary, lane_text
 from judgeq.ratelimit.headers import fmt_duration
 from judgeq.report.files import jobs_file_texts, write_report_files
@@ -471,7 +472,7 @@ def summary_text(document: RunReport | dict[str, Any], paths: dict[str, Path] | 
         if lat.p50 is not None
         else "latency – (no judge call was made)"
     )
-    if judge.provider == "lexical":
+    if is_offline(judge.provider):
         lines.append(f"tokens: none (the lexical judge calls no LLM); {latency}")
     else:
         lines.append(

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 
 from judgeq.errors import ConfigError, JudgeError
-from judgeq.judges import SERVE_NEEDS, can_serve, default_judge, has_anthropic_credentials, judge_factory
+from judgeq.judges import can_serve, default_judge, judge_factory
 from judgeq.settings import Settings
 
 __all__ = ["JudgeHealth", "judge_setup_problem"]
@@ -36,18 +36,17 @@ def judge_setup_problem(settings: Settings) -> str | None:
         spec, _ = default_judge(settings)
     except ConfigError as err:
         return f"JUDGEQ_JUDGE: {err}"
-    if spec.provider == "lexical":
+    if spec.api.offline:
         return None
-    if spec.provider == "anthropic" and not has_anthropic_credentials(settings):
-        return (
-            f"JUDGEQ_JUDGE={settings.judge} but no ANTHROPIC_API_KEY: this worker cannot call the "
-            "judge. Set the key (or leave JUDGEQ_JUDGE out: a worker without a key serves the "
-            "offline judge) and restart it"
-        )
     if not can_serve(settings, spec.provider, spec.model):
-        need = SERVE_NEEDS.get(spec.provider, "its set-up")
+        need = spec.api.serve_needs or "its set-up"
+        # (leaving JUDGEQ_JUDGE out, a worker with no key serves the offline judge)
+        alone = (
+            " or JUDGEQ_JUDGE left out (it then serves the offline judge)" if spec.api.served_by_key else ""
+        )
         return (
-            f"JUDGEQ_JUDGE={settings.judge} but this worker cannot call it: it needs {need}; then restart it"
+            f"JUDGEQ_JUDGE={settings.judge} but this worker cannot call it: it needs {need}{alone}; "
+            "then restart it"
         )
     try:
         judge = judge_factory(settings)(spec.provider, spec.model)

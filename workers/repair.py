@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK, grade_queue
@@ -114,7 +114,7 @@ def repair_stalled_runs(
     return repaired
 
 
-def _served(store: RedisStore, queue: str, judges: list[tuple[str, str]]) -> bool:
+def _served(store: RedisStore, queue: str, judges: Sequence[tuple[str, str]]) -> bool:
     """Whether a live worker of ``queue`` says it can call every judge provider of a run (a
     worker that does not say, an older one, is taken as able)."""
     workers = store.worker_judges(queue)

@@ -35,7 +35,9 @@ from kombu.exceptions import OperationalError
 
 from judgeq.errors import StoreError
 from judgeq.figures import stats as _stats
-from judgeq.judges import budget_factory, can_serve, judge_factory, judge_name, served_providers
+from judgeq.judges import JudgeSpec, budget_factory, can_serve, judge_factory, judge_name, served_providers
+from judgeq.judges.providers import provider as named
+from judgeq.judges.providers import registered
 from judgeq.pipeline.batch_lane import BatchLane, LaneConfig, lane_loop
 from judgeq.pipeline.messages import GRADE_TASK, REDUCE_TASK, grade_queue, is_routed, worker_queues
 from judgeq.pipeline.stages import (
@@ -93,7 +95,7 @@ def serves(app: Celery) -> tuple[str, ...]:
         return _state["serves"]  # type: ignore[return-value]
 
 
-def _unserved(app: Celery, judges: list[tuple[str, str]]) -> list[str]:
+def _unserved(app: Celery, judges: list[JudgeSpec]) -> list[str]:
     """The judges of a run this worker cannot call (no credential, a server or a custom
     judge's module it does not allow)."""
     with _lock:
@@ -111,11 +113,11 @@ RECENT_RUNS = 256
 """Runs whose judges a worker process remembers (a spec never changes)."""
 
 
-def _judges_of(store: RedisStore, run_id: str) -> list[tuple[str, str]]:
+def _judges_of(store: RedisStore, run_id: str) -> list[JudgeSpec]:
     """The judges of ``run_id`` (empty when it is unknown), read from the store once per
     process: a grade message costs no round trip for it."""
     with _lock:
-        known: dict[str, list[tuple[str, str]]] = _state.setdefault("judges_of", {})  # type: ignore[assignment]
+        known: dict[str, list[JudgeSpec]] = _state.setdefault("judges_of", {})  # type: ignore[assignment]
         hit = known.get(run_id)
     if hit is not None:
         return hit
@@ -445,28 +447,15 @@ def register(app: Celery) -> None:
 
 HEALTH_INTERVAL = 10.0
 
-SERVED = {
-    "anthropic": "any Anthropic model",
-    "openai": "any OpenAI model",
-    "openai-compatible": "the OpenAI-compatible servers of JUDGEQ_JUDGE_URLS",
-    "python": "the custom judges of JUDGEQ_JUDGE_MODULES",
-    "plugin": "plugin judges",
-    "lexical": "the offline lexical judge",
-}
 
-
-def served_text(providers: tuple[str, ...], settings: Settings | None = None) -> str:
-    """``any Anthropic model and the offline lexical judge`` (the worker's ready line): the
-    providers it can call, leaving out the OpenAI-compatible servers and custom judges while
-    ``settings`` allow none (a plugin judge is named by the run, not listed here)."""
-    allowed = {
-        "openai-compatible": bool(settings and settings.judge_url_list()),
-        "python": bool(settings and settings.judge_module_list()),
-        "plugin": False,
-    }
-    names = [SERVED.get(p, p) for p in providers if allowed.get(p, True)]
-    if names == [SERVED["lexical"]]:
-        return "the offline lexical judge only (no ANTHROPIC_API_KEY or OPENAI_API_KEY)"
+def served_text(providers: tuple[str, ...]) -> str:
+    """``any Anthropic model and the offline lexical judge`` (the worker's ready line): what the
+    providers it can call (:func:`~judgeq.judges.served_providers`) serve."""
+    apis = [named(p) for p in providers]
+    if all(a.offline for a in apis):
+        keys = [str(a.key_variable) for a in map(named, registered()) if a.served_by_key]
+        return f"{' and '.join(a.serves_text for a in apis)} only (no {' or '.join(keys)})"
+    names = [a.serves_text for a in apis]
     return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else ", ".join(names)
 
 
@@ -474,7 +463,7 @@ def _on_ready(app: Celery, consumer: Any) -> None:
     """Log readiness; keep ``JUDGEQ_HEALTH_FILE`` fresh; start the stalled-run repair loop."""
     s = _settings(app)
     providers = serves(app)
-    judges = served_text(providers, s)
+    judges = served_text(providers)
     log.warning(
         "judgeq worker ready (redis %s, queue %s; consuming %s); judges it serves: %s",
         s.redis_url.split("@")[-1],

@@ -29,11 +29,6 @@ def fmt(x: Any, suffix: str = "", nd: int | None = None) -> str:
     return f"{x}{suffix}"
 
 
-def lane_name(provider: str | None) -> str:
-    """What a run's batch lane is called for its judge's provider."""
-    return "Batch API lane" if provider == "openai" else "Message Batches lane"
-
-
 def fmt_count(n: Any) -> str:
     """A count with thousands separators (``20,000``, never ``2e+04``)."""
     return "–" if n is None else f"{int(n):,}"

@@ -8,10 +8,8 @@ exceptions are translated into judgeq's :class:`~judgeq.JudgeError` tree here.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from typing import Any
-
-import anthropic
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from judgeq.errors import (
     JudgeAPIError,
@@ -22,18 +20,31 @@ from judgeq.errors import (
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds, served_model, server_of
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
+from judgeq.judges.providers import JudgeSetup, LazyModule, Provider
 from judgeq.judges.statuses import ANTHROPIC_STATUSES, error_for
+
+if TYPE_CHECKING:
+    import anthropic
+
+    from judgeq.settings import Settings
+else:
+    anthropic = LazyModule("anthropic")  # imported by the first judge built, not by the provider's facts
 
 __all__ = [
     "BATCH_TIMEOUT",
+    "DEFAULT_MODEL",
     "NO_KEY",
+    "PROVIDERS",
     "AnthropicJudge",
+    "AnthropicProvider",
     "rate_limit_headers",
     "reply_from_message",
     "translate_error",
 ]
 
 NO_KEY = "no Anthropic API key: set ANTHROPIC_API_KEY"
+DEFAULT_MODEL = "claude-sonnet-4-5"
+"""The model of ``--judge anthropic`` (and of the default judge when a key is set)."""
 
 
 def _has_credentials(client: anthropic.Anthropic) -> bool:
@@ -254,3 +265,43 @@ class AnthropicJudge:
         kwargs = request.to_messages_kwargs(self.model)
         kwargs.pop("max_tokens")
         return int(self._call("count_tokens", **kwargs, timeout=timeout).input_tokens)
+
+
+class AnthropicProvider(Provider):
+    """Anthropic's Messages API, with the key of ``ANTHROPIC_API_KEY`` (or what else the SDK
+    resolves: a token, a profile)."""
+
+    name = "anthropic"
+    family = "anthropic"
+    key_variable = "ANTHROPIC_API_KEY"
+    key_name = "an Anthropic API key"
+    serves_text = "any Anthropic model"
+    served_by_key = True
+    serve_needs = "ANTHROPIC_API_KEY set"
+    batch_api = "Anthropic's Message Batches API"
+    lane_name = "Message Batches lane"
+    plural = "Anthropic judges"
+    default_model = DEFAULT_MODEL
+
+    def build(self, model: str, setup: JudgeSetup) -> AnthropicJudge:
+        return AnthropicJudge(model, api_key=setup.api_key, base_url=setup.base_url)
+
+    def token_counter(self, model: str, setup: JudgeSetup) -> Callable[[JudgeRequest], int] | None:
+        """Anthropic's token counting API (``messages.count_tokens``), with a key given."""
+        return self.build(model, setup).count_tokens if setup.api_key is not None else None
+
+    def has_credentials(self, settings: Settings) -> bool:
+        """``ANTHROPIC_API_KEY`` (a blank one is none), or what else the SDK resolves."""
+        key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+        if key is None and os.environ.get("ANTHROPIC_API_KEY") is not None:
+            return False  # set but blank: no key (the SDK would send it as it is)
+        if key:
+            return True
+        judge = AnthropicJudge(DEFAULT_MODEL, api_key=key, base_url=settings.anthropic_base_url)
+        return judge.has_credentials
+
+    def budget_secret(self, settings: Settings) -> str | None:
+        return settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+
+
+PROVIDERS = (AnthropicProvider(),)

@@ -26,6 +26,7 @@ from typing import Any
 
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeReply
+from judgeq.judges.providers import JudgeSetup, Provider
 
 __all__ = ["LexicalJudge", "overlap", "tokens"]
 
@@ -149,3 +150,27 @@ class LexicalJudge:
         return JudgeReply(
             text=text, stop_reason="end_turn", input_tokens=0, output_tokens=0, model=self.model
         )
+
+
+class LexicalProvider(Provider):
+    """The offline lexical judge: no API, no key; named ``lexical`` alone."""
+
+    name = "lexical"
+    offline = True
+    serves_text = "the offline lexical judge"
+    plural = "the offline lexical judge"
+    default_model = "lexical-overlap-v1"
+
+    def parse_model(self, model: str) -> str:
+        if model.strip():
+            raise ValueError("'lexical' takes no model")
+        return self.default_model
+
+    def spec_text(self, model: str) -> str:
+        return self.name
+
+    def build(self, model: str, setup: JudgeSetup) -> LexicalJudge:
+        return LexicalJudge(model)
+
+
+PROVIDERS = (LexicalProvider(),)

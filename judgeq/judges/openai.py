@@ -16,9 +16,7 @@ import json
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from judgeq.errors import (
     ConfigError,
@@ -32,7 +30,15 @@ from judgeq.errors import (
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds, served_model, server_of
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
+from judgeq.judges.providers import JudgeSetup, LazyModule, Provider
 from judgeq.judges.statuses import OPENAI_STATUSES, error_for
+
+if TYPE_CHECKING:
+    import openai
+
+    from judgeq.settings import Settings
+else:
+    openai = LazyModule("openai")  # imported by the first judge built, not by the provider's facts
 
 __all__ = [
     "COMPATIBLE_KEY",
@@ -476,8 +482,6 @@ class OpenAICompatibleJudge(OpenAIJudge):
     def __init__(
         self, model: str, *, allowed: Sequence[str] = (), client: openai.OpenAI | None = None
     ) -> None:
-        import os
-
         wire, url = split_endpoint(model)
         if client is None and not url_allowed(url, allowed):
             # a run's spec (in Redis) names the server: a machine calls, and sends its key to,
@@ -500,3 +504,75 @@ def url_allowed(url: str, allowed: Sequence[str]) -> bool:
         if p and (norm == p or norm.startswith(p + "/")):
             return True
     return False
+
+
+class OpenAIProvider(Provider):
+    """OpenAI's API (Chat Completions, the Batch API), with ``OPENAI_API_KEY`` and
+    ``OPENAI_BASE_URL`` as its SDK reads them."""
+
+    name = "openai"
+    family = "openai"
+    key_variable = "OPENAI_API_KEY"
+    key_name = "an OpenAI API key"
+    serves_text = "any OpenAI model"
+    served_by_key = True
+    serve_needs = "OPENAI_API_KEY set"
+    batch_api = "OpenAI's Batch API"
+    lane_name = "Batch API lane"
+    batch_one_model = True
+    plural = "OpenAI judges"
+
+    def parse_model(self, model: str) -> str:
+        if not model.strip() or any(c.isspace() for c in model.strip()):
+            raise ValueError("give the OpenAI model, e.g. openai:gpt-4.1-mini")
+        return model.strip()
+
+    def build(self, model: str, setup: JudgeSetup) -> OpenAIJudge:
+        return OpenAIJudge(model)  # the SDK reads OPENAI_API_KEY / OPENAI_BASE_URL itself
+
+    def has_credentials(self, settings: Settings) -> bool:
+        return OpenAIJudge("any").has_credentials
+
+    def budget_secret(self, settings: Settings) -> str | None:
+        """The key and the server (``OPENAI_BASE_URL``): one key on two servers is two limits."""
+        return os.environ.get("OPENAI_API_KEY", "") + "@" + os.environ.get("OPENAI_BASE_URL", "")
+
+
+class OpenAICompatibleProvider(Provider):
+    """Any server speaking the Chat Completions API, named in the model (``MODEL@URL``), called
+    only where ``JUDGEQ_JUDGE_URLS`` allows it, with :data:`COMPATIBLE_KEY` when it needs a key."""
+
+    name = "openai-compatible"
+    key_variable = COMPATIBLE_KEY
+    key_name = "a key for the server"
+    serves_text = "the OpenAI-compatible servers of JUDGEQ_JUDGE_URLS"
+    serve_needs = "JUDGEQ_JUDGE_URLS naming the run's server"
+    plural = "OpenAI-compatible servers"
+
+    def parse_model(self, model: str) -> str:
+        split_endpoint(model)
+        return model.strip()
+
+    def build(self, model: str, setup: JudgeSetup) -> OpenAICompatibleJudge:
+        return OpenAICompatibleJudge(model, allowed=setup.urls)
+
+    def check_setup(self, model: str, setup: JudgeSetup) -> None:
+        self.build(model, setup)  # refuses a server JUDGEQ_JUDGE_URLS does not allow
+
+    def can_serve(self, settings: Settings, model: str) -> bool:
+        try:
+            return url_allowed(split_endpoint(model)[1], settings.judge_url_list())
+        except ValueError:
+            return False
+
+    def serves_any(self, settings: Settings) -> bool:
+        return bool(settings.judge_url_list())
+
+    def budget_secret(self, settings: Settings) -> str | None:
+        return os.environ.get(COMPATIBLE_KEY, "")
+
+    def key_present(self, settings: Settings) -> bool:
+        return bool(os.environ.get(COMPATIBLE_KEY, "").strip())
+
+
+PROVIDERS = (OpenAIProvider(), OpenAICompatibleProvider())

@@ -16,16 +16,29 @@ must never import and call code because a spec names it.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judgeq.errors import ConfigError, JudgeError
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import Judge, JudgeReply, cache_identity
+from judgeq.judges.providers import JudgeSetup, Provider
 
-__all__ = ["GROUP", "CustomJudge", "check_target", "load_custom_judge"]
+if TYPE_CHECKING:
+    from judgeq.settings import Settings
+
+__all__ = [
+    "GROUP",
+    "PROVIDERS",
+    "CustomJudge",
+    "PluginProvider",
+    "PythonProvider",
+    "check_target",
+    "load_custom_judge",
+]
 
 GROUP = "judgeq.judges"
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -106,3 +119,59 @@ def load_custom_judge(provider: str, target: str, modules: Sequence[str] = ()) -
             "(it needs provider, model and complete(request, *, timeout))"
         )
     return CustomJudge(provider, target, judge)
+
+
+class _CustomProvider(Provider):
+    """Custom judges: code brings its own credentials (checked by its ``check``, if any), and
+    its workers name its budget with whatever key they hold."""
+
+    own_key_budget = True
+
+    def parse_model(self, model: str) -> str:
+        check_target(self.name, model.strip())
+        return model.strip()
+
+    def build(self, model: str, setup: JudgeSetup) -> CustomJudge:
+        return load_custom_judge(self.name, model, setup.modules)
+
+    def check_setup(self, model: str, setup: JudgeSetup) -> None:
+        self.build(model, setup)  # allowed here, and loads
+
+
+class PythonProvider(_CustomProvider):
+    """``python:package.module:Factory``, loaded only from the modules of ``JUDGEQ_JUDGE_MODULES``."""
+
+    name = "python"
+    serves_text = "the custom judges of JUDGEQ_JUDGE_MODULES"
+    serve_needs = "JUDGEQ_JUDGE_MODULES naming the judge's module"
+    plural = "python judges"
+
+    def can_serve(self, settings: Settings, model: str) -> bool:
+        module = model.partition(":")[0]
+        if module not in settings.judge_module_list():
+            return False
+        try:
+            return importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            return False
+
+    def serves_any(self, settings: Settings) -> bool:
+        return bool(settings.judge_module_list())
+
+
+class PluginProvider(_CustomProvider):
+    """``plugin:NAME``: a judge installed under the entry point group :data:`GROUP`."""
+
+    name = "plugin"
+    serves_text = "plugin judges"
+    serve_needs = "the judge's plugin installed"
+    plural = "plugin judges"
+
+    def can_serve(self, settings: Settings, model: str) -> bool:
+        return any(ep.name == model for ep in entry_points(group=GROUP))
+
+    def serves_any(self, settings: Settings) -> bool:
+        return bool(entry_points(group=GROUP))
+
+
+PROVIDERS = (PythonProvider(), PluginProvider())

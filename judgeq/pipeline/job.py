@@ -41,6 +41,7 @@ from judgeq.judges.base import (
     call_with_retries,
     provider_of,
 )
+from judgeq.judges.providers import is_offline
 from judgeq.ratelimit import Budget, Share
 from judgeq.rubric.model import RetrievalConfig, Rubric
 from judgeq.runspec import RunSpec
@@ -204,7 +205,7 @@ def context_for(
         swap=spec.swap,
         disagreement=spec.disagreement,
         budget=budget,
-        cache=cache if spec.cache and spec.judge_provider != "lexical" else None,
+        cache=cache if spec.cache and not is_offline(spec.judge_provider) else None,
         share=spec.budget_share(),
         rubric=spec.rubric,
         judge=judge,

@@ -355,7 +355,7 @@ def store_results_once(store: Store, spec: RunSpec, results: list[Result]) -> li
             outcomes.append(Outcome.STORED)
     if observed():
         prices = spec.price_book()
-        judge = f"{spec.judge_provider}:{spec.judge_model}"
+        judge = str(spec.judge)
         for result, outcome in zip(results, outcomes, strict=True):
             if outcome is not Outcome.DUPLICATE:
                 emit(

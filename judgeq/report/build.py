@@ -8,6 +8,7 @@ from typing import Any
 from judgeq.figures.stats import METHODS
 from judgeq.grading.request import render_system
 from judgeq.judges.prices import Prices, shipped_prices
+from judgeq.judges.providers import is_offline
 from judgeq.ratelimit import estimate_input_tokens
 from judgeq.report.aggregate import Aggregator
 from judgeq.report.model import REPORT_VERSION, RunReport
@@ -120,7 +121,7 @@ def build_report(
     the run whose results it scored again, with no judge call."""
     rubric, error = _rubric(spec)
     body = agg.report(judge_model=spec.judge_model)
-    if rubric is not None and spec.judge_provider != "lexical":
+    if rubric is not None and not is_offline(spec.judge_provider):
         book = spec.price_book()
         notes = {model: prompt_cache_note(rubric, model, book) for provider, model in spec.judges}
         body["usage"]["prompt_cache"] = note = dict(notes[spec.judge_model])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from judgeq.figures.formatting import fmt, fmt_ci, fmt_p, lane_name
+from judgeq.figures.formatting import fmt, fmt_ci, fmt_p
 from judgeq.jobs.kinds import KINDS
 from judgeq.judges.prices import unpriced_text
+from judgeq.judges.providers import is_offline, lane_name
 from judgeq.report.model import RunReport
 
 __all__ = ["render_markdown", "validity_markdown"]
@@ -116,7 +117,7 @@ def served_lines(served: list[dict[str, Any]]) -> list[str]:
     provenance of the run's judge calls (the offline judge's are left out: nothing to tell)."""
     parts = []
     for s in served:
-        if s.get("provider") == "lexical":
+        if is_offline(s.get("provider")):
             continue
         where = f" at {s['endpoint']}" if s.get("endpoint") else ""
         how = f" ({s['response_format']})" if s.get("response_format") else ""

@@ -12,7 +12,7 @@ after it expired unused, is listed again as soon as a worker calls its judge.
 Which budget JUDGE names (:func:`resolve`). A budget is named as the workers name it: provider,
 model and a hash of the key they call the judge with (never the key; ``budget_name``). A name as
 listed is that budget. ``PROVIDER:MODEL`` is the budget of this machine's key of that provider
-(the variable in :data:`KEY_VARIABLE`), which workers with the same key use. Without that key
+(its provider's ``key_variable``), which workers with the same key use. Without that key
 here, and always for a custom judge (``python:``, ``plugin:``: its workers name its budget with
 whatever key they hold, which this machine cannot know), it is the one budget of that provider
 and model listed, and the command says which; with several listed it is refused, naming them.
@@ -23,7 +23,6 @@ forget). Errors are one ``judgeq: error:`` line, exit 2, as every bad input of t
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +39,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACTIONS",
-    "CUSTOM",
-    "KEY_VARIABLE",
     "BudgetGroup",
     "Resolved",
     "budget",
@@ -73,17 +70,6 @@ def _client(settings: Settings) -> Any:
     return connect(settings.redis_url)
 
 
-KEY_VARIABLE = {
-    "anthropic": "ANTHROPIC_API_KEY",
-    "openai": "OPENAI_API_KEY",
-    "openai-compatible": "OPENAI_COMPATIBLE_API_KEY",
-}
-"""The variable of the key a provider's workers name its judges' budgets with."""
-
-CUSTOM = ("python", "plugin")
-"""Providers of custom judges: their workers name the budget with whatever key they hold."""
-
-
 @dataclass(frozen=True, slots=True)
 class Resolved:
     """The budget a JUDGE argument names. ``name``: None when none is listed and this machine
@@ -104,16 +90,12 @@ def missing_key(settings: Settings, provider: str) -> str:
     """Why this machine cannot name ``provider``'s budget as its workers do, "" when it can:
     the variable of their key is unset (or blank) here; a custom judge's workers name it with
     their own key. Never the key itself."""
-    from judgeq.judges import has_credentials
+    from judgeq.judges.providers import provider as named
 
-    if provider in CUSTOM:
+    api = named(provider)
+    if api.own_key_budget:
         return f"the workers of a {provider}: judge name its budget with their own key"
-    variable = KEY_VARIABLE.get(provider, f"the {provider} key")
-    if provider in ("anthropic", "openai"):
-        present = has_credentials(settings, provider)
-    else:  # as budget_name reads it
-        present = bool(os.environ.get(variable, "").strip())
-    return "" if present else f"{variable} is not set here"
+    return "" if api.key_present(settings) else f"{api.key_variable or f'the {provider} key'} is not set here"
 
 
 def _spec(judge: str) -> JudgeSpec:
@@ -124,8 +106,8 @@ def _spec(judge: str) -> JudgeSpec:
         spec = parse_judge_spec(judge)
     except ConfigError as exc:
         raise ConfigError(f"JUDGE {judge!r}: {str(exc).removeprefix('--judge: ')}") from None
-    if spec.provider == "lexical":
-        raise ConfigError("the lexical judge has no rate limit (it calls no API)")
+    if spec.api.offline:
+        raise ConfigError(f"the {spec} judge has no rate limit (it calls no API)")
     return spec
 
 
@@ -164,10 +146,13 @@ def _taken(found: Resolved) -> str:
 
 def _unnamed(found: Resolved) -> str:
     """Why ``set`` refuses a judge whose budget this machine cannot name and none is listed."""
-    if found.provider in CUSTOM:
+    from judgeq.judges.providers import provider as named
+
+    api = named(found.provider)
+    if api.own_key_budget:
         todo = "start its workers with JUDGEQ_JUDGE_RPM/ITPM/OTPM"
     else:
-        todo = f"set {KEY_VARIABLE.get(found.provider, 'its key')} to the key the workers use"
+        todo = f"set {api.key_variable or 'its key'} to the key the workers use"
     return (
         f"{found.missing}, and no budget of {found.judge} is listed: {todo}, or give the "
         "budget's name as 'judgeq budget' lists it once a worker has called the judge"

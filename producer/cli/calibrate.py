@@ -175,7 +175,7 @@ def _print(
 ) -> None:
     names = ", ".join(map(str, judges))
     click.echo(f"calibration: rubric {rubric.name} {rubric.version}, judge {names}")
-    if all(j.provider == "lexical" for j in judges):
+    if all(j.api.offline for j in judges):
         click.echo(
             "  the lexical judge is not an LLM: these figures measure token overlap with the "
             "reference, not an LLM judge (give --judge anthropic:MODEL to calibrate one)"

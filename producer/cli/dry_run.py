@@ -12,6 +12,7 @@ from judgeq.judges import judge_factory
 from judgeq.judges.base import cache_identity
 from judgeq.judges.lexical import LexicalJudge
 from judgeq.judges.prices import Prices, shipped_prices, unpriced_text
+from judgeq.judges.providers import JudgeSetup
 from judgeq.pipeline.job import GradingContext, job_calls
 from judgeq.report.aggregate import cost_breakdown
 from judgeq.settings import Settings
@@ -76,7 +77,7 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
     system_chars = sum(len(s) for s in ctx.system)
     user_chars = 0
     samples = []
-    llm_models = list(dict.fromkeys(j.model for j in plan.judges if j.provider != "lexical"))
+    llm_models = list(dict.fromkeys(j.model for j in plan.judges if not j.api.offline))
     in_cache = CacheCount(cache if settings.cache and llm_models else None)
     # the key the workers use names each judge's provider, server and model: the judge is
     # built as a worker builds it (from this machine's settings: a worker whose base URL
@@ -85,7 +86,7 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
     if in_cache.cache is not None:
         build = judge_factory(settings)
         for j in plan.judges:
-            if j.provider != "lexical" and j.model not in identities:
+            if not j.api.offline and j.model not in identities:
                 identities[j.model] = cache_identity(build(j.provider, j.model))
     calls = (
         0  # one judge's calls: a pair's two orders, a conversation's turns, none for one the checks settle
@@ -103,16 +104,10 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
     method = "estimate (about 4 characters per token)"
     per_char = 0.25
     system_tokens = _estimate("".join(ctx.system))
-    if plan.judge.provider == "anthropic" and settings.anthropic_api_key is not None:
-        from judgeq.judges.anthropic import AnthropicJudge
-
-        judge = AnthropicJudge(
-            plan.judge.model,
-            api_key=settings.anthropic_api_key.get_secret_value(),
-            base_url=settings.anthropic_base_url,
-        )
+    count = plan.judge.api.token_counter(plan.judge.model, JudgeSetup.of(settings))
+    if count is not None:
         try:
-            counted = [judge.count_tokens(r) for r in samples]
+            counted = [count(r) for r in samples]
             sample_chars = sum(system_chars + len(r.user) for r in samples)
             per_char = sum(counted) / sample_chars
             system_tokens = round(system_chars * per_char)
@@ -123,7 +118,7 @@ def dry_run(plan: Plan, settings: Settings, cache: ReplyCache | None = None) -> 
         f"dry run: {n} jobs valid ({plan.scan.invalid} rejected), rubric {spec.rubric.name} "
         f"{spec.rubric.version}, judge {judges_text(plan)}; every request rendered"
     )
-    llm = [j for j in plan.judges if j.provider != "lexical"]
+    llm = [j for j in plan.judges if not j.api.offline]
     if not llm:
         click.echo(header)
         click.echo("  the lexical judge calls no LLM: no tokens, no cost")

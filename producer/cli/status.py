@@ -8,8 +8,10 @@ from typing import Any
 import click
 
 from judgeq.errors import ConfigError
-from judgeq.judges import SERVE_NEEDS, judge_name
+from judgeq.judges import judge_name
 from judgeq.judges.prices import unpriced_text
+from judgeq.judges.providers import REGISTRY, is_offline
+from judgeq.judges.providers import provider as named
 from judgeq.ratelimit.headers import fmt_duration
 
 from ..progress import eta_text, pause_line, snapshot, state_text, summary_text, waiting_line, write_files
@@ -98,6 +100,11 @@ def _budget_client(settings: Any) -> Any:
     return connect(settings.redis_url)
 
 
+def _needs(name: str) -> str:
+    """What a machine needs to call judges of provider ``name``."""
+    return (named(name).serve_needs if name in REGISTRY else "") or f"the {name} judge set up"
+
+
 def budget_lines(settings: Any, judges: list[tuple[str, str]]) -> list[str]:
     """Why a run's jobs wait for their judge: one line per budget of its judges (every key the
     workers use, as ``judgeq budget`` lists them) that is paused now, because the server said
@@ -105,7 +112,7 @@ def budget_lines(settings: Any, judges: list[tuple[str, str]]) -> list[str]:
     from judgeq.judges import budget_owner
     from judgeq.ratelimit.redis import budget_names, read_state
 
-    called = [(p, m) for p, m in judges if p != "lexical"]  # (the offline judge has no budget)
+    called = [(p, m) for p, m in judges if not is_offline(p)]  # (an offline judge has no budget)
     if not called:
         return []
     client = _budget_client(settings)
@@ -148,14 +155,14 @@ def worker_lines(store: Any, queue: str, snap: Any, judges: list[tuple[str, str]
         able = [w for w, provs in serving.items() if provs is None or all(p in provs for p in needs)]
         if serving and not able:
             named = ", ".join(judge_name(p, m) for p, m in judges)
-            offered = sorted({p for provs in serving.values() for p in provs or ()} - {"lexical"})
+            offered = sorted({p for provs in serving.values() for p in provs or () if not is_offline(p)})
             what = (
                 f"serve {', '.join(offered)} and the offline lexical judge"
                 if offered
                 else ("serve the offline lexical judge only")
             )
             missing = [p for p in needs if not any(p in (provs or ()) for provs in serving.values())]
-            fix = " and ".join(dict.fromkeys(SERVE_NEEDS.get(p, f"the {p} judge set up") for p in missing))
+            fix = " and ".join(dict.fromkeys(_needs(p) for p in missing))
             lines.append(
                 f"WARNING: the run needs judge {named} and no worker serves it ({len(serving)} "
                 f"{what}): start a worker with {fix or 'every judge of the run set up'}"

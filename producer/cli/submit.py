@@ -41,7 +41,7 @@ def validated(settings: Settings, flags: dict[str, Any]) -> Iterator[Plan | None
         if flags["dry_run"]:
             from .dry_run import dry_run
 
-            llm = any(j.provider != "lexical" for j in plan.judges)
+            llm = any(not j.api.offline for j in plan.judges)
             cache = reply_cache(settings, flags.get("command", "submit")) if llm and settings.cache else None
             dry_run(plan, settings, cache)
             yield None

@@ -128,7 +128,7 @@ def test_one_default_judge_for_run_submit_worker_and_the_api(
     assert judge_setup_problem(load_settings()) is None  # a worker without a key serves the offline judge
     monkeypatch.setenv("JUDGEQ_JUDGE", "anthropic:claude-x")
     assert str(default_judge(load_settings())[0]) == "anthropic:claude-x"
-    assert "no ANTHROPIC_API_KEY" in (judge_setup_problem(load_settings()) or "")  # asked for, cannot
+    assert "needs ANTHROPIC_API_KEY set" in (judge_setup_problem(load_settings()) or "")  # asked for, cannot
 
 
 def test_status_names_the_judge_no_worker_serves() -> None:
