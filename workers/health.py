@@ -52,11 +52,10 @@ def judge_setup_problem(settings: Settings) -> str | None:
         judge = judge_factory(settings)(spec.provider, spec.model)
     except ConfigError as err:
         return f"JUDGEQ_JUDGE={settings.judge}: {err}"
-    check = getattr(judge, "check", None)
-    if check is None:  # a custom judge without a preflight: its first calls tell
+    if not judge.can_check:  # a custom judge without a preflight: its first calls tell
         return None
     try:
-        check(timeout=settings.judge_timeout)
+        judge.check(timeout=settings.judge_timeout)
     except JudgeError as exc:
         if exc.systemic:
             return f"judge {spec} is unusable ({exc.reason}: {exc})"

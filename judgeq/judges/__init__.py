@@ -18,7 +18,7 @@ from judgeq.ratelimit import Budget, budget_key
 _provider = provider  # (parameters below are named ``provider``)
 
 if TYPE_CHECKING:
-    from judgeq.judges.base import Judge
+    from judgeq.judges.base import JudgeBase
     from judgeq.settings import Settings
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
@@ -84,7 +84,7 @@ def build_judge(
     base_url: str | None = None,
     modules: Sequence[str] = (),
     urls: Sequence[str] = (),
-) -> Judge:
+) -> JudgeBase:
     """Build a judge for a provider/model pair (its provider's SDK is imported now);
     ``api_key``/``base_url``: the Anthropic key and server (other SDKs read their own
     variables); ``modules``: those a ``python:`` judge may be loaded from
@@ -93,11 +93,11 @@ def build_judge(
     return _provider(provider).build(model, JudgeSetup(api_key, base_url, tuple(modules), tuple(urls)))
 
 
-def judge_factory(settings: Settings) -> Callable[[str, str], Judge]:
+def judge_factory(settings: Settings) -> Callable[[str, str], JudgeBase]:
     """A ``(provider, model) -> judge`` factory with this machine's set-up from ``settings``."""
     setup = JudgeSetup.of(settings)
 
-    def factory(name: str, model: str) -> Judge:
+    def factory(name: str, model: str) -> JudgeBase:
         return _provider(name).build(model, setup)
 
     return factory

@@ -18,7 +18,14 @@ from judgeq.errors import (
     JudgeTimeout,
 )
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds, served_model, server_of
+from judgeq.judges.base import (
+    JudgeBase,
+    JudgeReply,
+    endpoint_of,
+    retry_after_seconds,
+    served_model,
+    server_of,
+)
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 from judgeq.judges.providers import JudgeSetup, LazyModule, Provider
 from judgeq.judges.statuses import ANTHROPIC_STATUSES, error_for
@@ -121,12 +128,15 @@ def _batch_info(batch: Any) -> BatchInfo:
     return BatchInfo(batch.id, batch.processing_status, {n: int(getattr(counts, n, 0) or 0) for n in names})
 
 
-class AnthropicJudge:
+class AnthropicJudge(JudgeBase):
     """A :class:`~judgeq.Judge` backed by ``anthropic.Anthropic().messages.create``."""
 
     provider = "anthropic"
-    response_format = "json_schema"
-    """How the verdict is asked for: structured output (``output_config``), always."""
+
+    @property
+    def response_format(self) -> str:
+        """How the verdict is asked for: structured output (``output_config``), always."""
+        return "json_schema"
 
     def __init__(
         self,

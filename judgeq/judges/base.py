@@ -30,11 +30,14 @@ from judgeq.settings import default
 from judgeq.telemetry import BudgetWaited, JudgeCall, current_job, emit, observed
 
 __all__ = [
+    "Adopted",
     "CallOutcome",
     "Gate",
     "Judge",
+    "JudgeBase",
     "JudgeReply",
     "RetryPolicy",
+    "adopt",
     "cache_identity",
     "call_with_retries",
     "endpoint_of",
@@ -125,19 +128,17 @@ def server_of(url: Any) -> str:
     return split[0] + split[1]
 
 
-def cache_identity(judge: Any) -> str:
-    """What names ``judge`` in the reply cache: its provider, the server it calls and the model
-    as it calls it (a judge's ``cache_identity``), or its provider and model for a judge that
+def cache_identity(judge: Judge) -> str:
+    """What names ``judge`` in the reply cache (:attr:`JudgeBase.cache_identity`): its provider,
+    the server it calls and the model as it calls it; its provider and model for a judge that
     names no server (a test double). Never a credential."""
-    own = getattr(judge, "cache_identity", None)
-    if isinstance(own, str) and own:
-        return own
-    return f"{provider_of(judge)}:{getattr(judge, 'model', '')}"
+    return adopt(judge).cache_identity
 
 
 @runtime_checkable
 class Judge(Protocol):
-    """Anything that can grade one rendered request."""
+    """Anything that can grade one rendered request: the contract a custom judge (``python:``,
+    ``plugin:``) is written to. judgeq uses every judge as a :class:`JudgeBase` (:func:`adopt`)."""
 
     provider: str
     model: str
@@ -145,6 +146,110 @@ class Judge(Protocol):
     def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
         """One attempt, bounded by ``timeout`` seconds; raises JudgeError subclasses."""
         ...
+
+
+class JudgeBase:
+    """A judge as judgeq uses it: every member the pipeline asks of a judge, with the answer of
+    a judge that says nothing more. The providers' adapters are JudgeBases; a judge written to
+    the :class:`Judge` contract alone is made one by :func:`adopt`, the one place a judge's
+    optional members are looked for."""
+
+    provider: str = "custom"
+    model: str = ""
+    batch_label: str = "Message Batch"
+    """What its batches are called in logs and reasons (a batch judge's)."""
+    batch_max_requests: int | None = None
+    """Its batch API's limit on requests in one batch (None: the lane's own)."""
+    batch_max_bytes: int | None = None
+    """Its batch API's limit on one batch's size (None: the lane's own)."""
+    can_check: bool = True
+    """Whether :meth:`check` asks the judge anything (False: a judge that cannot tell whether it
+    is up without grading; its first calls tell)."""
+
+    @property
+    def endpoint(self) -> str | None:
+        """The host (and port) its calls go to, never a credential (None: it names none)."""
+        return None
+
+    @property
+    def response_format(self) -> str | None:
+        """How the verdict is asked for when a reply does not say (provenance; None: unsaid)."""
+        return None
+
+    @property
+    def cache_identity(self) -> str:
+        """What names it in the reply cache: provider, model and, for a judge calling a
+        server, that server (never a credential)."""
+        return f"{self.provider}:{self.model}"
+
+    @property
+    def has_credentials(self) -> bool:
+        """Whether it holds a credential (no request)."""
+        return True
+
+    def check(self, *, timeout: float = 30.0) -> None:
+        """Its preflight (its key and model, no tokens or one); raises JudgeError."""
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
+        """One attempt, bounded by ``timeout`` seconds; raises JudgeError subclasses."""
+        raise NotImplementedError
+
+
+class Adopted(JudgeBase):
+    """A judge written to the :class:`Judge` contract (custom code, a test double) as a
+    :class:`JudgeBase`: the members it offers are its own, the others JudgeBase's; the rest of
+    what it has (a batch API) is reached through it."""
+
+    def __init__(self, inner: Judge, provider: str | None = None, model: str | None = None) -> None:
+        self.inner = inner
+        # (a judge that names no provider is "custom", as metrics name it)
+        self.provider = provider or str(getattr(inner, "provider", "") or "custom")
+        self.model = model if model is not None else str(getattr(inner, "model", ""))
+        for name in ("batch_label", "batch_max_requests", "batch_max_bytes"):
+            own = getattr(inner, name, None)
+            if own is not None:
+                setattr(self, name, own)
+        shape = getattr(inner, "response_format", None)
+        self._format = shape if isinstance(shape, str) else None
+        self._check = getattr(inner, "check", None)
+        self.can_check = callable(self._check)
+
+    def __getattr__(self, name: str) -> Any:
+        """What else it has (a batch API's methods)."""
+        if name == "inner":  # (not set yet)
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property
+    def response_format(self) -> str | None:
+        return self._format
+
+    @property
+    def endpoint(self) -> str | None:
+        own = getattr(self.inner, "endpoint", None)
+        return own if isinstance(own, str) and own else None
+
+    @property
+    def cache_identity(self) -> str:
+        own = getattr(self.inner, "cache_identity", None)
+        return own if isinstance(own, str) and own else f"{self.provider}:{self.model}"
+
+    @property
+    def has_credentials(self) -> bool:
+        own = getattr(self.inner, "has_credentials", True)
+        return bool(own)
+
+    def check(self, *, timeout: float = 30.0) -> None:
+        if callable(self._check):
+            self._check(timeout=timeout)
+
+    def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
+        return self.inner.complete(request, timeout=timeout)
+
+
+def adopt(judge: Judge) -> JudgeBase:
+    """``judge`` as a :class:`JudgeBase` (itself when it is one)."""
+    return judge if isinstance(judge, JudgeBase) else Adopted(judge)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +295,7 @@ class CallOutcome:
 
 def provider_of(judge: Judge) -> str:
     """A judge's provider as metrics and logs name it (``custom`` for a judge that names none)."""
-    return str(getattr(judge, "provider", "") or "custom")
+    return adopt(judge).provider
 
 
 def _emit_call(judge: Judge, outcome: str, seconds: float, reply: JudgeReply | None = None) -> None:

@@ -45,14 +45,16 @@ class BatchItem:
 
 @runtime_checkable
 class BatchJudge(Protocol):
-    """A judge that can also take batches (the Anthropic and OpenAI adapters, test doubles).
-
-    An adapter may also set ``batch_label`` (what its batches are called in logs and reasons,
-    default "Message Batch"), ``batch_max_requests`` and ``batch_max_bytes`` (its API's limits on
-    one batch; the lane's settings are capped by them)."""
+    """A judge that can also take batches (the Anthropic and OpenAI adapters, test doubles);
+    its ``batch_label``, ``batch_max_requests`` and ``batch_max_bytes`` are
+    :class:`~judgeq.judges.base.JudgeBase`'s (what its batches are called; its API's limits on
+    one batch, None for none: the lane's settings are capped by them)."""
 
     provider: str
     model: str
+    batch_label: str
+    batch_max_requests: int | None
+    batch_max_bytes: int | None
 
     def batch_params(self, request: JudgeRequest) -> dict[str, Any]:
         """The body of one request of a batch (its size bounds the request's cost)."""
@@ -77,6 +79,6 @@ def batch_item_error(kind: str, message: str = "", label: str = "Message Batch")
     return JudgeAPIError(f"errored in the {label}: {message}"[:500] if message else f"errored in the {label}")
 
 
-def batch_label(judge: object) -> str:
-    """What a judge's batches are called (``Message Batch`` unless it says otherwise)."""
-    return str(getattr(judge, "batch_label", "Message Batch"))
+def batch_label(judge: BatchJudge) -> str:
+    """What a judge's batches are called (:attr:`~judgeq.judges.base.JudgeBase.batch_label`)."""
+    return judge.batch_label

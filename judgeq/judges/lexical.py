@@ -25,7 +25,7 @@ import re
 from typing import Any
 
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import JudgeReply
+from judgeq.judges.base import JudgeBase, JudgeReply
 from judgeq.judges.providers import JudgeSetup, Provider
 
 __all__ = ["LexicalJudge", "overlap", "tokens"]
@@ -111,7 +111,7 @@ def _fill(schema: dict[str, Any], score: int, verdict: str, notes: str) -> dict[
     return out
 
 
-class LexicalJudge:
+class LexicalJudge(JudgeBase):
     """A :class:`~judgeq.Judge` that scores by token overlap (see the module docstring)."""
 
     provider = "lexical"

@@ -28,7 +28,14 @@ from judgeq.errors import (
     JudgeTimeout,
 )
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import JudgeReply, endpoint_of, retry_after_seconds, served_model, server_of
+from judgeq.judges.base import (
+    JudgeBase,
+    JudgeReply,
+    endpoint_of,
+    retry_after_seconds,
+    served_model,
+    server_of,
+)
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 from judgeq.judges.providers import JudgeSetup, LazyModule, Provider
 from judgeq.judges.statuses import OPENAI_STATUSES, error_for
@@ -122,7 +129,7 @@ def _is_format_refusal(exc: openai.APIStatusError) -> bool:
     )
 
 
-class OpenAIJudge:
+class OpenAIJudge(JudgeBase):
     """A :class:`~judgeq.Judge` backed by ``openai.OpenAI().chat.completions.create``."""
 
     provider = "openai"

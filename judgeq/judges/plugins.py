@@ -23,8 +23,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from judgeq.errors import ConfigError, JudgeError
-from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import Judge, JudgeReply, cache_identity
+from judgeq.judges.base import Adopted, Judge, cache_identity
 from judgeq.judges.providers import JudgeSetup, Provider
 
 if TYPE_CHECKING:
@@ -79,26 +78,24 @@ def _factory(provider: str, target: str, modules: Sequence[str]) -> Callable[[],
     return factory
 
 
-class CustomJudge:
+class CustomJudge(Adopted):
     """A custom judge as judgeq uses it: its ``provider`` and ``model`` are the spec's (so a
-    run's results, budget and reply cache name it consistently); everything else is the
-    judge's own."""
-
-    has_credentials = True
-    """A custom judge brings its own credentials (checked by its ``check``, if any)."""
+    run's results, budget and reply cache name it consistently); what else it offers (a
+    ``check``, an endpoint) is the judge's own (:class:`~judgeq.judges.base.Adopted`)."""
 
     def __init__(self, provider: str, target: str, inner: Judge) -> None:
-        self.provider, self.model, self.inner = provider, target, inner
-        # with the inner judge's own identity: its server too when it names one (a wrapped SDK judge)
-        self.cache_identity = f"{provider}:{target}:{cache_identity(inner)}"
+        super().__init__(inner, provider, target)
 
-    def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
-        return self.inner.complete(request, timeout=timeout)
+    @property
+    def has_credentials(self) -> bool:
+        """A custom judge brings its own credentials (checked by its ``check``, if any)."""
+        return True
 
-    def check(self, *, timeout: float = 30.0) -> None:
-        check = getattr(self.inner, "check", None)
-        if callable(check):
-            check(timeout=timeout)
+    @property
+    def cache_identity(self) -> str:
+        """With the inner judge's own identity: its server too when it names one (a wrapped SDK
+        judge)."""
+        return f"{self.provider}:{self.model}:{cache_identity(self.inner)}"
 
 
 def load_custom_judge(provider: str, target: str, modules: Sequence[str] = ()) -> CustomJudge:

@@ -25,7 +25,7 @@ from judgeq.errors import ConfigError
 
 if TYPE_CHECKING:
     from judgeq.grading.request import JudgeRequest
-    from judgeq.judges.base import Judge
+    from judgeq.judges.base import JudgeBase
     from judgeq.settings import Settings
 
 __all__ = [
@@ -123,7 +123,7 @@ class Provider:
         """How a judge of it is named to people and in stored specs: ``provider:model``."""
         return f"{self.name}:{model}"
 
-    def build(self, model: str, setup: JudgeSetup) -> Judge:
+    def build(self, model: str, setup: JudgeSetup) -> JudgeBase:
         """A judge calling ``model`` (its SDK imported now, not before)."""
         raise NotImplementedError
 

@@ -714,8 +714,8 @@ class BatchLane:
 
     def _limits(self, judge: BatchJudge) -> tuple[int, int]:
         """Requests and bytes one batch may hold: the lane's settings, capped by the API's."""
-        requests = int(getattr(judge, "batch_max_requests", MAX_REQUESTS))
-        size = int(getattr(judge, "batch_max_bytes", MAX_BYTES))
+        requests = judge.batch_max_requests or MAX_REQUESTS
+        size = judge.batch_max_bytes or MAX_BYTES
         return min(self.config.max_requests, requests), min(self.config.max_bytes, size)
 
     def _store(self, spec: RunSpec, result: Result) -> Outcome | None:

@@ -35,8 +35,10 @@ from judgeq.judges.base import (
     CallOutcome,
     Gate,
     Judge,
+    JudgeBase,
     JudgeReply,
     RetryPolicy,
+    adopt,
     cache_identity,
     call_with_retries,
     provider_of,
@@ -104,7 +106,7 @@ class GradingContext:
     council with their budgets."""
 
     rubric: Rubric
-    judge: Judge
+    judge: JudgeBase
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     max_tokens: int = DEFAULT_MAX_TOKENS
     safety_gate: bool | None = None
@@ -116,7 +118,7 @@ class GradingContext:
     share: Share | None = None
     """The run's share of its judges' limits (``--share``)."""
     cache: ReplyCache | None = None
-    council: tuple[tuple[Judge, Budget | None], ...] = ()
+    council: tuple[tuple[JudgeBase, Budget | None], ...] = ()
     swap: bool = True
     disagreement: float | None = None
     gate: Gate | None = None
@@ -127,6 +129,8 @@ class GradingContext:
     not a cache hit."""
 
     def __post_init__(self) -> None:
+        self.judge = adopt(self.judge)  # (a judge written to the Judge contract alone: a test's)
+        self.council = tuple((adopt(j), b) for j, b in self.council)
         self.system = render_system(self.rubric)
         self.schema = output_schema(self.rubric)
         if self.retrieval is None:
@@ -135,7 +139,7 @@ class GradingContext:
             self.disagreement = default_disagreement(self.rubric)
 
     @property
-    def judges(self) -> list[tuple[Judge, Budget | None]]:
+    def judges(self) -> list[tuple[JudgeBase, Budget | None]]:
         return [(self.judge, self.budget), *self.council]
 
     def cache_key(self, request: JudgeRequest, judge: Judge | None = None) -> str | None:
@@ -190,10 +194,10 @@ class GradingContext:
 
 def context_for(
     spec: RunSpec,
-    judge: Judge,
+    judge: JudgeBase,
     budget: Budget | None = None,
     cache: ReplyCache | None = None,
-    council: tuple[tuple[Judge, Budget | None], ...] = (),
+    council: tuple[tuple[JudgeBase, Budget | None], ...] = (),
     gate: Gate | None = None,
 ) -> GradingContext:
     """The grading context of ``spec``'s run; ``cache`` is used when the run allows it (not
@@ -400,14 +404,13 @@ def _keep_answered(ctx: GradingContext, index: int, results: Sequence[CallResult
             ctx.cache.put(r.key, replace(reply, paid_by=ctx.paid_by(index)))
 
 
-def provenance(judge: Judge, reply: JudgeReply) -> str:
+def provenance(judge: JudgeBase, reply: JudgeReply) -> str:
     """``provider endpoint model response_format`` of one answered call (see
     :attr:`Result._served`)."""
-    endpoint = getattr(judge, "endpoint", None)
     # a reply this job paid for, read back from the cache after a redelivery, has no format of its
     # own (the cache keeps none): the judge's, which asked for it
-    shape = reply.response_format or getattr(judge, "response_format", None)
-    parts = (provider_of(judge), endpoint, reply.model or judge.model, shape)
+    shape = reply.response_format or judge.response_format
+    parts = (provider_of(judge), judge.endpoint, reply.model or judge.model, shape)
     return " ".join(str(p or "-").replace(" ", "_") for p in parts)
 
 

@@ -35,7 +35,7 @@ from judgeq.errors import SYSTEMIC_REASONS, UNAVAILABLE_REASONS, StoreError
 from judgeq.grading.result import Result
 from judgeq.jobs.kinds import KINDS
 from judgeq.jobs.models import Job
-from judgeq.judges.base import Gate, Judge
+from judgeq.judges.base import Gate, Judge, JudgeBase, adopt
 from judgeq.pipeline.holds import (
     REACHABLE_FOR_S,
     Held,
@@ -120,7 +120,7 @@ class Contexts:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._contexts: OrderedDict[str, tuple[RunSpec, GradingContext]] = OrderedDict()
-        self._judges: dict[tuple[str, str], tuple[Judge, Budget | None]] = {}
+        self._judges: dict[tuple[str, str], tuple[JudgeBase, Budget | None]] = {}
         self._checked: dict[int, tuple[float, bool]] = {}
 
     def reachable(self, ctx: GradingContext) -> bool:
@@ -128,15 +128,14 @@ class Contexts:
         one), asked at most once per :data:`REACHABLE_FOR_S` per judge in this process. A judge
         without a check cannot tell: False (the caller waits for an answer to a job)."""
         for judge, _ in ctx.judges:
-            check = getattr(judge, "check", None)
-            if check is None:
+            if not judge.can_check:
                 return False
             now = self.clock()
             with self._lock:
                 seen = self._checked.get(id(judge))
             if seen is None or now - seen[0] > REACHABLE_FOR_S:
                 try:
-                    check(timeout=min(ctx.policy.timeout, 10.0))
+                    judge.check(timeout=min(ctx.policy.timeout, 10.0))
                     ok = True
                 except Exception as exc:  # unreachable, refused, or a check that broke: not up
                     log.info("judge %s does not answer its check: %s", judge.model, redact(str(exc)))
@@ -147,13 +146,13 @@ class Contexts:
                 return False
         return True
 
-    def judge(self, provider: str, model: str) -> tuple[Judge, Budget | None]:
+    def judge(self, provider: str, model: str) -> tuple[JudgeBase, Budget | None]:
         """The judge and its budget (built once per process)."""
         key = (provider, model)
         with self._lock:
             built = self._judges.get(key)
             if built is None:
-                judge = self.judge_factory(provider, model)
+                judge = adopt(self.judge_factory(provider, model))
                 budget = self.budget_factory(provider, model) if self.budget_factory else None
                 built = self._judges[key] = (judge, budget)
             return built

@@ -13,6 +13,7 @@ import pytest
 
 import judgeq
 from judgeq.grading.request import JudgeRequest
+from judgeq.judges.base import JudgeBase
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 from judgeq.pipeline.batch_lane import BatchLane, LaneConfig, index_of, lane_summary
 from judgeq.pipeline.stages import Contexts, Outcome, process_job, reduce_run
@@ -28,7 +29,7 @@ QUALITY_TEXT, _ = read_rubric_text("quality")
 MODEL = "claude-haiku-4-5"
 
 
-class BatchStub:
+class BatchStub(JudgeBase):
     """A batch judge: batches end when the test says so; each request's result follows
     ``outcomes`` (custom_id -> 'succeeded' | 'errored' | 'expired' | 'canceled' | 'missing')."""
 
