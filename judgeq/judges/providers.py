@@ -164,6 +164,7 @@ REGISTRY: dict[str, str] = {
     "openai-compatible": "judgeq.judges.openai",
     "python": "judgeq.judges.plugins",
     "plugin": "judgeq.judges.plugins",
+    "gemini": "judgeq.judges.gemini",
     "lexical": "judgeq.judges.lexical",
 }
 """Every provider, as ``--judge`` names it, and the module that holds it (the one place a

@@ -8,11 +8,12 @@ second copy of the mapping:
 status                  judgeq error (its null reason)
 ======================  ==========================================
 a billing error code    JudgeBillingError (``billing_error``)
+a refused-key code      JudgeAuthError (``auth_error``)
 429                     JudgeRateLimited (``rate_limited``)
 401, 403                JudgeAuthError (``auth_error``)
 402, a billing phrase   JudgeBillingError (``billing_error``)
 404                     JudgeModelNotFound (``model_not_found``)
-408                     JudgeTimeout (``timeout``)
+408, a timeout status   JudgeTimeout (``timeout``)
 an overloaded status    JudgeOverloaded (``overloaded``)
 other 5xx, 409          JudgeAPIError (``api_error``)
 any other 4xx           JudgeInvalidRequest (``invalid_request``)
@@ -52,6 +53,12 @@ class StatusRules:
     """Error codes meaning the account is out of credit, whatever the status."""
     billing_phrases: tuple[str, ...] = ()
     """Words in a 400's message that mean the account is out of credit."""
+    auth_codes: frozenset[str] = frozenset()
+    """Error codes meaning the credential was refused, whatever the status (Google answers a
+    bad key with 400 ``API_KEY_INVALID``)."""
+    timeouts: frozenset[int] = frozenset()
+    """Statuses beyond 408 meaning the server gave up waiting (Google's 504
+    ``DEADLINE_EXCEEDED``)."""
 
 
 ANTHROPIC_STATUSES = StatusRules(overloaded=frozenset({529}), billing_phrases=("credit balance",))
@@ -75,6 +82,8 @@ def error_for(
     for under ``rules``: for live answers and for the lines of a batch's results alike."""
     if code and code in rules.billing_codes:
         return JudgeBillingError(message)
+    if code and code in rules.auth_codes:
+        return JudgeAuthError(message)
     if status == 429:
         return JudgeRateLimited(message, retry_after=retry_after)
     if status in (401, 403):
@@ -83,7 +92,7 @@ def error_for(
         return JudgeBillingError(message)
     if status == 404:
         return JudgeModelNotFound(message)
-    if status == 408:
+    if status == 408 or status in rules.timeouts:
         return JudgeTimeout(message)
     if status in rules.overloaded:
         return JudgeOverloaded(message, retry_after=retry_after)

@@ -25,13 +25,7 @@ from judgeq.judges.providers import (
 from judgeq.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-HOMES = {
-    "judgeq/judges/providers.py",
-    "judgeq/judges/anthropic.py",
-    "judgeq/judges/openai.py",
-    "judgeq/judges/lexical.py",
-    "judgeq/judges/plugins.py",
-}
+HOMES = {"judgeq/judges/providers.py"} | {m.replace(".", "/") + ".py" for m in REGISTRY.values()}
 """The providers' modules: the only product code that may name a provider."""
 NOT_PROVIDERS = {"producer/cli/importer.py": "its --from names message formats (openai), not judges"}
 
