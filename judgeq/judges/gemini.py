@@ -146,6 +146,18 @@ def _http(timeout: float) -> genai_types.HttpOptionsDict:
     return {"api_version": API_VERSION, "timeout": max(1, round(timeout * 1000))}
 
 
+def _base_url() -> str:
+    """The server the SDK calls: its variable's (``GOOGLE_GEMINI_BASE_URL``, Vertex AI's
+    ``GOOGLE_VERTEX_BASE_URL``), else the API's own."""
+    if _vertex():
+        location = os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
+        host = (
+            "aiplatform.googleapis.com" if location == "global" else f"{location}-aiplatform.googleapis.com"
+        )
+        return os.environ.get("GOOGLE_VERTEX_BASE_URL") or f"https://{host}"
+    return os.environ.get("GOOGLE_GEMINI_BASE_URL") or DEFAULT_BASE_URL
+
+
 def thinking_budget(model: str) -> int:
     """No thinking where the model allows it, else its smallest budget (2.5 Pro)."""
     return PRO_MIN_THINKING if "pro" in model.split("/")[-1] else 0
@@ -158,6 +170,7 @@ class GeminiJudge(JudgeBase):
 
     def __init__(self, model: str, *, client: genai.Client | None = None) -> None:
         self.model = model
+        self._server = _base_url()  # the SDK reads it once, when its client is built
         self._client: genai.Client | None = client
         if client is None and (_vertex() or _key() is not None):  # a blank key is none
             try:
@@ -173,28 +186,15 @@ class GeminiJudge(JudgeBase):
     def has_credentials(self) -> bool:
         return self._client is not None
 
-    def _base_url(self) -> str:
-        """The server the SDK calls: its variable's (``GOOGLE_GEMINI_BASE_URL``, Vertex AI's
-        ``GOOGLE_VERTEX_BASE_URL``), else the API's own."""
-        if _vertex():
-            location = os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
-            host = (
-                "aiplatform.googleapis.com"
-                if location == "global"
-                else f"{location}-aiplatform.googleapis.com"
-            )
-            return os.environ.get("GOOGLE_VERTEX_BASE_URL") or f"https://{host}"
-        return os.environ.get("GOOGLE_GEMINI_BASE_URL") or DEFAULT_BASE_URL
-
     @property
     def endpoint(self) -> str | None:
         """The API's host (and port), never a credential: provenance in the report."""
-        return endpoint_of(self._base_url())
+        return endpoint_of(self._server)
 
     @property
     def cache_identity(self) -> str:
         """Provider, model and server (its host and path, never a credential)."""
-        return f"{self.provider}:{self.model}@{server_of(self._base_url())}"
+        return f"{self.provider}:{self.model}@{server_of(self._server)}"
 
     @property
     def response_format(self) -> str:

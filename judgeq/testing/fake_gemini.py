@@ -28,7 +28,11 @@ Behaviour copied from the real service (see NOTES.md for sources):
 
 Fault injection: latency, fail_with=[(status, google_status[, message]), ...]
 (served in order by generateContent before it succeeds), garbage=True (200 with a
-non-JSON body on generateContent).
+non-JSON body on generateContent); and the fault markers every stand-in shares, in a user
+message (``[[fake:429]]``, ``[[fake:500*2]]``, ``[[fake:529]]`` -> 503 UNAVAILABLE,
+``[[fake:401]]`` -> 400 API_KEY_INVALID, ``[[fake:400]]``, ``[[fake:slow]]``,
+``[[fake:garbage]]``, ``[[fake:truncated]]``, ``[[fake:refusal]]``, ``[[fake:score=N]]``,
+``[[fake:verdict=V]]``, ``retry_after=S`` as the 429's RetryInfo delay).
 
 Run it as a separate process (prints ``READY http://127.0.0.1:PORT`` once serving, then
 serves until SIGTERM/SIGINT)::
@@ -52,6 +56,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 from urllib.parse import SplitResult, parse_qs, urlsplit
+
+from judgeq.testing.fake_anthropic import DirectiveError, Directives, generate_from_schema, parse_directives
 
 __all__ = [
     "BAD_KEY_MESSAGE",
@@ -180,6 +186,17 @@ MISSING_KEY_MESSAGE = (
     "call this API."
 )
 BAD_KEY_MESSAGE = "API key not valid. Please pass a valid API key."
+GARBAGE = "I think this is pretty good overall!!"
+TRUNCATED = '{"reasoning": "The answer is", "sco'
+DIRECTIVE_STATUSES = {
+    "429": (429, "RESOURCE_EXHAUSTED"),
+    "500": (500, "INTERNAL"),
+    "529": (503, "UNAVAILABLE"),  # Google's "the model is overloaded"
+    "401": (400, "INVALID_ARGUMENT"),  # Google refuses a key with a 400 API_KEY_INVALID
+    "400": (400, "INVALID_ARGUMENT"),
+}
+"""The fault markers shared with the other stand-ins (``[[fake:429]]``, ...; see
+:func:`judgeq.testing.fake_anthropic.parse_directives`) as Google answers each."""
 
 
 def _snake(name: str) -> str:
@@ -370,6 +387,7 @@ class FakeGeminiAPI:
         garbage: bool = False,
         retry_delay: str = "30s",
         responder: Callable[[str, dict[str, Any]], str] | None = None,
+        timeout_sleep: float = 5.0,
         batch_polls_to_finish: int = 2,
     ) -> None:
         self.models = tuple(m.split("/", 1)[1] if m.startswith("models/") else m for m in models)
@@ -379,6 +397,9 @@ class FakeGeminiAPI:
         self.garbage = garbage
         self.retry_delay = retry_delay
         self.responder = responder  # (model, body) -> text; overrides schema generation
+        self.timeout_sleep = timeout_sleep
+        """Seconds a ``[[fake:slow]]`` request sleeps."""
+        self._attempts: dict[str, int] = {}
         self.batch_polls_to_finish = batch_polls_to_finish
         self.request_count = 0  # every HTTP request received
         self.requests: list[dict[str, Any]] = []  # parsed JSON bodies (POST), in order
@@ -489,27 +510,31 @@ class FakeGeminiAPI:
             self._err(h, 403, MISSING_KEY_MESSAGE, "PERMISSION_DENIED")
             return False
         if key not in self.api_keys:
-            self._err(
-                h,
-                400,
-                BAD_KEY_MESSAGE,
-                "INVALID_ARGUMENT",
-                [
-                    {
-                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                        "reason": "API_KEY_INVALID",
-                        "domain": "googleapis.com",
-                        "metadata": {"service": "generativelanguage.googleapis.com"},
-                    },
-                    {
-                        "@type": "type.googleapis.com/google.rpc.LocalizedMessage",
-                        "locale": "en-US",
-                        "message": BAD_KEY_MESSAGE,
-                    },
-                ],
-            )
+            self._refuse_key(h)
             return False
         return True
+
+    def _refuse_key(self, h: BaseHTTPRequestHandler) -> None:
+        """Google's answer to a key it does not know: 400 ``API_KEY_INVALID`` (not a 401)."""
+        self._err(
+            h,
+            400,
+            BAD_KEY_MESSAGE,
+            "INVALID_ARGUMENT",
+            [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "API_KEY_INVALID",
+                    "domain": "googleapis.com",
+                    "metadata": {"service": "generativelanguage.googleapis.com"},
+                },
+                {
+                    "@type": "type.googleapis.com/google.rpc.LocalizedMessage",
+                    "locale": "en-US",
+                    "message": BAD_KEY_MESSAGE,
+                },
+            ],
+        )
 
     def _route(self, h: BaseHTTPRequestHandler, method: str, url: SplitResult, raw: bytes) -> None:
         m = re.fullmatch(r"/(v1|v1beta|v1alpha)/(.+)", url.path)
@@ -688,24 +713,36 @@ class FakeGeminiAPI:
         return gc
 
     # -- generateContent ---------------------------------------------------
-    def _answer(self, model: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _answer(
+        self, model: str, body: dict[str, Any], directives: Directives | None = None, fault: str | None = None
+    ) -> dict[str, Any]:
+        """The answer to a request: a JSON Schema's is generated as the other stand-ins do
+        (deterministic in the request; ``[[fake:score=N]]``, ``[[fake:verdict=V]]`` honoured);
+        the body faults ``garbage``, ``truncated``, ``refusal`` (finish ``SAFETY``, no text) and
+        ``empty``."""
         gc = _get(body, "generationConfig") or {}
+        user = "".join(_texts(_get(body, "contents")))
+        found = directives or Directives()
         if self.responder is not None:
             text = self.responder(model, body)
         else:
-            schema = _get(gc, "responseJsonSchema")
-            if schema is None:
-                schema = _get(gc, "responseSchema")
+            json_schema = _get(gc, "responseJsonSchema")
+            schema = _get(gc, "responseSchema")
             mime = _get(gc, "responseMimeType")
-            if schema is not None:
+            if isinstance(json_schema, dict):
+                text = json.dumps(
+                    generate_from_schema(json_schema, user, score=found.score, verdict=found.verdict)
+                )
+            elif schema is not None:
                 value = value_from_schema(schema)
                 text = value if mime == "text/x.enum" else json.dumps(value)
             elif mime == "application/json":
                 text = json.dumps({"result": "ok"})
             else:
                 text = "This is a deterministic reply from the fake Gemini API."
-        prompt = "".join(_texts(_get(body, "contents"))) + "".join(_texts(_get(body, "systemInstruction")))
-        finish = "STOP"
+        text = {"garbage": GARBAGE, "truncated": TRUNCATED, "refusal": "", "empty": ""}.get(fault or "", text)
+        prompt = user + "".join(_texts(_get(body, "systemInstruction")))
+        finish = {"truncated": "MAX_TOKENS", "refusal": "SAFETY"}.get(fault or "", "STOP")
         out_tokens = approx_tokens(text)
         mot = _get(gc, "maxOutputTokens")
         if mot is not None and out_tokens > mot:
@@ -721,14 +758,10 @@ class FakeGeminiAPI:
         }
         if thoughts:
             usage["thoughtsTokenCount"] = thoughts
+        # a blocked answer has no content (Google's finishReason SAFETY)
+        content = {} if fault == "refusal" else {"content": {"parts": [{"text": text}], "role": "model"}}
         return {
-            "candidates": [
-                {
-                    "content": {"parts": [{"text": text}], "role": "model"},
-                    "finishReason": finish,
-                    "index": 0,
-                }
-            ],
+            "candidates": [{**content, "finishReason": finish, "index": 0}],
             "usageMetadata": usage,
             "modelVersion": model,
             "responseId": uuid.uuid4().hex[:22],
@@ -740,6 +773,13 @@ class FakeGeminiAPI:
         if fault is None:
             return False
         code, status, *msg = fault
+        self._fault(h, code, status, self.retry_delay, msg[0] if msg else None)
+        return True
+
+    def _fault(
+        self, h: BaseHTTPRequestHandler, code: int, status: str, delay: str, text: str | None = None
+    ) -> None:
+        """Google's error answer for ``status`` (a 429 with its quota and RetryInfo details)."""
         details: list[dict[str, Any]] | None = None
         if status == "RESOURCE_EXHAUSTED":
             details = [
@@ -765,12 +805,11 @@ class FakeGeminiAPI:
                         }
                     ],
                 },
-                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": self.retry_delay},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay},
             ]
-        message = msg[0] if msg else DEFAULT_MESSAGES.get(status, status).format(delay=self.retry_delay)
+        message = text or DEFAULT_MESSAGES.get(status, status).format(delay=delay)
         # No Retry-After header: the real Gemini API does not send one.
         self._err(h, code, message, status, details)
-        return True
 
     def _generate(self, h: BaseHTTPRequestHandler, model: str, body: dict[str, Any]) -> None:
         self._validate_generate(body)
@@ -782,7 +821,29 @@ class FakeGeminiAPI:
             return self._send(
                 h, 200, b"<html><body>upstream connect error</body></html>", "text/html; charset=UTF-8"
             )
-        self._send(h, 200, self._answer(model, body))
+        user = "".join(_texts(_get(body, "contents")))
+        try:
+            directives = parse_directives(user)
+        except DirectiveError as exc:
+            return self._err(h, 400, f"fake: {exc}", "INVALID_ARGUMENT")
+        fault = directives.fault if self._attempt_fails(directives, model + "\n" + user) else None
+        if fault in DIRECTIVE_STATUSES:
+            code, status = DIRECTIVE_STATUSES[fault]
+            if fault == "401":
+                return self._refuse_key(h)
+            delay = f"{directives.retry_after}s"
+            return self._fault(h, code, status, delay)
+        if fault == "slow":
+            time.sleep(self.timeout_sleep)
+        self._send(h, 200, self._answer(model, body, directives, fault))
+
+    def _attempt_fails(self, directives: Directives, key: str) -> bool:
+        """Whether this attempt of a request fails (``[[fake:500*2]]``: its first two)."""
+        if directives.count is None:
+            return True
+        with self._lock:
+            n = self._attempts[key] = self._attempts.get(key, 0) + 1
+        return n <= directives.count
 
     def _count_tokens(self, h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
         _check_fields(body, COUNT_TOKENS_TOP_LEVEL, "")

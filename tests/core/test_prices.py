@@ -108,7 +108,7 @@ def test_a_users_file_adds_and_overrides_prices_and_aliases(tmp_path: Path) -> N
         "batch_discount": 0.0,
         "total": 24.0,
     }
-    assert prices.taken == f"2026-11-26, with {path} of 2027-01-10"
+    assert prices.taken == f"{shipped_prices().taken}, with {path} of 2027-01-10"
     assert shipped_prices().lookup("claude-sonnet-4-6") is None, "the shipped table is untouched"
 
 
@@ -298,7 +298,7 @@ def test_the_dry_run_prices_with_the_users_file(tmp_path: Path) -> None:
     mine = write(tmp_path / "p.json", {"claude-test": {"input": 1.0, "output": 5.0}})
     proc = judgeq(*args, "--prices", str(mine))
     assert proc.returncode == 0, proc.stderr
-    assert f"estimated cost for claude-test (prices of 2026-11-26, with {mine}):" in proc.stdout
+    assert f"estimated cost for claude-test (prices of {shipped_prices().taken}, with {mine}):" in proc.stdout
 
 
 def test_judgeq_run_refuses_a_cost_limit_it_could_not_hold_and_a_price_lifts_it(tmp_path: Path) -> None:

@@ -1,0 +1,257 @@
+"""One contract for every judge provider (issue 31, point 5): each provider that calls an API
+is run through the same cases, through its real SDK against its stand-in on loopback, so a new
+provider is tested by adding it to :data:`PROVIDERS` (a stand-in and how to point its judge at
+it). The stand-ins share one fault language (``[[fake:429]]``, ``[[fake:500*2]]``, ...), each
+answering as its service does.
+
+The cases: a verdict as structured output that scores; each fault the world sends (429 with
+the server's wait, 5xx, overloaded, a refused key, a bad request, a slow answer, garbage, a cut
+answer, a refusal) as its null reason; retries through judgeq's loop; the preflight (key and
+model); provenance and the reply cache's identity naming the server; no secret in anything a
+person or Redis sees. The batch lanes have suites of their own (tests/core/test_lane.py,
+tests/test_batch_adapter.py)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from judgeq.errors import JudgeError
+from judgeq.grading.request import JudgeRequest, render_request
+from judgeq.grading.verdict import parse_verdict
+from judgeq.judges import parse_judge_spec
+from judgeq.judges.base import JudgeBase, RetryPolicy, call_with_retries
+from judgeq.judges.providers import JudgeSetup, provider, registered
+from judgeq.pipeline.job import provenance
+from judgeq.rubric.model import load_rubric
+from judgeq.testing.fake_anthropic import FakeMessagesAPI
+from judgeq.testing.fake_gemini import FakeGeminiAPI
+from judgeq.testing.fake_openai import FakeChatAPI
+
+RUBRIC = load_rubric("quality")
+SECRET = "sk-contract-9f8e7d6c5b4a"
+ENV = (
+    "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+    "OPENAI_COMPATIBLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Stand:
+    """How one provider is tried: its stand-in (a context giving the server, its base URL and
+    ``known(model)``), the environment that points the provider's SDK at it with a key, the
+    model it serves and how the server spells a refused key's failure."""
+
+    spec: str
+    serve: Callable[[str], AbstractContextManager[Any]]
+    environment: Callable[[str, str], dict[str, str]]
+    model: str
+
+
+def _anthropic(key: str) -> FakeMessagesAPI:
+    return FakeMessagesAPI(api_key=key, models=("claude-contract",), timeout_sleep=3.0)
+
+
+def _openai(key: str) -> FakeChatAPI:
+    return FakeChatAPI(api_key=key, models=("gpt-contract",), timeout_sleep=3.0)
+
+
+def _gemini(key: str) -> FakeGeminiAPI:
+    return FakeGeminiAPI(api_keys=(key,), models=("gemini-2.5-flash",), timeout_sleep=3.0)
+
+
+PROVIDERS = [
+    Stand(
+        "anthropic:claude-contract",
+        _anthropic,
+        lambda url, key: {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": url},
+        "claude-contract",
+    ),
+    Stand(
+        "openai:gpt-contract",
+        _openai,
+        lambda url, key: {"OPENAI_API_KEY": key, "OPENAI_BASE_URL": url + "/v1"},
+        "gpt-contract",
+    ),
+    Stand(
+        "openai-compatible:gpt-contract@{url}/v1",
+        _openai,
+        lambda url, key: {"OPENAI_COMPATIBLE_API_KEY": key},
+        "gpt-contract",
+    ),
+    Stand(
+        "gemini:gemini-2.5-flash",
+        _gemini,
+        lambda url, key: {"GEMINI_API_KEY": key, "GOOGLE_GEMINI_BASE_URL": url},
+        "gemini-2.5-flash",
+    ),
+]
+IDS = [s.spec.partition(":")[0] for s in PROVIDERS]
+
+
+def test_every_provider_that_calls_an_api_is_in_the_contract() -> None:
+    """A provider registered without a place here is a provider nobody tested."""
+    tried = {s.spec.partition(":")[0] for s in PROVIDERS}
+    calling = {p for p in registered() if not provider(p).offline and not provider(p).own_key_budget}
+    assert calling == tried
+
+
+@dataclass
+class Tried:
+    """A provider's judge pointed at its stand-in."""
+
+    judge: JudgeBase
+    fake: Any
+    url: str
+    stand: Stand
+
+
+@contextmanager
+def tried(stand: Stand, monkeypatch: pytest.MonkeyPatch, key: str = SECRET) -> Iterator[Tried]:
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
+    with stand.serve(SECRET) as fake:
+        url = fake.base_url
+        for name, value in stand.environment(url, key).items():
+            monkeypatch.setenv(name, value)
+        spec = parse_judge_spec(stand.spec.format(url=url))
+        setup = JudgeSetup(api_key=key if spec.provider == "anthropic" else None, urls=(url,))
+        yield Tried(spec.api.build(spec.model, setup), fake, url, stand)
+
+
+def request(marker: str = "") -> JudgeRequest:
+    return render_request(RUBRIC, input="What is the capital of France?", output=f"Paris. {marker}".strip())
+
+
+@pytest.fixture(params=PROVIDERS, ids=IDS)
+def stand(request: pytest.FixtureRequest) -> Stand:
+    value: Stand = request.param
+    return value
+
+
+def test_a_verdict_comes_back_structured_and_scores(stand: Stand, monkeypatch: pytest.MonkeyPatch) -> None:
+    with tried(stand, monkeypatch) as t:
+        reply = t.judge.complete(request("[[fake:score=7]]"), timeout=5)
+    verdict = parse_verdict(
+        RUBRIC, text=reply.text, tool_input=reply.tool_input, stop_reason=reply.stop_reason
+    )
+    assert verdict.null_reason is None, reply.text
+    assert verdict.scores and set(verdict.scores.values()) == {7}
+    assert reply.input_tokens > 0 and reply.output_tokens > 0
+    assert (reply.response_format or t.judge.response_format) == "json_schema"
+
+
+FAULTS = [
+    ("[[fake:429,retry_after=2]]", "rate_limited"),
+    ("[[fake:500]]", "api_error"),
+    ("[[fake:529]]", "overloaded"),
+    ("[[fake:401]]", "auth_error"),
+    ("[[fake:400]]", "invalid_request"),
+]
+
+
+@pytest.mark.parametrize(("marker", "reason"), FAULTS, ids=[r for _, r in FAULTS])
+def test_each_fault_is_its_null_reason(
+    stand: Stand, monkeypatch: pytest.MonkeyPatch, marker: str, reason: str
+) -> None:
+    with tried(stand, monkeypatch) as t, pytest.raises(JudgeError) as caught:
+        t.judge.complete(request(marker), timeout=5)
+    assert caught.value.reason == reason, str(caught.value)
+    if reason == "rate_limited":  # the server's wait (a header, or Google's RetryInfo) reaches the budget
+        assert caught.value.retry_after == pytest.approx(2.0)
+    assert SECRET not in str(caught.value)
+
+
+def test_a_slow_answer_is_a_timeout(stand: Stand, monkeypatch: pytest.MonkeyPatch) -> None:
+    with tried(stand, monkeypatch) as t, pytest.raises(JudgeError) as caught:
+        t.judge.complete(request("[[fake:slow]]"), timeout=0.3)
+    assert caught.value.reason == "timeout"
+
+
+@pytest.mark.parametrize(
+    ("marker", "null_reason", "stop"),
+    [
+        ("[[fake:garbage]]", "parse_error", None),
+        ("[[fake:truncated]]", None, "max_tokens"),
+        ("[[fake:refusal]]", None, "refusal"),
+    ],
+    ids=["garbage", "truncated", "refusal"],
+)
+def test_an_answer_that_is_no_verdict_is_said_so(
+    stand: Stand, monkeypatch: pytest.MonkeyPatch, marker: str, null_reason: str | None, stop: str | None
+) -> None:
+    with tried(stand, monkeypatch) as t:
+        reply = t.judge.complete(request(marker), timeout=5)
+    verdict = parse_verdict(
+        RUBRIC, text=reply.text, tool_input=reply.tool_input, stop_reason=reply.stop_reason
+    )
+    assert verdict.null_reason is not None  # never a score made up from it
+    if null_reason is not None:
+        assert verdict.null_reason == null_reason
+    if stop is not None:
+        assert reply.stop_reason == stop
+
+
+def test_judgeqs_loop_retries_a_failing_call_and_counts_the_attempts(
+    stand: Stand, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK makes one attempt; judgeq's retry loop owns retries and the deadline."""
+    clock = [0.0]
+    with tried(stand, monkeypatch) as t:
+        outcome = call_with_retries(
+            t.judge,
+            request("[[fake:500*2]]"),
+            RetryPolicy(timeout=5, deadline=60, base_delay=0.01, max_delay=0.01),
+            clock=lambda: clock[0],
+            sleep=lambda s: clock.__setitem__(0, clock[0] + s),
+            rng=random.Random(0),
+        )
+    assert outcome.reply is not None and outcome.attempts == 3 and len(outcome.errors) == 2
+
+
+def test_the_preflight_proves_the_key_and_the_model(stand: Stand, monkeypatch: pytest.MonkeyPatch) -> None:
+    with tried(stand, monkeypatch) as t:
+        t.judge.check(timeout=5)
+        assert t.judge.can_check
+    with tried(stand, monkeypatch, key="sk-wrong-key") as t, pytest.raises(JudgeError) as refused:
+        t.judge.check(timeout=5)
+    assert refused.value.reason == "auth_error" and "sk-wrong-key" not in str(refused.value)
+
+
+def test_provenance_and_the_cache_name_the_server_never_the_key(
+    stand: Stand, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with tried(stand, monkeypatch) as t:
+        reply = t.judge.complete(request(), timeout=5)
+        host = t.url.split("://")[1]
+        said = provenance(t.judge, reply)
+        assert said.split()[:2] == [t.judge.provider, host] and stand.model in said
+        assert host in t.judge.cache_identity and t.judge.cache_identity.startswith(t.judge.provider + ":")
+        seen = [said, t.judge.cache_identity, repr(t.judge), str(t.judge.endpoint), str(vars(t.judge))]
+    assert all(SECRET not in text for text in seen[:4])
+    with tried(stand, monkeypatch) as other:  # another server: another identity in the reply cache
+        assert other.judge.cache_identity != t.judge.cache_identity
+
+
+def test_a_provider_without_a_key_says_so_before_any_call(
+    stand: Stand, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = parse_judge_spec(stand.spec.format(url="http://127.0.0.1:9"))
+    if not spec.api.served_by_key:
+        pytest.skip(f"{spec.provider} needs no key of its own (a server may need none)")
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
+    from judgeq.settings import load_settings
+
+    assert not spec.api.has_credentials(load_settings())
+    judge = spec.api.build(spec.model, JudgeSetup())
+    assert not judge.has_credentials
+    with pytest.raises(JudgeError) as caught:
+        judge.complete(request(), timeout=5)
+    assert caught.value.reason == "auth_error" and spec.api.key_variable in str(caught.value)
