@@ -76,7 +76,7 @@ async def asyncio_grader(batch: Path, api_url: str, concurrency: int, out: Path)
     import anthropic
 
     from judgeq import ResponseJob, load_rubric
-    from judgeq.judges.anthropic import AnthropicJudge, reply_from_message
+    from judgeq.judges.anthropic import AnthropicJudge, messages_kwargs, reply_from_message
     from judgeq.judges.base import CallOutcome
     from judgeq.pipeline.job import Call, CallResult, GradingContext, combine
     from judgeq.report.build import build_report, new_aggregator
@@ -101,7 +101,7 @@ async def asyncio_grader(batch: Path, api_url: str, concurrency: int, out: Path)
         request = ctx.request_for(job)
         async with gate:
             start = time.monotonic()
-            message = await client.messages.create(**request.to_messages_kwargs(MODEL), timeout=60)
+            message = await client.messages.create(**messages_kwargs(request, MODEL), timeout=60)
         reply = reply_from_message(message, {})
         outcome = CallOutcome(reply, None, 1, time.monotonic() - start)
         result = combine(ctx, job, index, [CallResult(Call("0", 0, request), outcome)])

@@ -56,18 +56,6 @@ class JudgeRequest:
         """Characters sent to the judge (system, user message, schema): for budget estimates."""
         return sum(map(len, self.system)) + len(self.user) + len(json.dumps(self.output_schema))
 
-    def to_messages_kwargs(self, model: str) -> dict[str, Any]:
-        """The keyword arguments of ``client.messages.create`` for this request."""
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in self.system]
-        blocks[-1]["cache_control"] = {"type": "ephemeral"}
-        return {
-            "model": model,
-            "max_tokens": self.max_tokens,
-            "system": blocks,
-            "messages": [{"role": "user", "content": self.user}],
-            "output_config": {"format": {"type": "json_schema", "schema": self.output_schema}},
-        }
-
 
 _SANDBOX_RULES = """\
 # How the material is given to you

@@ -44,6 +44,7 @@ __all__ = [
     "PROVIDERS",
     "AnthropicJudge",
     "AnthropicProvider",
+    "messages_kwargs",
     "rate_limit_headers",
     "reply_from_message",
     "translate_error",
@@ -52,6 +53,21 @@ __all__ = [
 NO_KEY = "no Anthropic API key: set ANTHROPIC_API_KEY"
 DEFAULT_MODEL = "claude-sonnet-4-5"
 """The model of ``--judge anthropic`` (and of the default judge when a key is set)."""
+
+
+def messages_kwargs(request: JudgeRequest, model: str) -> dict[str, Any]:
+    """The keyword arguments of ``client.messages.create`` for ``request`` (the Messages API's
+    wire format: the rubric's system blocks with a cache breakpoint after the last, the verdict
+    as structured output)."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in request.system]
+    blocks[-1]["cache_control"] = {"type": "ephemeral"}
+    return {
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "system": blocks,
+        "messages": [{"role": "user", "content": request.user}],
+        "output_config": {"format": {"type": "json_schema", "schema": request.output_schema}},
+    }
 
 
 def _has_credentials(client: anthropic.Anthropic) -> bool:
@@ -200,16 +216,14 @@ class AnthropicJudge(JudgeBase):
             raise JudgeAuthError(NO_KEY) from None
 
     def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
-        raw = self._call(
-            "with_raw_response.create", **request.to_messages_kwargs(self.model), timeout=timeout
-        )
+        raw = self._call("with_raw_response.create", **messages_kwargs(request, self.model), timeout=timeout)
         reply = reply_from_message(raw.parse(), rate_limit_headers(raw.headers))
         reply.model = served_model(reply.model, raw.headers)  # a gateway names the real model
         return reply
 
     # -- the Message Batches lane (judgeq.judges.batches.BatchJudge) ------------------------------
     def batch_params(self, request: JudgeRequest) -> dict[str, Any]:
-        return request.to_messages_kwargs(self.model)
+        return messages_kwargs(request, self.model)
 
     def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
         items = [{"custom_id": cid, "params": params} for cid, params in requests]
@@ -272,7 +286,7 @@ class AnthropicJudge(JudgeBase):
         return True
 
     def count_tokens(self, request: JudgeRequest, *, timeout: float = 30.0) -> int:
-        kwargs = request.to_messages_kwargs(self.model)
+        kwargs = messages_kwargs(request, self.model)
         kwargs.pop("max_tokens")
         return int(self._call("count_tokens", **kwargs, timeout=timeout).input_tokens)
 

@@ -27,7 +27,7 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeReply
@@ -56,10 +56,25 @@ verdicts were served to a run against the real API; entries of 1 cannot tell whi
 answered them, and are never read)."""
 
 
+def _asked(identity: str, request: JudgeRequest) -> dict[str, Any]:
+    """What a request asks, as the key hashes it: the key's own recipe, frozen with
+    :data:`KEY_VERSION` (its layout was the Messages API's when version 2 was made; it is not
+    any provider's wire format, which may change without changing a key)."""
+    system: list[dict[str, Any]] = [{"type": "text", "text": t} for t in request.system]
+    system[-1]["cache_control"] = {"type": "ephemeral"}
+    return {
+        "model": identity,
+        "max_tokens": request.max_tokens,
+        "system": system,
+        "messages": [{"role": "user", "content": request.user}],
+        "output_config": {"format": {"type": "json_schema", "schema": request.output_schema}},
+    }
+
+
 def cache_key(identity: str, request: JudgeRequest, rubric: Rubric) -> str:
     """The key of ``request`` to the judge ``identity`` names (:func:`judgeq.judges.base.cache_identity`:
     provider, server and model) under ``rubric``."""
-    body = request.to_messages_kwargs(identity)
+    body = _asked(identity, request)
     material = {
         "v": KEY_VERSION,
         "rubric": [rubric.name, rubric.version, rubric.fingerprint],

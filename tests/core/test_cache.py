@@ -102,6 +102,8 @@ def test_an_entry_written_before_the_key_named_the_server_is_never_served() -> N
     # which server answered it (the README's stand-in try-out wrote made-up verdicts so)
     import hashlib
 
+    from judgeq.judges.anthropic import messages_kwargs
+
     cache = MemoryCache()
     judge = CountingJudge()
     ctx = GradingContext(rubric=QUALITY, judge=judge, cache=cache)
@@ -109,7 +111,7 @@ def test_an_entry_written_before_the_key_named_the_server_is_never_served() -> N
     material = {
         "v": 1,
         "rubric": [QUALITY.name, QUALITY.version, QUALITY.fingerprint],
-        "request": request.to_messages_kwargs(judge.model),
+        "request": messages_kwargs(request, judge.model),
     }
     text = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     made_up = judgeq.JudgeReply(text=json.dumps(verdict_for_schema(request.output_schema, 1)))
@@ -312,3 +314,14 @@ def test_a_cached_reply_is_packed_and_read_back_whole() -> None:
     assert len(packed) < len(as_json) / 2
     assert decode_reply(as_json) == decode_reply(packed), "entries written before packing still read"
     assert decode_reply(packed[:-5]) is None and decode_reply(b"\x01garbage") is None  # damaged: a miss
+
+
+def test_a_key_is_its_own_recipe_not_a_providers_wire_format() -> None:
+    """Pinned: the key of one request as version 2 made it (issue 31 moved the Messages API's
+    wire format into the Anthropic adapter; no key changed, so no cache was lost). A change of
+    recipe must bump KEY_VERSION, and this value with it."""
+    from judgeq.grading.request import render_request
+
+    req = render_request(QUALITY, input="What is 2+2?", output="4", expected_answer="4")
+    key = cache_key("anthropic:claude-x@api.anthropic.com", req, QUALITY)
+    assert key == "00c0f3c1933260df7134f14e59c1f8310908850d059976454e0345b63a52d5d0"

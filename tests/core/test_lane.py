@@ -13,6 +13,7 @@ import pytest
 
 import judgeq
 from judgeq.grading.request import JudgeRequest
+from judgeq.judges.anthropic import messages_kwargs
 from judgeq.judges.base import JudgeBase
 from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
 from judgeq.pipeline.batch_lane import BatchLane, LaneConfig, index_of, lane_summary
@@ -50,7 +51,7 @@ class BatchStub(JudgeBase):
         raise AssertionError("the batch lane makes no live judge call")
 
     def batch_params(self, request: JudgeRequest) -> dict[str, Any]:
-        return request.to_messages_kwargs(self.model)
+        return messages_kwargs(request, self.model)
 
     def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
         if self.refuse:

@@ -23,6 +23,7 @@ from click.testing import CliRunner
 import judgeq
 from judgeq import Result
 from judgeq.grading.request import JudgeRequest
+from judgeq.judges.anthropic import messages_kwargs
 from judgeq.judges.batches import BatchInfo, BatchItem
 from judgeq.pipeline.batch_lane import BatchLane, LaneConfig
 from judgeq.pipeline.stages import Contexts, Outcome, process_job
@@ -199,7 +200,7 @@ class BatchStub:
         raise AssertionError("the batch lane makes no live judge call")
 
     def batch_params(self, request: JudgeRequest) -> dict[str, Any]:
-        return request.to_messages_kwargs(self.model)
+        return messages_kwargs(request, self.model)
 
     def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
         if self.during_create is not None:
