@@ -192,6 +192,7 @@ NULL_REASONS: tuple[str, ...] = (
     "internal_error",
     "lost",
     "canceled",
+    "no_majority",
 )
 """Every reason a job's grade can be null. ``internal_error``: an unexpected exception while
 grading (a bug; the message is in ``raw``). ``lost``: the job never produced a result (set by

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from judgeq.jobs.grade import Jury
 from judgeq.judges import JudgeSpec, stored_judge
 from judgeq.judges.base import RetryPolicy
 from judgeq.judges.prices import Price, Prices, shipped_prices
@@ -77,6 +78,11 @@ class RunSpec(BaseModel):
     council: list[str] = Field(default_factory=list)
     """The other judges of a council (``--judge A --judge B``), as ``provider:model``."""
     council_mode: Literal["mean", "z"] = "mean"
+    jury: Literal["median", "mean"] | None = None
+    """The council is a jury (``--jury``): its members' scores combine by this; its categories
+    by the panel's strict majority (:class:`judgeq.jobs.grade.Jury`)."""
+    no_majority: Literal["tie", "null"] = "null"
+    """A jury's pair with no majority: a tie, or a null (``--no-majority``)."""
     swap: bool = True
     """Pair jobs are judged in both orders (``--no-swap``: once, A first)."""
     disagreement: float | None = None
@@ -131,6 +137,16 @@ class RunSpec(BaseModel):
     def budget_share(self) -> Share | None:
         """The run's :class:`~judgeq.ratelimit.Share` of its judges' limits, if it asked for one."""
         return Share(self.run_id, self.share) if self.share else None
+
+    def jury_rules(self) -> Jury | None:
+        """The jury's rules, when the run's council is one."""
+        return Jury(self.jury, self.no_majority) if self.jury is not None and self.council else None
+
+    @property
+    def council_rule(self) -> str:
+        """How the council combines, as the report names it: ``mean``, ``z``, ``jury-median``,
+        ``jury-mean``."""
+        return f"jury-{self.jury}" if self.jury_rules() is not None else self.council_mode
 
     @property
     def judge(self) -> JudgeSpec:

@@ -15,7 +15,7 @@
 
 ``grade`` runs in this process (``judgeq run``); ``submit``/``wait`` use Redis and workers
 (``judgeq submit``/``judgeq wait``).  Options are the CLI's, as keyword arguments (``weights``,
-``thresholds``, ``run_id``, ``skip_invalid``, ``batch_api``, ``no_swap``, ``council``,
+``thresholds``, ``run_id``, ``skip_invalid``, ``batch_api``, ``no_swap``, ``council``, ``jury``,
 ``max_cost``, ``prices``, ``rpm``, ...), and settings come from ``JUDGEQ_*`` as for the CLI.  Errors are
 :class:`~judgeq.JudgeqError` subclasses with the CLI's one-line messages.
 
@@ -64,7 +64,7 @@ OPTIONS = frozenset(
     {
         # how the plan is made (judgeq.producer.plan.plan_kwargs)
         "weights", "thresholds", "run_id", "skip_invalid", "position_weights", "default_weight",
-        "hit_k", "council", "no_swap", "disagreement",
+        "hit_k", "council", "no_swap", "disagreement", "jury", "no_majority",
         # settings (judgeq.producer.settings.settings_for)
         "safety_gate", "judge_timeout", "judge_deadline", "no_cache", "batch_api", "max_cost",
         "prices", "rpm", "itpm", "otpm", "share",

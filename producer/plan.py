@@ -32,7 +32,7 @@ from judgeq.judges import (
     parse_judge_spec,
 )
 from judgeq.judges.prices import Prices, load_prices, no_price_message, shipped_prices
-from judgeq.judges.providers import JudgeSetup, provider, registered
+from judgeq.judges.providers import JudgeSetup, family_of, provider, registered
 from judgeq.rubric.model import (
     RetrievalConfig,
     Rubric,
@@ -98,6 +98,59 @@ def check_batch_lane(judges: Sequence[JudgeSpec]) -> None:
         raise ConfigError(
             f"--batch-api: {api.batch_api} takes one model per batch, and this council has "
             f"{len(models)} ({', '.join(sorted(models))}); grade it without --batch-api"
+        )
+
+
+def judge_family(judge: JudgeSpec) -> str:
+    """Whose models a judge is: its provider's family, else the one its model's name says (a
+    gateway serving ``anthropic/claude-3.5-sonnet``)."""
+    return judge.api.family or family_of(judge.model.partition("@")[0])
+
+
+def self_grading(judges: Sequence[JudgeSpec], scan: JobsFileScan) -> list[str]:
+    """A warning line per judge that grades outputs of its own family (by the jobs' ``model``):
+    judges favour their own family's outputs (self-preference), so its figures on them lean."""
+    lines = []
+    for judge in judges:
+        family = judge_family(judge)
+        own = {m: n for m, n in scan.systems.items() if n > 0 and family and family_of(m) == family}
+        if own:
+            named = ", ".join(sorted(own)[:3]) + (", ..." if len(own) > 3 else "")
+            lines.append(
+                f"judgeq: warning: judge {judge} grades {sum(own.values()):,} output(s) of its own "
+                f"family ({family}: {named}); judges favour their own family's outputs: add a judge "
+                "of another family (a jury: --judge ... --jury median)"
+            )
+    return lines
+
+
+def check_jury(
+    jury: str | None,
+    no_majority: str | None,
+    council_mode: str | None,
+    judges: Sequence[JudgeSpec],
+    rubric: Rubric,
+) -> None:
+    """Refuse, in one line, a jury that cannot be one: fewer than two judges, a z-combined
+    council, a rubric graded turn by turn (a turn's panel is not stated yet), or
+    ``--no-majority`` without a jury."""
+    if jury is None:
+        if no_majority is not None:
+            raise ConfigError("--no-majority says what a jury does without a majority: give --jury too")
+        return
+    if len(judges) < 2:
+        raise ConfigError(
+            "--jury: a jury is a panel of judges: give two --judge options or more "
+            "(three or more: an odd panel)"
+        )
+    if council_mode == "z":
+        raise ConfigError(
+            "--jury and --council z: a jury combines its scores by median or mean: give one of them"
+        )
+    if rubric.turn_scope is not None:
+        raise ConfigError(
+            f"--jury: rubric {rubric.name} grades turn by turn, and a jury's rules for a turn are "
+            "not stated yet: grade it with a council (no --jury)"
         )
 
 
@@ -201,6 +254,8 @@ def plan_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {k: options[k] for k in PLAN_OPTIONS if options.get(k) is not None}
     out["judge"] = (judge,) if isinstance(judge, str) else tuple(judge or ())
     out["council_mode"] = options.get("council_mode") or options.get("council")
+    out["jury"] = options.get("jury")
+    out["no_majority"] = options.get("no_majority")
     out["swap"] = not options.get("no_swap", False)
     out["disagreement"] = options.get("disagreement")
     return out
@@ -223,6 +278,8 @@ def make_plan(
     council_mode: str | None = None,
     swap: bool = True,
     disagreement: float | None = None,
+    jury: str | None = None,
+    no_majority: str | None = None,
 ) -> Plan:
     """Validate everything; raise before anything is enqueued."""
     rubric, rubric_text, overrides = load_rubric_for_run(rubric_ref, weights, settings)
@@ -236,6 +293,7 @@ def make_plan(
             raise ConfigError(no_price_message(unpriced[0]))
     if council_mode == "z" and len(judges) < 2:
         raise ConfigError("--council z combines several judges: give two --judge options or more")
+    check_jury(jury, no_majority, council_mode, judges, rubric)
     if disagreement is not None and not (disagreement >= 0 and math.isfinite(disagreement)):
         raise ConfigError(f"--disagreement: {disagreement} must be a non-negative number")
     origin = "--thresholds" if thresholds else "JUDGEQ_THRESHOLDS"
@@ -261,6 +319,7 @@ def make_plan(
     if scan.valid == 0:
         raise ConfigError(f"{jobs_name}: no valid job lines to grade ({scan.invalid} invalid)")
     check_rubric_fits(rubric, scan)
+    notice = "\n".join(filter(None, [notice, *self_grading(judges, scan)])) or None
     if settings.batch_api:
         check_batch_lane(judges)
     spec = RunSpec(
@@ -282,6 +341,8 @@ def make_plan(
         lane="batch" if settings.batch_api else "live",
         council=[str(j) for j in judges[1:]],
         council_mode="z" if council_mode == "z" else "mean",
+        jury="median" if jury == "median" else "mean" if jury == "mean" else None,
+        no_majority="tie" if no_majority == "tie" else "null",
         swap=swap,
         disagreement=disagreement,
         rpm=settings.judge_rpm,

@@ -63,6 +63,9 @@ class Result(BaseModel):
     """A council's overall score per judge model (pairs: output A's score per judge)."""
     judge_usage: dict[str, list[int]] | None = None
     """A council's tokens per judge model: input, output, cache read, cache write."""
+    judges_absent: dict[str, str] | None = None
+    """A jury's members that gave this job no verdict, by model, and why (``parse_error``,
+    ``refusal``, ``invalid_request``): they stay in the panel's count."""
     _served: list[str] = PrivateAttr(default=[])  # (copied per instance; see below)
     """Provenance of the job's judge calls that answered (not those from the reply cache), one
     ``provider endpoint model response_format`` each: the endpoint's host, the model as the
@@ -78,7 +81,13 @@ class Result(BaseModel):
     _own_refusal: bool = PrivateAttr(default=False)
     """A ``rate_limited`` null the budget judged refused for itself (others were served). Not
     stored."""
-    _OMIT_NONE: ClassVar[tuple[str, ...]] = ("label", "judge_scores", "judge_usage", "holistic")
+    _OMIT_NONE: ClassVar[tuple[str, ...]] = (
+        "label",
+        "judge_scores",
+        "judge_usage",
+        "holistic",
+        "judges_absent",
+    )
     """Fields a stored line leaves out while they are None."""
 
     def to_line(self) -> dict[str, Any]:

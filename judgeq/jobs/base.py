@@ -34,6 +34,10 @@ class JobBase(BaseModel):
     label: float | str | None = None
     """A person's grade: a number on the rubric's scale, ``pass``/``fail``, or ``a``/``b``/``tie``."""
 
+    def systems(self) -> tuple[str, ...]:
+        """The systems whose outputs it grades (its ``model``; a pair's two)."""
+        return (self.model,) if self.model else ()
+
     @field_validator("label", mode="before")
     @classmethod
     def _label(cls, v: Any) -> Any:

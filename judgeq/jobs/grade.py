@@ -12,20 +12,30 @@ run's :class:`Scoring`:
 * :func:`scored`: one judge's score, or a council's mean (per dimension likewise; pass-fail:
   the share of judges that said pass, passed when more than half did);
 * :func:`council`: each judge's own score kept, and a spread above the run's ``disagreement``
-  threshold flagged ``judges_disagree`` (the one statement of that rule, for every kind).
+  threshold flagged ``judges_disagree`` (the one statement of that rule, for every kind);
+* a **jury** (:class:`Jury`, ``--jury``): a council with stated rules. Every member of the
+  panel counts, those that did not answer too (a failed call or a verdict that does not parse
+  keeps the member in the panel, absent: an odd panel with one failure never becomes an even
+  one deciding by order). A category (pass/fail, a pair's winner) is the one more than half of
+  the whole panel gave (:func:`majority`); with none, a pair is a tie or a null
+  (``no_majority``), as the run chose, and pass/fail a null. A score is the mean or the median
+  of the members that answered, when more than half the panel did; else a null.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from judgeq.grading.score import Score, score_verdict
 from judgeq.grading.verdict import ParsedVerdict
 from judgeq.rubric.model import RetrievalConfig, Rubric
 
-__all__ = ["NOTES_LIMIT", "Graded", "Scoring", "Unit", "council", "notes_of", "scored"]
+__all__ = ["NOTES_LIMIT", "Graded", "Jury", "Scoring", "Unit", "council", "majority", "notes_of", "scored"]
 
 NOTES_LIMIT = 4000
 """Characters of a judge's reasoning kept in a result's ``notes``."""
@@ -52,6 +62,23 @@ class Graded:
 
 
 @dataclass(frozen=True, slots=True)
+class Jury:
+    """A jury's stated rules (see the module docstring)."""
+
+    scores: Literal["mean", "median"] = "median"
+    """How the answering members' scores combine."""
+    no_majority: Literal["tie", "null"] = "null"
+    """A pair no verdict has a majority of the panel for: a tie, or a null (``no_majority``)."""
+
+
+def majority(votes: Sequence[str], panel: int) -> str | None:
+    """The vote more than half of the ``panel`` gave (members that did not vote count in the
+    panel); None when none did. Never decided by order."""
+    counted = Counter(votes).most_common(1)
+    return counted[0][0] if counted and counted[0][1] * 2 > panel else None
+
+
+@dataclass(frozen=True, slots=True)
 class Scoring:
     """What is the same for every job of a run when its verdicts are combined."""
 
@@ -62,6 +89,8 @@ class Scoring:
     safety_gate: bool | None = None
     safety_cap: float = 0.0
     retrieval: RetrievalConfig | None = None
+    jury: Jury | None = None
+    """The council is a jury (its stated rules); None: a council's mean."""
 
     def score(self, verdict: ParsedVerdict, candidate: str | None) -> Score:
         """One verdict scored on the rubric; ``candidate`` is the text the safety gate checks."""
@@ -97,6 +126,8 @@ def council(scoring: Scoring, per_judge: dict[str, float], flags: list[str]) -> 
 def scored(scoring: Scoring, graded: Sequence[Graded], candidate: str | None) -> dict[str, object]:
     """The grade of a job judged once per judge: the judge's score, or the council's mean."""
     rubric = scoring.rubric
+    if scoring.jury is not None and len(graded) * 2 <= scoring.judges:
+        return {"null_reason": "no_majority"}  # no majority of the panel answered
     scores: list[Score] = [scoring.score(g.verdict, candidate) for g in graded]
     first = scores[0]
     flags = list(first.flags)
@@ -108,14 +139,28 @@ def scored(scoring: Scoring, graded: Sequence[Graded], candidate: str | None) ->
         if rubric.is_pass_fail:  # the judge's own verdict, whatever the gate decides
             fields["holistic"] = 1.0 if graded[0].verdict.verdict == "pass" else 0.0
     else:
-        overall = round(math.fsum(s.overall for s in scores) / len(scores), 2)
+        combine = _combiner(scoring.jury)
+        overall = round(combine([s.overall for s in scores]), 2)
         names = list(first.scores)
-        dims = {n: round(math.fsum(s.scores[n] for s in scores) / len(scores), 2) for n in names}
+        dims = {n: round(combine([s.scores[n] for s in scores]), 2) for n in names}
         categories = sorted({c for s in scores for c in s.safety_categories})
         for s in scores[1:]:
             flags += [f for f in s.flags if f not in flags]
-        passed = overall > 0.5 if rubric.is_pass_fail else scoring.passes(overall, categories)
+        if scoring.jury is not None and rubric.is_pass_fail:  # the panel's strict majority
+            vote = majority(["pass" if s.overall > 0.5 else "fail" for s in scores], scoring.judges)
+            if vote is None:
+                return {"null_reason": "no_majority"}
+            passed = vote == "pass"
+        else:
+            passed = overall > 0.5 if rubric.is_pass_fail else scoring.passes(overall, categories)
         per_judge = {g.model: s.overall for g, s in zip(graded, scores, strict=True)}
         fields.update(council(scoring, per_judge, flags))
     fields.update(scores=dims, overall=overall, passed=passed, flags=flags, safety_categories=categories)
     return fields
+
+
+def _combiner(jury: Jury | None) -> Callable[[Sequence[float]], float]:
+    """How a council's scores combine: a jury's median or mean, else the mean."""
+    if jury is not None and jury.scores == "median":
+        return lambda xs: float(statistics.median(xs))
+    return lambda xs: math.fsum(xs) / len(xs)

@@ -17,7 +17,7 @@ from judgeq.figures.stats import pct
 from judgeq.grading.result import Result
 from judgeq.grading.verdict import ParsedVerdict
 from judgeq.jobs.base import JobBase
-from judgeq.jobs.grade import Graded, Scoring, Unit, council, notes_of
+from judgeq.jobs.grade import Graded, Scoring, Unit, council, majority, notes_of
 from judgeq.jobs.kind import JobKind, narrowed
 from judgeq.rubric.model import RetrievalConfig, Rubric
 
@@ -89,6 +89,10 @@ class PairJob(JobBase):
             "len_b": len(self.output_b),
         }
 
+    def systems(self) -> tuple[str, ...]:
+        """Both outputs' systems."""
+        return tuple(m for m in (self.model_a, self.model_b) if m)
+
     def grade(
         self, scoring: Scoring, graded: Sequence[Graded], fields: dict[str, object]
     ) -> dict[str, object]:
@@ -101,6 +105,7 @@ class PairJob(JobBase):
         dims: dict[str, list[float]] = {}
         by_judge: dict[int, list[tuple[bool, ParsedVerdict]]] = {}
         models: dict[int, str] = {}
+        members: list[str] = []  # each answering member's verdict (a, b, tie), both orders combined
         for g in graded:
             by_judge.setdefault(g.judge, []).append((g.unit.swapped, g.verdict))
             models[g.judge] = g.model
@@ -111,6 +116,7 @@ class PairJob(JobBase):
             if len(set(seen)) > 1 and "position_inconsistent" not in flags:
                 flags.append("position_inconsistent")
             per_judge[models[j]] = PAIR_SCORE[verdict]
+            members.append({"A": "a", "B": "b"}.get(verdict, "tie"))
             for d in scoring.rubric.dimensions:
                 said = [pv.extra.get("dimension_verdicts", {}).get(d.name) for _, pv in calls]
                 if any(v is None for v in said):
@@ -119,8 +125,15 @@ class PairJob(JobBase):
                     SWAP[str(v)] if swapped else str(v) for (swapped, _), v in zip(calls, said, strict=True)
                 ]
                 dims.setdefault(d.name, []).append(PAIR_SCORE[mapped[0] if len(set(mapped)) == 1 else "tie"])
-        overall = round(math.fsum(per_judge.values()) / len(per_judge), 4)
-        winner = "a" if overall > 0.5 else "b" if overall < 0.5 else "tie"
+        if scoring.jury is not None:  # the panel's strict majority, the absent members counted
+            won = majority(members, scoring.judges)
+            if won is None and scoring.jury.no_majority == "null":
+                return {"null_reason": "no_majority"}
+            winner = won or "tie"
+            overall = WINNER_SCORE[winner]
+        else:
+            overall = round(math.fsum(per_judge.values()) / len(per_judge), 4)
+            winner = "a" if overall > 0.5 else "b" if overall < 0.5 else "tie"
         return {
             **council(scoring, per_judge, flags),
             "scores": {name: round(math.fsum(v) / len(v), 4) for name, v in dims.items()},

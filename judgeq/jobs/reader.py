@@ -76,6 +76,8 @@ class JobsFileScan:
     rejected: list[dict[str, Any]] = field(default_factory=list)
     invalid_lines: set[int] = field(default_factory=set)
     kinds: Counter[str] = field(default_factory=Counter)
+    systems: Counter[str] = field(default_factory=Counter)
+    """The valid jobs' systems (their ``model``; a pair's two), by name: whose outputs are graded."""
     fingerprint: str = ""
 
     def add_error(self, line: int, fld: str, problem: str) -> None:
@@ -288,6 +290,7 @@ def scan_jobs_file(
             continue
         scan.valid += 1
         scan.kinds[job.kind] += 1
+        scan.systems.update(job.systems())
         hashes.add(_id_hash(job.id))
     scan.fingerprint = digest.hexdigest()
     _check_duplicates(scan, hashes, limits)
@@ -375,6 +378,7 @@ def _check_duplicates(scan: JobsFileScan, hashes: IdHashes, limits: JobsFileLimi
         if job.id in first_seen:
             scan.valid -= 1
             scan.kinds[job.kind] -= 1
+            scan.systems.subtract(job.systems())
             scan.add_error(line_no, "id", f"duplicate id {job.id!r} (first on line {first_seen[job.id]})")
         else:
             first_seen[job.id] = line_no

@@ -297,6 +297,7 @@ class AnthropicProvider(Provider):
 
     name = "anthropic"
     family = "anthropic"
+    model_prefixes = ("claude",)
     key_variable = "ANTHROPIC_API_KEY"
     key_name = "an Anthropic API key"
     serves_text = "any Anthropic model"

@@ -266,6 +266,7 @@ class GeminiProvider(Provider):
 
     name = "gemini"
     family = "google"
+    model_prefixes = ("gemini", "gemma")
     key_variable = "GEMINI_API_KEY"
     key_name = "a Gemini API key"
     served_by_key = True

@@ -519,6 +519,7 @@ class OpenAIProvider(Provider):
 
     name = "openai"
     family = "openai"
+    model_prefixes = ("gpt-", "gpt4", "chatgpt", "o1", "o3", "o4", "davinci", "text-davinci")
     key_variable = "OPENAI_API_KEY"
     key_name = "an OpenAI API key"
     serves_text = "any OpenAI model"

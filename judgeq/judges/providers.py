@@ -33,6 +33,7 @@ __all__ = [
     "JudgeSetup",
     "LazyModule",
     "Provider",
+    "family_of",
     "is_offline",
     "lane_name",
     "provider",
@@ -83,6 +84,9 @@ class Provider:
     family: str = ""
     """Whose models its judges are (``anthropic``, ``openai``): two judges of one family are
     not independent (juries, self-grading). "" when it cannot be told (a server, custom code)."""
+    model_prefixes: tuple[str, ...] = ()
+    """How its family's model names begin (``claude``): the family of a graded output's
+    ``model``, and of a model a gateway serves (:func:`family_of`)."""
     offline: bool = False
     """Calls no API: no credential, budget, reply cache, preflight or routing; every worker
     serves it."""
@@ -199,3 +203,14 @@ def is_offline(name: str | None) -> bool:
 def lane_name(name: str | None) -> str:
     """What a run's batch lane is called for its judge's provider (:attr:`Provider.lane_name`)."""
     return provider(name).lane_name if name is not None and name in REGISTRY else Provider.lane_name
+
+
+def family_of(model: str | None) -> str:
+    """The family a model's name says it is of (``claude-3-5-sonnet`` -> ``anthropic``; a
+    gateway's ``anthropic/claude-3.5-sonnet`` too), by its providers' :attr:`Provider.model_prefixes`;
+    "" when no registered provider's prefix begins it."""
+    name = (model or "").strip().lower().rsplit("/", 1)[-1]
+    for api in map(provider, registered()):
+        if api.family and name.startswith(api.model_prefixes):
+            return api.family
+    return ""

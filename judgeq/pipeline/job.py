@@ -28,7 +28,7 @@ from judgeq.errors import JudgeError
 from judgeq.grading.request import DEFAULT_MAX_TOKENS, JudgeRequest, output_schema, render_system, render_user
 from judgeq.grading.result import Result
 from judgeq.grading.verdict import parse_verdict
-from judgeq.jobs.grade import NOTES_LIMIT, Graded, Scoring, Unit
+from judgeq.jobs.grade import NOTES_LIMIT, Graded, Jury, Scoring, Unit
 from judgeq.jobs.kinds import kind_for, kind_of, make_result
 from judgeq.jobs.models import JOB_MODELS, Job, infer_kind
 from judgeq.judges.base import (
@@ -121,6 +121,8 @@ class GradingContext:
     council: tuple[tuple[JudgeBase, Budget | None], ...] = ()
     swap: bool = True
     disagreement: float | None = None
+    jury: Jury | None = None
+    """The council is a jury, with these rules (:class:`~judgeq.jobs.grade.Jury`)."""
     gate: Gate | None = None
     """This process's bound on judge calls in flight (a worker's ``JUDGEQ_CONCURRENCY``)."""
     run_id: str | None = None
@@ -165,6 +167,7 @@ class GradingContext:
             safety_gate=self.safety_gate,
             safety_cap=self.safety_cap,
             retrieval=self.retrieval,
+            jury=self.jury,
         )
 
     def cached_replies(self, job: Job) -> bool:
@@ -218,6 +221,7 @@ def context_for(
         safety_gate=spec.safety_gate,
         safety_cap=spec.safety_cap,
         retrieval=spec.retrieval,
+        jury=spec.jury_rules(),
     )
 
 
@@ -352,9 +356,14 @@ def _combine(
                 ):
                     row[i] += n
         base["judge_usage"] = usage
+    jury = ctx.jury is not None and len(judges) > 1
+    absent: dict[int, str] = {}  # a jury's members that did not answer this job: why
     for r in results:
         if r.outcome.reply is None:
             error = r.outcome.error or JudgeError("no reply")
+            if jury and error.reason in ABSENT_REASONS:
+                absent.setdefault(r.call.judge, error.reason)
+                continue
             failed = _null(error.reason, _who(ctx, r) + str(error)[:RAW_NULL_LIMIT], base)
             failed._failing_s, failed._own_refusal = r.outcome.failing, r.outcome.own_refusal
             _keep_answered(ctx, index, results)
@@ -364,26 +373,46 @@ def _combine(
     graded: list[Graded] = []
     for r in results:
         reply = r.outcome.reply
-        assert reply is not None
+        if reply is None:
+            continue  # (an absent member's)
         pv = parse_verdict(
             rubric, text=reply.text, tool_input=reply.tool_input, stop_reason=reply.stop_reason
         )
         if observed() and not r.cached:
             member = judges[r.call.judge][0]
             emit(VerdictParsed(provider_of(member), member.model, pv.null_reason or "ok"))
+        if pv.null_reason is not None and jury and pv.null_reason in ABSENT_REASONS:
+            absent.setdefault(r.call.judge, pv.null_reason)
+            continue
         if pv.null_reason is not None:
             notes = pv.notes[:NOTES_LIMIT] if pv.notes else None
             raw = (_who(ctx, r) + (pv.raw or ""))[: RAW_NULL_LIMIT * 4]
             return _null(pv.null_reason, raw, base, notes=notes, flags=pv.flags)
         graded.append(Graded(r.call.unit, r.call.judge, judges[r.call.judge][0].model, pv))
+    missing = {judges[j][0].model: why for j, why in sorted(absent.items())}
+    if missing:  # every call of an absent member is left out; the panel keeps its seat
+        graded = [g for g in graded if g.judge not in absent]
+        base["judges_absent"] = missing
+    fields = job.grade(ctx.scoring, graded, base) if graded or not absent else {"null_reason": "no_majority"}
+    if fields.get("null_reason"):
+        said = ", ".join(f"{m}: {why}" for m, why in missing.items())
+        why = f"no verdict has a majority of the panel of {len(judges)}"
+        return _null(str(fields["null_reason"]), why + (f" ({said} absent)" if said else ""), base)
     # no verdict at all: no call was due (a job its checks settle); the kind says what that is
-    result = make_result(status="graded", **{**base, **job.grade(ctx.scoring, graded, base)})
+    result = make_result(status="graded", **{**base, **fields})
     if ctx.cache is not None and result.status == "graded":
         paid_by = ctx.paid_by(index)
         for r in results:  # only graded replies are kept: a failure is asked again
             if r.key is not None and not r.cached and r.outcome.reply is not None:
                 ctx.cache.put(r.key, replace(r.outcome.reply, paid_by=paid_by))
     return result
+
+
+ABSENT_REASONS = frozenset({"parse_error", "refusal", "invalid_request"})
+"""Why a jury member may be absent from a job's panel: it answered, but not with a verdict
+(one that does not parse, a refusal) or refused the request itself. A member that could not
+answer (its judge down, rate-limited, its key refused) holds or pauses the job as any judge's
+failure does: an outage never decides a verdict."""
 
 
 def _keep_answered(ctx: GradingContext, index: int, results: Sequence[CallResult]) -> None:

@@ -62,7 +62,7 @@ def new_aggregator(spec: RunSpec) -> Aggregator:
         hi=rubric.hi if rubric else 10,
         threshold=rubric.threshold if rubric else None,
         judges=[model for _, model in spec.judges],
-        council_mode=spec.council_mode,
+        council_mode=spec.council_rule,
         swap=spec.swap,
         lane=spec.lane,
         prices=spec.price_book(),
@@ -163,7 +163,10 @@ def build_report(
             "model": spec.judge_model,
             "lane": spec.lane,
             **(
-                {"council": [f"{p}:{m}" for p, m in spec.judges], "council_mode": spec.council_mode}
+                {
+                    "council": [f"{p}:{m}" for p, m in spec.judges],
+                    "council_mode": spec.council_rule,
+                }
                 if spec.council
                 else {}
             ),

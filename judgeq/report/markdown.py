@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from judgeq.figures.formatting import fmt, fmt_ci, fmt_p
+from judgeq.figures.formatting import fmt, fmt_ci, fmt_count, fmt_p
 from judgeq.jobs.kinds import KINDS
 from judgeq.judges.prices import unpriced_text
 from judgeq.judges.providers import is_offline, lane_name
@@ -63,15 +63,38 @@ def validity_markdown(report: RunReport) -> list[str]:
             )
     co = report.council
     if co:
+        extra = [
+            (name, figures)
+            for name, figures in (
+                ("gave no verdict", co.absent),
+                ("with the council (95% CI)", co.with_council),
+                ("with the labels (95% CI)", co.with_labels),
+            )
+            if figures
+        ]
+        panel = "Jury" if co.combined.method.startswith("jury") else "Council"
         lines += [
             "",
-            f"## Council of judges ({co.combined.method})",
+            f"## {panel} of judges ({co.combined.method})",
             "",
-            "| judge | n | mean (95% CI) |",
-            "|---|---:|---:|",
+            "| judge | n | mean (95% CI) |" + "".join(f" {name} |" for name, _ in extra),
+            "|---|---:|---:|" + "---:|" * len(extra),
         ]
         for j, row in co.per_judge.items():
-            lines.append(f"| {j} | {row.n} | {fmt_ci(row.mean, row.ci95)} |")
+            cells = []
+            for _, figures in extra:
+                value = figures.get(j) if figures else None
+                if isinstance(value, int) or value is None:
+                    cells.append(fmt_count(value or 0))
+                else:
+                    rate = None if value.rate is None else value.rate * 100
+                    ci = None if value.ci95 is None else [b * 100 for b in value.ci95]
+                    cells.append(f"{fmt_ci(rate, ci, '%')} of {value.n:,}")
+            lines.append(
+                f"| {j} | {row.n} | {fmt_ci(row.mean, row.ci95)} |" + "".join(f" {c} |" for c in cells)
+            )
+        if co.combined.method.startswith("jury") and co.combined.note:
+            lines += ["", f"- Rules: {co.combined.note}"]
         lines += [
             "",
             f"- Krippendorff's alpha ({co.alpha_level}): {fmt(co.krippendorff_alpha, nd=3)} over "

@@ -270,6 +270,16 @@ class Disagreement(_Part):
     spread: Num
 
 
+class MemberAgreement(_Part):
+    """One judge's agreement with a reference: jobs compared, agreed, their share and its 95%
+    Wilson interval."""
+
+    n: int
+    agree: int
+    rate: Num | None = None
+    ci95: Interval = None
+
+
 class Council(_Part):
     """Several judges on every job: each judge's mean, their agreement, their disagreements."""
 
@@ -281,6 +291,12 @@ class Council(_Part):
     sampled_units: int
     combined: Combined
     disagreements: list[Disagreement] = Field(default_factory=list)
+    absent: dict[str, int] | None = None
+    """Per judge, the jobs it gave no verdict for (a jury keeps it in the panel's count)."""
+    with_council: dict[str, MemberAgreement] | None = None
+    """Per judge, how often its category was the council's verdict (categorical scales)."""
+    with_labels: dict[str, MemberAgreement] | None = None
+    """Per judge, how often its category was the job's label (categorical labels)."""
 
 
 class RunReport(GroupFigures):

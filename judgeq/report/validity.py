@@ -142,14 +142,28 @@ class CouncilStats:
     sums: dict[str, list[float]] = field(default_factory=dict)
     disagreements: list[tuple[float, str]] = field(default_factory=list)
     units: int = 0
+    absent: dict[str, int] = field(default_factory=dict)
+    """Per judge: the jobs it gave no verdict for (a jury's absent member)."""
+    with_panel: dict[str, list[int]] = field(default_factory=dict)
+    """Per judge: [jobs, those whose category it gave is the council's] (categorical scales)."""
+    with_labels: dict[str, list[int]] = field(default_factory=dict)
+    """Per judge: [labelled jobs, those whose label it gave] (categorical labels)."""
 
     def __post_init__(self) -> None:
         self.rows = {j: array("d") for j in self.judges}
         self.sums = {j: [0, 0.0, 0.0] for j in self.judges}
+        self.absent = dict.fromkeys(self.judges, 0)
+        self.with_panel = {j: [0, 0] for j in self.judges}
+        self.with_labels = {j: [0, 0] for j in self.judges}
 
     def add(self, r: Result) -> None:
+        for j in r.judges_absent or {}:
+            if j in self.absent:
+                self.absent[j] += 1
         if r.status != "graded" or not r.judge_scores:
             return
+        if self.level == "nominal":
+            self._agree(r, r.judge_scores)
         self.units += 1
         for j in self.judges:
             v = r.judge_scores.get(j)
@@ -171,6 +185,22 @@ class CouncilStats:
             else:
                 heapq.heappushpop(self.disagreements, item)
 
+    def _agree(self, r: Result, scores: dict[str, float]) -> None:
+        """Each member's category against the council's verdict and the job's label."""
+        panel = r.verdict()
+        label = str(r.label).lower() if isinstance(r.label, str) else None
+        for j, v in scores.items():
+            if j not in self.with_panel:
+                continue
+            pair = panel in ("a", "b", "tie")  # (a pair's score is output A's: 1, 0.5, 0)
+            mine = {1.0: "a", 0.5: "tie", 0.0: "b"}.get(v, "tie") if pair else "pass" if v > 0.5 else "fail"
+            if panel is not None:
+                self.with_panel[j][0] += 1
+                self.with_panel[j][1] += mine == panel
+            if label in ("pass", "fail", "a", "b", "tie"):
+                self.with_labels[j][0] += 1
+                self.with_labels[j][1] += mine == label
+
     def to_dict(self) -> dict[str, Any]:
         per_judge = {}
         for j in self.judges:
@@ -190,6 +220,9 @@ class CouncilStats:
             "units": self.units,
             "sampled_units": sampled,
             "combined": self._combined(matrix),
+            "absent": dict(self.absent) if any(self.absent.values()) else None,
+            "with_council": _shares(self.with_panel),
+            "with_labels": _shares(self.with_labels),
             "disagreements": [
                 {"job_id": job, "spread": round(spread, 4)}
                 for spread, job in sorted(self.disagreements, reverse=True)
@@ -199,7 +232,18 @@ class CouncilStats:
 
     def _combined(self, matrix: list[list[float]]) -> dict[str, Any]:
         """The mean of the judges' scores (each job's ``overall``), or with ``z`` the mean of
-        per-judge z-scores (each judge's scores standardised over the run), overall and by model."""
+        per-judge z-scores (each judge's scores standardised over the run), overall and by model;
+        a jury's rules (``jury-median``, ``jury-mean``)."""
+        if self.mode.startswith("jury-"):
+            rule = self.mode.removeprefix("jury-")
+            return {
+                "method": self.mode,
+                "note": (
+                    "a jury: a category is the one more than half of the whole panel gave (members "
+                    f"that gave no verdict counted); a score is the {rule} of the members that "
+                    "answered, when more than half did"
+                ),
+            }
         if self.mode != "z":
             return {"method": "mean", "note": "each job's overall is the mean of its judges' scores"}
         stats = {}
@@ -269,3 +313,18 @@ class InputPairing:
                 continue
             out.append({"model": a, "vs": b, **_stats.paired(diffs), "sampled": bool(self.dropped)})
         return out
+
+
+def _shares(counts: dict[str, list[int]]) -> dict[str, dict[str, Any]] | None:
+    """``{judge: {n, agree, rate, ci95}}`` (Wilson), None when no judge has a count."""
+    if not any(n for n, _ in counts.values()):
+        return None
+    return {
+        j: {
+            "n": n,
+            "agree": k,
+            "rate": round(k / n, 4) if n else None,
+            "ci95": _stats.wilson(k, n) if n else None,
+        }
+        for j, (n, k) in counts.items()
+    }

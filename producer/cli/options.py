@@ -58,6 +58,21 @@ def grading_options(f: F) -> F:
             help="How a council's scores combine: mean (default) or z (mean of per-judge z-scores).",
         ),
         click.option(
+            "--jury",
+            type=click.Choice(["median", "mean"]),
+            default=None,
+            help="Make the council a jury: a category (pass/fail, a pair's winner) is the one more "
+            "than half of the whole panel gave, members that gave no verdict counted; scores are "
+            "the median (or mean) of the members that answered, when more than half did.",
+        ),
+        click.option(
+            "--no-majority",
+            "no_majority",
+            type=click.Choice(["null", "tie"]),
+            default=None,
+            help="A jury's pair no verdict has a majority for: a null (no_majority; default) or a tie.",
+        ),
+        click.option(
             "--disagreement",
             type=float,
             default=None,
