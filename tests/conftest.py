@@ -74,6 +74,7 @@ def fixtures() -> Path:
 SLOW_FILES = {
     "test_scale_benchmark.py",
     "test_llmbar_benchmark.py",
+    "test_jury_benchmark.py",
     "test_html_report.py",
     "test_report_pages.py",
 }

@@ -87,9 +87,7 @@ def validity_markdown(report: RunReport) -> list[str]:
                 if isinstance(value, int) or value is None:
                     cells.append(fmt_count(value or 0))
                 else:
-                    rate = None if value.rate is None else value.rate * 100
-                    ci = None if value.ci95 is None else [b * 100 for b in value.ci95]
-                    cells.append(f"{fmt_ci(rate, ci, '%')} of {value.n:,}")
+                    cells.append(f"{fmt_ci(value.rate, value.ci95, '%')} of {value.n:,}")
             lines.append(
                 f"| {j} | {row.n} | {fmt_ci(row.mean, row.ci95)} |" + "".join(f" {c} |" for c in cells)
             )

@@ -271,8 +271,8 @@ class Disagreement(_Part):
 
 
 class MemberAgreement(_Part):
-    """One judge's agreement with a reference: jobs compared, agreed, their share and its 95%
-    Wilson interval."""
+    """One judge's agreement with a reference: jobs compared, agreed, their share (percent) and
+    its 95% Wilson interval."""
 
     n: int
     agree: int

@@ -316,14 +316,15 @@ class InputPairing:
 
 
 def _shares(counts: dict[str, list[int]]) -> dict[str, dict[str, Any]] | None:
-    """``{judge: {n, agree, rate, ci95}}`` (Wilson), None when no judge has a count."""
+    """``{judge: {n, agree, rate, ci95}}``: the share in percent and its 95% Wilson interval, as
+    the report's other agreement figures; None when no judge has a count."""
     if not any(n for n, _ in counts.values()):
         return None
     return {
         j: {
             "n": n,
             "agree": k,
-            "rate": round(k / n, 4) if n else None,
+            "rate": round(100 * k / n, 2) if n else None,
             "ci95": _stats.wilson(k, n) if n else None,
         }
         for j, (n, k) in counts.items()

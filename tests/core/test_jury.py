@@ -196,7 +196,7 @@ def test_a_three_family_jury_grades_a_run_through_the_cli(tmp_path: Path) -> Non
     assert report["judge"]["council_mode"] == "jury-median" and council["combined"]["method"] == "jury-median"
     assert set(council["per_judge"]) == {"claude-jury", "gpt-jury", "gemini-2.5-flash"}
     assert {j: v["n"] for j, v in council["with_labels"].items()} == dict.fromkeys(council["per_judge"], 20)
-    assert all(0 <= v["rate"] <= 1 for v in council["with_council"].values())
+    assert all(0 <= v["rate"] <= 100 for v in council["with_council"].values())
     assert {s["provider"] for s in report["judge"]["served"]} == {"anthropic", "openai", "gemini"}
     md = (tmp_path / "r" / "jury" / "report.md").read_text()
     assert "## Jury of judges (jury-median)" in md and "more than half of the whole panel" in md
