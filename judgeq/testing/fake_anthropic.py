@@ -117,7 +117,6 @@ import hashlib
 import json
 import math
 import re
-import signal
 import socket
 import socketserver
 import sys
@@ -129,11 +128,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from judgeq.testing.limits import LIMIT_MODELS, Limiter, make_limit
+from judgeq.testing.serving import serve_until_signalled
 
 __all__ = [
     "DEFAULT_LIMIT_MODEL",
@@ -1580,21 +1580,7 @@ def main(argv: list[str] | None = None) -> int:
         batch_latency=args.batch_latency,
         limit_model=args.limit_model,
     )
-    stop = threading.Event()
-
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    fake.start(port=args.port, host=args.host)
-    print(f"READY {fake.base_url}", flush=True)
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        fake.stop()
-    return 0
+    return serve_until_signalled(fake, args.port, args.host)
 
 
 if __name__ == "__main__":

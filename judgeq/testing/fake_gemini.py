@@ -46,18 +46,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import signal
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import FrameType
 from typing import Any
 from urllib.parse import SplitResult, parse_qs, urlsplit
 
 from judgeq.testing.fake_anthropic import DirectiveError, Directives, generate_from_schema, parse_directives
+from judgeq.testing.serving import serve_until_signalled
 
 __all__ = [
     "BAD_KEY_MESSAGE",
@@ -976,21 +975,7 @@ def main(argv: list[str] | None = None) -> int:
         batch_polls_to_finish=args.batch_polls,
         **kwargs,
     )
-    stop = threading.Event()
-
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    fake.start(port=args.port, host=args.host)
-    print(f"READY {fake.base_url}", flush=True)
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        fake.stop()
-    return 0
+    return serve_until_signalled(fake, args.port, args.host)
 
 
 if __name__ == "__main__":
