@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from judgeq.errors import JudgeAPIError, JudgeAuthError, JudgeError, JudgeTimeout
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeBase, JudgeReply, endpoint_of, server_of
+from judgeq.judges.batches import BatchInfo, BatchItem
 from judgeq.judges.providers import JudgeSetup, LazyModule, Provider
 from judgeq.judges.statuses import StatusRules, error_for
 from judgeq.ratelimit.headers import parse_duration
@@ -227,6 +229,61 @@ class GeminiJudge(JudgeBase):
             raise translate_error(exc) from None
         return reply_from_response(response)
 
+    # -- Batch Mode as the batch lane (judgeq.judges.batches.BatchJudge) -----------------------
+    batch_label = "Gemini batch"
+    batch_max_bytes = 19_000_000
+    """Batch Mode takes inlined requests of up to 20 MB in all (a file beyond: not used)."""
+
+    def _batches(self) -> Any:
+        if self._client is None:
+            raise JudgeAuthError(NO_KEY)
+        return self._client.batches
+
+    def _sdk(self, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call a Batch Mode method of the SDK, its errors translated."""
+        try:
+            return call(*args, config={"http_options": _http(BATCH_TIMEOUT)}, **kwargs)
+        except Exception as exc:
+            raise translate_error(exc) from None
+
+    def batch_params(self, request: JudgeRequest) -> dict[str, Any]:
+        """One inlined request of a batch: the live call's request (no timeout: a batch's)."""
+        config = dict(self.config(request, None))
+        config.pop("automatic_continuation", None)  # (the SDK's own loop: not a request field)
+        return {"contents": request.user, "config": config}
+
+    def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
+        """One Batch Mode job of inlined requests, each keyed by its custom id (``metadata``)."""
+        src = [{**params, "metadata": {"key": cid}} for cid, params in requests]
+        return _batch_info(self._sdk(self._batches().create, model=self.model, src=src))
+
+    def batch_retrieve(self, batch_id: str) -> BatchInfo:
+        return _batch_info(self._sdk(self._batches().get, name=batch_id))
+
+    def batch_cancel(self, batch_id: str) -> BatchInfo:
+        self._sdk(self._batches().cancel, name=batch_id)
+        return self.batch_retrieve(batch_id)
+
+    def batch_results(self, batch_id: str) -> Iterator[BatchItem]:
+        """The answers of an ended job by custom id: a response is a reply, an error its null
+        (by its status code, as a live call's); a job that expired or was canceled before its
+        requests were answered gives each the error that stands for that."""
+        job = self._sdk(self._batches().get, name=batch_id)
+        state = _state(job)
+        dest = getattr(job, "dest", None)
+        answers = (getattr(dest, "inlined_responses", None) or []) if dest is not None else []
+        if not answers and state in ("JOB_STATE_EXPIRED", "JOB_STATE_CANCELLED", "JOB_STATE_FAILED"):
+            return  # (the lane gives every request without a result its job's reason)
+        for answer in answers:
+            cid = str((getattr(answer, "metadata", None) or {}).get("key", ""))
+            error = getattr(answer, "error", None)
+            if getattr(answer, "response", None) is not None and error is None:
+                yield BatchItem(cid, reply=reply_from_response(answer.response))
+            else:
+                code = int(getattr(error, "code", 0) or 500)
+                message = f"{self.batch_label}: {str(getattr(error, 'message', '') or 'no message')[:300]}"
+                yield BatchItem(cid, error=error_for(code, message, rules=GEMINI_STATUSES))
+
     def check(self, *, timeout: float = 30.0) -> None:
         """Prove the key and the model (the model's record: no tokens); raises JudgeError."""
         if self._client is None:
@@ -235,6 +292,42 @@ class GeminiJudge(JudgeBase):
             self._client.models.get(model=self.model, config={"http_options": _http(timeout)})
         except Exception as exc:
             raise translate_error(exc) from None
+
+
+BATCH_TIMEOUT = 600.0
+"""Seconds for one Batch Mode call (creating a job uploads its inlined requests)."""
+BATCH_STATES = {
+    "JOB_STATE_QUEUED": "in_progress",
+    "JOB_STATE_PENDING": "in_progress",
+    "JOB_STATE_RUNNING": "in_progress",
+    "JOB_STATE_PAUSED": "in_progress",
+    "JOB_STATE_UPDATING": "in_progress",
+    "JOB_STATE_CANCELLING": "canceling",
+    "JOB_STATE_SUCCEEDED": "ended",
+    "JOB_STATE_FAILED": "ended",
+    "JOB_STATE_CANCELLED": "ended",
+    "JOB_STATE_EXPIRED": "ended",
+}
+"""Batch Mode's job states in the batch lane's words."""
+
+
+def _state(job: Any) -> str:
+    state = getattr(job, "state", None)
+    return str(getattr(state, "value", state) or "")
+
+
+def _batch_info(job: Any) -> BatchInfo:
+    """A Batch Mode job in the lane's words; a failed job's reason given to each of its jobs."""
+    state = _state(job)
+    error = getattr(job, "error", None)
+    failed = None
+    if state in ("JOB_STATE_FAILED", "JOB_STATE_EXPIRED", "JOB_STATE_CANCELLED"):
+        # (Batch Mode gives back no request of a job that ended so: each is an api_error null
+        # naming why)
+        failed = (
+            f"{state.removeprefix('JOB_STATE_').lower()}: {getattr(error, 'message', None) or 'no answers'}"
+        )
+    return BatchInfo(str(job.name), BATCH_STATES.get(state, "in_progress"), {}, error=failed)
 
 
 def reply_from_response(response: Any) -> JudgeReply:
@@ -273,6 +366,9 @@ class GeminiProvider(Provider):
     serves_text = "any Gemini model"
     serve_needs = "GEMINI_API_KEY set (or Vertex AI's application default credentials)"
     plural = "Gemini judges"
+    batch_api = "Gemini's Batch Mode"
+    lane_name = "Batch Mode lane"
+    batch_one_model = True
 
     def build(self, model: str, setup: JudgeSetup) -> GeminiJudge:
         return GeminiJudge(model)

@@ -902,12 +902,7 @@ class FakeGeminiAPI:
         }
         op: dict[str, Any] = {"name": f"batches/{job['id']}", "metadata": meta}
         if job["state"] == "BATCH_STATE_SUCCEEDED":
-            inlined = []
-            for r in job["requests"]:
-                item: dict[str, Any] = {"response": self._answer(job["model"], r.get("request") or {})}
-                if "metadata" in r:
-                    item["metadata"] = r["metadata"]
-                inlined.append(item)
+            inlined = [self._batch_answer(job["model"], r) for r in job["requests"]]
             output = {"inlinedResponses": {"inlinedResponses": inlined}}
             meta["output"] = output
             meta["endTime"] = meta["updateTime"]
@@ -920,6 +915,30 @@ class FakeGeminiAPI:
         elif job["state"] in ("BATCH_STATE_CANCELLED", "BATCH_STATE_FAILED", "BATCH_STATE_EXPIRED"):
             op["done"] = True
         return op
+
+    def _batch_answer(self, model: str, r: dict[str, Any]) -> dict[str, Any]:
+        """One inlined response: the request's answer, or (``[[fake:500]]``, ``[[fake:429]]``,
+        ...: the markers of a live call) its error, as Batch Mode gives a request's error."""
+        body = r.get("request") or {}
+        try:
+            directives = parse_directives("".join(_texts(_get(body, "contents"))))
+        except DirectiveError as exc:
+            directives, item = Directives(), {"error": {"code": 400, "message": f"fake: {exc}"}}
+        else:
+            fault = directives.fault
+            if fault in DIRECTIVE_STATUSES:
+                code, status = DIRECTIVE_STATUSES[fault]
+                item = {
+                    "error": {
+                        "code": code,
+                        "message": DEFAULT_MESSAGES.get(status, status).format(delay="1s"),
+                    }
+                }
+            else:
+                item = {"response": self._answer(model, body, directives, fault)}
+        if "metadata" in r:
+            item["metadata"] = r["metadata"]
+        return item
 
     def _batch(self, h: BaseHTTPRequestHandler, method: str, bid: str, verb: str | None) -> None:
         with self._lock:

@@ -267,3 +267,64 @@ def test_the_stand_in_refuses_what_google_refuses_never_ignores_it(fake: FakeGem
     with pytest.raises(errors.ClientError) as refused:
         client.models.generate_content(model=MODEL, contents="hi")
     assert refused.value.code == 400 and "reasoningEffort" in str(refused.value.message)
+
+
+def test_batch_mode_is_a_batch_lane_through_the_sdk(fake: FakeGeminiAPI) -> None:
+    """Each inlined request keyed by its custom id; the job polled to its end; each answer a
+    reply or the null its error stands for; a canceled job ends with no answers, said why."""
+    from judgeq.judges.batches import BatchJudge
+
+    judge = GeminiJudge(MODEL)
+    assert isinstance(judge, BatchJudge) and judge.batch_label == "Gemini batch"
+    requests = [
+        ("j0", judge.batch_params(request("Paris. [[fake:score=8]]"))),
+        ("j1", judge.batch_params(request("Paris. [[fake:500]]"))),
+        ("j2", judge.batch_params(request("Paris. [[fake:garbage]]"))),
+    ]
+    created = judge.batch_create(requests)
+    assert created.status == "in_progress" and created.id.startswith("batches/")
+    sent = fake.batches[created.id.removeprefix("batches/")]["requests"]
+    assert [r["metadata"] for r in sent] == [{"key": "j0"}, {"key": "j1"}, {"key": "j2"}]
+    assert sent[0]["request"]["generationConfig"]["responseJsonSchema"]  # the live call's request
+    info = judge.batch_retrieve(created.id)
+    while info.status != "ended":
+        info = judge.batch_retrieve(created.id)
+    items = {i.custom_id: i for i in judge.batch_results(created.id)}
+    assert set(items) == {"j0", "j1", "j2"}
+    assert items["j0"].reply is not None and '"score": 8' in items["j0"].reply.text
+    assert items["j1"].error is not None and items["j1"].error.reason == "api_error"
+    assert items["j2"].reply is not None and items["j2"].reply.text == "I think this is pretty good overall!!"
+    canceled = judge.batch_create(requests[:1])
+    ended = judge.batch_cancel(canceled.id)
+    assert ended.status == "ended" and ended.error is not None and ended.error.startswith("cancelled")
+    assert list(judge.batch_results(canceled.id)) == []
+    with pytest.raises(JudgeModelNotFound):
+        GeminiJudge("gemini-9-ultra").batch_create(requests[:1])
+
+
+def test_judgeq_run_batch_api_with_a_gemini_judge(tmp_path: Path) -> None:
+    rows = [json.loads(x) for x in (ROOT / "examples" / "responses.jsonl").read_text().splitlines()]
+    rows[4]["output"] += " [[fake:500]]"
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with FakeGeminiAPI(api_keys=("k",), models=(MODEL,), batch_polls_to_finish=2) as fake:
+        env = cli_env(
+            tmp_path, GEMINI_API_KEY="k", GOOGLE_GEMINI_BASE_URL=fake.base_url,
+            JUDGEQ_BATCH_POLL_INTERVAL="0.1", JUDGEQ_BATCH_FLUSH_INTERVAL="0.5",
+        )  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "judgeq", "run", str(jobs), "--rubric", "quality",
+             "--judge", f"gemini:{MODEL}", "--batch-api", "--run-id", "gb"],
+            capture_output=True, text=True, env=env, timeout=180,
+        )  # fmt: skip
+        live = [path for _, path, *_ in fake.log if ":generateContent" in path]
+    assert proc.returncode == 0, proc.stderr
+    assert f"Batch Mode lane: {len(rows)} jobs" in proc.stdout
+    assert live == [], "every job went through a batch"
+    report = json.loads((tmp_path / "r" / "gb" / "report.json").read_text())
+    assert report["counts"]["graded"] == len(rows) - 1 and report["counts"]["null_by_reason"] == {
+        "api_error": 1
+    }
+    assert (
+        report["usage"]["batch_api"]["jobs"] == len(rows) and report["usage"]["batch_api"]["discount_usd"] < 0
+    )

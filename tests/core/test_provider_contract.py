@@ -8,12 +8,14 @@ The cases: a verdict as structured output that scores; each fault the world send
 the server's wait, 5xx, overloaded, a refused key, a bad request, a slow answer, garbage, a cut
 answer, a refusal) as its null reason; retries through judgeq's loop; the preflight (key and
 model); provenance and the reply cache's identity naming the server; no secret in anything a
-person or Redis sees. The batch lanes have suites of their own (tests/core/test_lane.py,
-tests/test_batch_adapter.py)."""
+person or Redis sees. Where a provider offers a batch API, its batch lane too: requests keyed
+by custom id, the batch polled to its end, each answer a reply or its null (the lane's own
+suites: tests/core/test_lane.py, tests/test_batch_adapter.py)."""
 
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -55,15 +57,17 @@ class Stand:
 
 
 def _anthropic(key: str) -> FakeMessagesAPI:
-    return FakeMessagesAPI(api_key=key, models=("claude-contract",), timeout_sleep=3.0)
+    return FakeMessagesAPI(api_key=key, models=("claude-contract",), timeout_sleep=3.0, batch_latency=0.05)
 
 
 def _openai(key: str) -> FakeChatAPI:
-    return FakeChatAPI(api_key=key, models=("gpt-contract",), timeout_sleep=3.0)
+    return FakeChatAPI(api_key=key, models=("gpt-contract",), timeout_sleep=3.0, batch_latency=0.05)
 
 
 def _gemini(key: str) -> FakeGeminiAPI:
-    return FakeGeminiAPI(api_keys=(key,), models=("gemini-2.5-flash",), timeout_sleep=3.0)
+    return FakeGeminiAPI(
+        api_keys=(key,), models=("gemini-2.5-flash",), timeout_sleep=3.0, batch_polls_to_finish=2
+    )
 
 
 PROVIDERS = [
@@ -255,3 +259,37 @@ def test_a_provider_without_a_key_says_so_before_any_call(
     with pytest.raises(JudgeError) as caught:
         judge.complete(request(), timeout=5)
     assert caught.value.reason == "auth_error" and spec.api.key_variable in str(caught.value)
+
+
+def test_a_batch_api_where_offered_answers_each_request_by_its_id(
+    stand: Stand, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from judgeq.judges.batches import BatchJudge
+
+    spec = parse_judge_spec(stand.spec.format(url="http://127.0.0.1:9"))
+    if spec.api.batch_api is None:
+        pytest.skip(f"{spec.provider} offers no batch API (--batch-api refuses it)")
+    with tried(stand, monkeypatch) as t:
+        judge = t.judge
+        assert isinstance(judge, BatchJudge)
+        created = judge.batch_create(
+            [
+                ("j0", judge.batch_params(request("[[fake:score=7]]"))),
+                ("j1", judge.batch_params(request("[[fake:500]]"))),
+            ]
+        )
+        info = judge.batch_retrieve(created.id)
+        for _ in range(200):
+            if info.status == "ended":
+                break
+            time.sleep(0.05)
+            info = judge.batch_retrieve(created.id)
+        items = {i.custom_id: i for i in judge.batch_results(created.id)}
+    assert info.status == "ended" and set(items) == {"j0", "j1"}
+    reply = items["j0"].reply
+    assert reply is not None
+    verdict = parse_verdict(
+        RUBRIC, text=reply.text, tool_input=reply.tool_input, stop_reason=reply.stop_reason
+    )
+    assert set(verdict.scores.values()) == {7}
+    assert items["j1"].error is not None and items["j1"].error.reason == "api_error"
