@@ -15,6 +15,7 @@ from judgeq.errors import (
     JudgeAPIError,
     JudgeAuthError,
     JudgeError,
+    JudgeInvalidRequest,
     JudgeTimeout,
 )
 from judgeq.grading.request import JudgeRequest
@@ -44,6 +45,10 @@ __all__ = [
     "PROVIDERS",
     "AnthropicJudge",
     "AnthropicProvider",
+    "BedrockJudge",
+    "BedrockProvider",
+    "VertexJudge",
+    "VertexProvider",
     "messages_kwargs",
     "rate_limit_headers",
     "reply_from_message",
@@ -199,10 +204,13 @@ class AnthropicJudge(JudgeBase):
         """Whether the SDK found a credential (a key, a token or a credentials provider)."""
         return self._client is not None
 
+    no_key = NO_KEY
+    """What a call without a credential says."""
+
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call ``client.messages.<method>``, translating SDK errors into judgeq's tree."""
         if self._client is None:
-            raise JudgeAuthError(NO_KEY)
+            raise JudgeAuthError(self.no_key)
         try:
             target: Any = self._client.messages
             for part in method.split("."):
@@ -329,4 +337,156 @@ class AnthropicProvider(Provider):
         return settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
 
 
-PROVIDERS = (AnthropicProvider(),)
+class _CloudJudge(AnthropicJudge):
+    """Claude through a cloud's own client in the Anthropic SDK (its credentials, region and
+    model ids): the same Messages requests and replies; no Models API (the preflight is one
+    tiny Messages call), no Message Batches, no token counting (the SDK's clients refuse them)."""
+
+    server_variable = ""
+    """The SDK's variable for another server (a stand-in, a proxy)."""
+
+    def __init__(self, model: str, *, client: Any = None) -> None:
+        self.model = model
+        self._base_url = None
+        try:
+            self._client = client or self._build()
+        except Exception:  # no region, no project, no credential: every call says so
+            self._client = None
+
+    def _build(self) -> Any:
+        raise NotImplementedError
+
+    @property
+    def cache_identity(self) -> str:
+        url = self._client.base_url if self._client is not None else os.environ.get(self.server_variable, "")
+        return f"{self.provider}:{self.model}@{server_of(url)}"
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super()._call(method, *args, **kwargs)
+        except JudgeError:
+            raise
+        except Exception as exc:  # the cloud's own credential chain (botocore, google-auth) failed
+            raise JudgeAuthError(f"{self.no_key} ({type(exc).__name__})") from None
+
+    def check(self, *, timeout: float = 30.0) -> None:
+        if self._client is None:
+            raise JudgeAuthError(self.no_key)
+        self.ping(timeout=timeout)
+
+    def count_tokens(self, request: JudgeRequest, *, timeout: float = 30.0) -> int:
+        raise JudgeInvalidRequest(f"{self.provider}: token counting is not offered there")
+
+
+VERTEX_TOKEN = "ANTHROPIC_VERTEX_ACCESS_TOKEN"
+"""judgeq's variable for a Vertex AI access token given as is (the SDK's ``access_token``);
+without it the SDK's own chain: the application default credentials."""
+
+
+class BedrockJudge(_CloudJudge):
+    """Claude on Amazon Bedrock (``anthropic.AnthropicBedrock``): AWS credentials as boto3
+    finds them (keys, a profile, a role) or a Bedrock API key (``AWS_BEARER_TOKEN_BEDROCK``),
+    the region of ``AWS_REGION``; model ids as Bedrock names them
+    (``anthropic.claude-sonnet-4-5-20250929-v1:0``, an inference profile ``us.anthropic...``)."""
+
+    provider = "bedrock"
+    no_key = (
+        "no AWS credentials or region for Bedrock: set AWS_REGION and AWS_ACCESS_KEY_ID with "
+        "AWS_SECRET_ACCESS_KEY (or a profile, a role, AWS_BEARER_TOKEN_BEDROCK)"
+    )
+    server_variable = "ANTHROPIC_BEDROCK_BASE_URL"
+
+    def _build(self) -> Any:
+        return anthropic.AnthropicBedrock(max_retries=0)
+
+
+class VertexJudge(_CloudJudge):
+    """Claude on Google Vertex AI (``anthropic.AnthropicVertex``): the application default
+    credentials, ``ANTHROPIC_VERTEX_PROJECT_ID`` and ``CLOUD_ML_REGION``; model ids as Vertex
+    names them (``claude-sonnet-4-5@20250929``)."""
+
+    provider = "vertex"
+    no_key = (
+        "no Vertex AI project, region or credentials: set ANTHROPIC_VERTEX_PROJECT_ID, "
+        "CLOUD_ML_REGION and application default credentials"
+    )
+    server_variable = "ANTHROPIC_VERTEX_BASE_URL"
+
+    def _build(self) -> Any:
+        # an access token given as is (gcloud auth print-access-token), else the SDK's chain
+        token = (os.environ.get(VERTEX_TOKEN) or "").strip() or None
+        return anthropic.AnthropicVertex(max_retries=0, access_token=token)
+
+
+def _aws_credentials() -> bool:
+    """Whether AWS credentials are named here without a request: keys, a Bedrock API key, a
+    profile, a web identity or container role, or a credentials/config file."""
+    named = ("AWS_ACCESS_KEY_ID", "AWS_BEARER_TOKEN_BEDROCK", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+             "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI")  # fmt: skip
+    if any((os.environ.get(v) or "").strip() for v in named):
+        return True
+    home = os.path.expanduser("~/.aws")
+    return os.path.exists(os.path.join(home, "credentials")) or os.path.exists(os.path.join(home, "config"))
+
+
+class BedrockProvider(Provider):
+    """Claude on Amazon Bedrock through the Anthropic SDK's Bedrock client."""
+
+    name = "bedrock"
+    family = "anthropic"
+    key_variable = "AWS_ACCESS_KEY_ID"
+    key_name = "AWS credentials and a region (AWS_REGION)"
+    serves_text = "Claude on Amazon Bedrock"
+    serve_needs = "AWS credentials and AWS_REGION"
+    plural = "Bedrock judges"
+
+    def build(self, model: str, setup: JudgeSetup) -> BedrockJudge:
+        return BedrockJudge(model)
+
+    def has_credentials(self, settings: Settings) -> bool:
+        region = (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "").strip()
+        return bool(region) and _aws_credentials()
+
+    def budget_secret(self, settings: Settings) -> str | None:
+        """The account's key (or profile) and the region: Bedrock's quotas are per account and region."""
+        who = (
+            os.environ.get("AWS_ACCESS_KEY_ID")
+            or os.environ.get("AWS_BEARER_TOKEN_BEDROCK")
+            or os.environ.get("AWS_PROFILE", "")
+        )
+        where = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "")
+        return f"{who}@{where}@{os.environ.get('ANTHROPIC_BEDROCK_BASE_URL', '')}"
+
+
+class VertexProvider(Provider):
+    """Claude on Google Vertex AI through the Anthropic SDK's Vertex client."""
+
+    name = "vertex"
+    family = "anthropic"
+    key_variable = "ANTHROPIC_VERTEX_PROJECT_ID"
+    key_name = "a Vertex AI project, region (CLOUD_ML_REGION) and application default credentials"
+    serves_text = "Claude on Google Vertex AI"
+    serve_needs = "ANTHROPIC_VERTEX_PROJECT_ID, CLOUD_ML_REGION and application default credentials"
+    plural = "Vertex AI judges"
+
+    def build(self, model: str, setup: JudgeSetup) -> VertexJudge:
+        return VertexJudge(model)
+
+    def has_credentials(self, settings: Settings) -> bool:
+        adc = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") or os.path.expanduser(
+            "~/.config/gcloud/application_default_credentials.json"
+        )
+        needed = ("ANTHROPIC_VERTEX_PROJECT_ID", "CLOUD_ML_REGION")
+        token = bool((os.environ.get(VERTEX_TOKEN) or "").strip())
+        return all((os.environ.get(v) or "").strip() for v in needed) and (token or os.path.exists(adc))
+
+    def budget_secret(self, settings: Settings) -> str | None:
+        """The project and the region: Vertex AI's quotas are per project and region."""
+        project, region = (
+            os.environ.get("ANTHROPIC_VERTEX_PROJECT_ID", ""),
+            os.environ.get("CLOUD_ML_REGION", ""),
+        )
+        return f"{project}@{region}@{os.environ.get('ANTHROPIC_VERTEX_BASE_URL', '')}"
+
+
+PROVIDERS = (AnthropicProvider(), BedrockProvider(), VertexProvider())

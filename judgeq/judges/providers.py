@@ -164,6 +164,8 @@ class Provider:
 
 REGISTRY: dict[str, str] = {
     "anthropic": "judgeq.judges.anthropic",
+    "bedrock": "judgeq.judges.anthropic",
+    "vertex": "judgeq.judges.anthropic",
     "openai": "judgeq.judges.openai",
     "openai-compatible": "judgeq.judges.openai",
     "python": "judgeq.judges.plugins",

@@ -165,6 +165,11 @@ _CUSTOM_ID_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _BATCH_PATH_RE = re.compile(r"/v1/messages/batches/([^/]+)(/results|/cancel)?")
 _BATCH_STATUSES = ("in_progress", "canceling", "ended")
 
+_CLOUD_PATHS = re.compile(
+    r"/model/(?P<bedrock>[^/]+)/invoke"
+    r"|/v1/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/(?P<vertex>[^/:]+):rawPredict"
+)
+"""Where Bedrock and Vertex AI take a Messages request (the SDK's own clients send them so)."""
 _STATUS_FAULTS = {"400": 400, "401": 401, "429": 429, "500": 500, "529": 529}
 _BODY_FAULTS = frozenset({"slow", "garbage", "truncated", "refusal", "empty"})
 _SAMPLING_FIELDS = ("temperature", "top_p", "top_k")
@@ -731,6 +736,11 @@ class FakeMessagesAPI:
         a gateway's ``(status, message)``: LiteLLM with a master key and no database answers
         every call ``(400, "No connected db.")``."""
         self.models = tuple(models) if models is not None else None
+        self.aws_access_key = "AKIDFAKEJUDGEQ"
+        """The AWS access key id a SigV4-signed Bedrock request must name (its secret is not
+        checked: the signature's presence and form are)."""
+        self.google_token = "ya29.fake-judgeq-token"
+        """The access token a Vertex AI request must carry."""
         self.timeout_sleep = timeout_sleep
         self.seed = seed
         self._lock = threading.Lock()
@@ -990,6 +1000,17 @@ class FakeMessagesAPI:
             return reply
         if method == "POST" and path == "/v1/messages/count_tokens":
             return self._count_tokens(headers, raw)
+        cloud = _CLOUD_PATHS.fullmatch(path) if method == "POST" else None
+        if cloud is not None:  # Claude on Amazon Bedrock or Google Vertex AI
+            with self._lock:
+                self._request_count += 1
+            try:
+                reply = self._cloud(headers, raw, cloud)
+            except Exception as exc:  # a bug in the fake must not hang the client
+                reply = _error_reply(500, f"fake server error: {exc!r}")
+            with self._lock:
+                self._by_status[reply.status] = self._by_status.get(reply.status, 0) + 1
+            return reply
         if method == "GET" and path.startswith("/v1/models/"):
             return self._model(headers, path.removeprefix("/v1/models/"))
         if method == "GET" and path == "/_fake/stats":
@@ -1023,6 +1044,45 @@ class FakeMessagesAPI:
                 return _error_reply(400, f'expected a JSON object like {{"latency": 0.1}}: {exc}')
             return _json_reply(200, self.stats())
         return _error_reply(404, f"Not found: {method} {path}")
+
+    def _cloud(self, headers: Any, raw: bytes, found: re.Match[str]) -> _Reply:
+        """A Messages request as Bedrock (``/model/{id}/invoke``, SigV4-signed or a Bedrock API
+        key) or Vertex AI (``.../publishers/anthropic/models/{id}:rawPredict``, a Google access
+        token) carry it: the model in the path, not the body; ``anthropic_version`` the cloud's."""
+        bedrock = found.group("bedrock") is not None
+        auth = str(headers.get("authorization") or "")
+        if bedrock:
+            signed = auth.startswith("AWS4-HMAC-SHA256 ") and f"Credential={self.aws_access_key}/" in auth
+            if not (signed and headers.get("x-amz-date")) and auth != f"Bearer {self.api_key}":
+                return _json_reply(403, {"message": "The security token included in the request is invalid."})
+        elif auth != f"Bearer {self.google_token}":
+            return _json_reply(
+                401,
+                {
+                    "error": {
+                        "code": 401,
+                        "message": "Request had invalid authentication credentials.",
+                        "status": "UNAUTHENTICATED",
+                    }
+                },
+            )
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return _error_reply(400, "Request body is not valid JSON")
+        # (the clouds take the API version in the body, the model in the path; the SDK sends its own
+        # version, 2026-10-21 in anthropic 2.x, where the clouds' documents show older ones)
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("anthropic_version"), str)
+            or "model" in body
+        ):
+            return _error_reply(400, "expected anthropic_version in the body and the model in the path")
+        model = unquote(found.group("bedrock") or found.group("vertex"))
+        body = {key: value for key, value in body.items() if key != "anthropic_version"}
+        body["model"] = model
+        headers = {**dict(headers.items()), "x-api-key": self.api_key or ""}
+        return self._messages(headers, json.dumps(body).encode())
 
     def _authorized(self, headers: Any) -> bool:
         if self.api_key is None:

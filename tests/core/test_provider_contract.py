@@ -40,7 +40,10 @@ SECRET = "sk-contract-9f8e7d6c5b4a"
 ENV = (
     "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
     "OPENAI_COMPATIBLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL",
-    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_GENAI_USE_VERTEXAI", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY", "AWS_BEARER_TOKEN_BEDROCK", "AWS_PROFILE", "ANTHROPIC_BEDROCK_BASE_URL",
+    "GOOGLE_APPLICATION_CREDENTIALS", "ANTHROPIC_VERTEX_PROJECT_ID", "CLOUD_ML_REGION",
+    "ANTHROPIC_VERTEX_BASE_URL", "ANTHROPIC_VERTEX_ACCESS_TOKEN",
 )  # fmt: skip
 
 
@@ -62,6 +65,21 @@ def _anthropic(key: str) -> FakeMessagesAPI:
 
 def _openai(key: str) -> FakeChatAPI:
     return FakeChatAPI(api_key=key, models=("gpt-contract",), timeout_sleep=3.0, batch_latency=0.05)
+
+
+def _vertex_environment(url: str, key: str) -> dict[str, str]:
+    """Vertex AI's settings with an access token given as is (the SDK's ``access_token``; its
+    application default credentials chain reaches Google's token endpoint: not exercised)."""
+    return {
+        "ANTHROPIC_VERTEX_ACCESS_TOKEN": key, "ANTHROPIC_VERTEX_PROJECT_ID": "judgeq-test",
+        "CLOUD_ML_REGION": "us-east5", "ANTHROPIC_VERTEX_BASE_URL": f"{url}/v1",
+    }  # fmt: skip
+
+
+def _vertex(key: str) -> FakeMessagesAPI:
+    fake = FakeMessagesAPI(api_key=key, models=("claude-contract",), timeout_sleep=3.0)
+    fake.google_token = key
+    return fake
 
 
 def _gemini(key: str) -> FakeGeminiAPI:
@@ -89,6 +107,17 @@ PROVIDERS = [
         lambda url, key: {"OPENAI_COMPATIBLE_API_KEY": key},
         "gpt-contract",
     ),
+    Stand(
+        "bedrock:claude-contract",
+        _anthropic,
+        lambda url, key: {
+            "AWS_REGION": "us-east-1",
+            "AWS_BEARER_TOKEN_BEDROCK": key,
+            "ANTHROPIC_BEDROCK_BASE_URL": url,
+        },
+        "claude-contract",
+    ),
+    Stand("vertex:claude-contract", _vertex, _vertex_environment, "claude-contract"),
     Stand(
         "gemini:gemini-2.5-flash",
         _gemini,
