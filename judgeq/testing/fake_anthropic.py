@@ -1082,7 +1082,10 @@ class FakeMessagesAPI:
         body = {key: value for key, value in body.items() if key != "anthropic_version"}
         body["model"] = model
         headers = {**dict(headers.items()), "x-api-key": self.api_key or ""}
-        return self._messages(headers, json.dumps(body).encode())
+        reply = self._messages(headers, json.dumps(body).encode())
+        # the clouds enforce their own quotas and state none of Anthropic's rate-limit headers
+        kept = {k: v for k, v in reply.headers.items() if not k.lower().startswith("anthropic-ratelimit-")}
+        return _Reply(reply.status, reply.body, kept, reply.content_type)
 
     def _authorized(self, headers: Any) -> bool:
         if self.api_key is None:

@@ -30,6 +30,7 @@ from judgeq.judges import parse_judge_spec
 from judgeq.judges.base import JudgeBase, RetryPolicy, call_with_retries
 from judgeq.judges.providers import JudgeSetup, provider, registered
 from judgeq.pipeline.job import provenance
+from judgeq.ratelimit import server_limits
 from judgeq.rubric.model import load_rubric
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 from judgeq.testing.fake_gemini import FakeGeminiAPI
@@ -59,12 +60,18 @@ class Stand:
     model: str
 
 
+RPM = 6000
+"""The request limit a stand-in that states limits is given (its headers say it)."""
+
+
 def _anthropic(key: str) -> FakeMessagesAPI:
-    return FakeMessagesAPI(api_key=key, models=("claude-contract",), timeout_sleep=3.0, batch_latency=0.05)
+    return FakeMessagesAPI(
+        api_key=key, models=("claude-contract",), timeout_sleep=3.0, batch_latency=0.05, rpm=RPM
+    )
 
 
 def _openai(key: str) -> FakeChatAPI:
-    return FakeChatAPI(api_key=key, models=("gpt-contract",), timeout_sleep=3.0, batch_latency=0.05)
+    return FakeChatAPI(api_key=key, models=("gpt-contract",), timeout_sleep=3.0, batch_latency=0.05, rpm=RPM)
 
 
 def _vertex_environment(url: str, key: str) -> dict[str, str]:
@@ -77,7 +84,7 @@ def _vertex_environment(url: str, key: str) -> dict[str, str]:
 
 
 def _vertex(key: str) -> FakeMessagesAPI:
-    fake = FakeMessagesAPI(api_key=key, models=("claude-contract",), timeout_sleep=3.0)
+    fake = FakeMessagesAPI(api_key=key, models=("claude-contract",), timeout_sleep=3.0, rpm=RPM)
     fake.google_token = key
     return fake
 
@@ -322,3 +329,14 @@ def test_a_batch_api_where_offered_answers_each_request_by_its_id(
     )
     assert set(verdict.scores.values()) == {7}
     assert items["j1"].error is not None and items["j1"].error.reason == "api_error"
+
+
+def test_the_limits_a_server_states_reach_the_budget(stand: Stand, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The providers that state their limits in headers (Anthropic's ``anthropic-ratelimit-*``,
+    OpenAI's ``x-ratelimit-*``) teach the shared budget the server's limit; those that state
+    none (Gemini; Claude on Bedrock and Vertex AI, whose quotas are the clouds') leave the budget
+    to learn from 429s (the adaptive mode)."""
+    states = stand.spec.partition(":")[0] in ("anthropic", "openai", "openai-compatible")
+    with tried(stand, monkeypatch) as t:
+        reply = t.judge.complete(request(), timeout=5)
+    assert server_limits(reply.headers) == ({"requests": RPM} if states else {})
