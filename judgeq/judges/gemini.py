@@ -143,9 +143,13 @@ def translate_error(exc: Exception) -> JudgeError:
     return JudgeAPIError(f"unexpected judge failure: {type(exc).__name__}")
 
 
-def _http(timeout: float) -> genai_types.HttpOptionsDict:
-    """A call's HTTP options: the API version, and the attempt's timeout (the SDK's is in ms)."""
-    return {"api_version": API_VERSION, "timeout": max(1, round(timeout * 1000))}
+def _http(timeout: float | None = None) -> genai_types.HttpOptionsDict:
+    """A call's HTTP options: the Developer API's version (Vertex AI keeps the SDK's own), and
+    the attempt's timeout (the SDK's is in ms)."""
+    options: genai_types.HttpOptionsDict = {} if _vertex() else {"api_version": API_VERSION}
+    if timeout is not None:
+        options["timeout"] = max(1, round(timeout * 1000))
+    return options
 
 
 def _base_url() -> str:
@@ -177,9 +181,12 @@ class GeminiJudge(JudgeBase):
         if client is None and (_vertex() or _key() is not None):  # a blank key is none
             try:
                 # kept: the SDK closes its HTTP client when a Client is collected
+                # (vertexai given, not left to the SDK's reading of GOOGLE_GENAI_USE_VERTEXAI: only
+                # then does it take GOOGLE_VERTEX_BASE_URL, google-genai 3.6 client.py)
                 self._client = genai.Client(
+                    vertexai=True if _vertex() else None,
                     api_key=None if _vertex() else _key(),
-                    http_options=genai_types.HttpOptions(api_version=API_VERSION),
+                    http_options=_http(),
                 )
             except Exception:  # Vertex AI without application default credentials (google.auth)
                 self._client = None

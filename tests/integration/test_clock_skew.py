@@ -24,6 +24,7 @@ import judgeq
 from judgeq import Result
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.anthropic import messages_kwargs
+from judgeq.judges.base import JudgeBase
 from judgeq.judges.batches import BatchInfo, BatchItem
 from judgeq.pipeline.batch_lane import BatchLane, LaneConfig
 from judgeq.pipeline.stages import Contexts, Outcome, process_job
@@ -185,7 +186,7 @@ def test_finalize_on_a_machine_whose_clock_runs_ahead_refuses_a_run_still_progre
 MODEL = "claude-haiku-4-5"
 
 
-class BatchStub:
+class BatchStub(JudgeBase):
     """A batch judge; ``during_create`` runs while a batch is being uploaded."""
 
     provider = "anthropic"

@@ -158,7 +158,10 @@ def test_a_worker_without_a_key_says_so_at_start(
     # it says so, and is not broken (an Anthropic run's jobs wait for a worker with the key)
     w = start_worker("nokey", env={"ANTHROPIC_API_KEY": ""})
     log = w.log.read_text()
-    assert "judges it serves: the offline lexical judge only (no ANTHROPIC_API_KEY or OPENAI_API_KEY)" in log
+    # (every provider a key alone lets a worker call, as the registry lists them)
+    assert (
+        "judges it serves: the offline lexical judge only (no ANTHROPIC_API_KEY or OPENAI_API_KEY or " in log
+    )
     assert "judge set-up broken" not in log
 
 
