@@ -30,7 +30,7 @@ def exporter(port: int | None, address: str | None, grace: float, queue: str | N
     from judgeq.pipeline.messages import all_queues
     from judgeq.producer.exporter import ClusterCollector, serve_exporter
     from judgeq.store.redis import RedisStore
-    from judgeq.workers.broker import queue_depth
+    from judgeq.workers.broker import queues_depth
     from judgeq.workers.celery_app import create_app
 
     settings = settings_from(**flags)
@@ -39,7 +39,7 @@ def exporter(port: int | None, address: str | None, grace: float, queue: str | N
     store = RedisStore.open(settings)
     # what waits for the fleet: its base queue and every routed queue (judgeq.openai, ...)
     queues = all_queues(name)
-    collector = ClusterCollector(store, name, lambda: sum(queue_depth(app, q) for q in queues), grace=grace)
+    collector = ClusterCollector(store, name, lambda: queues_depth(app, queues), grace=grace)
     where = settings.exporter_port if port is None else port
     address = address or settings.listen_address
     try:

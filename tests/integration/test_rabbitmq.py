@@ -41,3 +41,20 @@ def test_queues_are_quorum_publishes_confirmed_acks_late(
         conn.ensure_connection(max_retries=3)
         assert conn.transport_options["confirm_publish"] is True
         assert conn.connection.confirm_publish is True  # py-amqp: each publish waits for its ack
+
+
+def test_every_routed_queues_depth_is_asked_over_one_connection(rabbit: RabbitServer, redis_url: str) -> None:
+    """The exporter asks a few hundred queues each scrape, over one connection: RabbitMQ closes
+    the channel on each passive declare of a queue never declared, and the next is asked on a
+    new one (none is counted, none raises)."""
+    from judgeq.workers.broker import queue_depth, queues_depth
+
+    app = create_app(load_settings(broker_url=rabbit.url, redis_url=redis_url))
+    with app.connection_for_write() as conn:
+        conn.default_channel.queue_declare("judgeq.depth-probe", durable=True, auto_delete=False)
+        producer = conn.Producer()
+        producer.publish({"n": 1}, routing_key="judgeq.depth-probe")
+        producer.publish({"n": 2}, routing_key="judgeq.depth-probe")
+    names = ["judgeq.never-a", "judgeq.depth-probe", "judgeq.never-b", "judgeq.never-c"]
+    assert queue_depth(app, "judgeq.depth-probe") == 2
+    assert queues_depth(app, names) == 2
