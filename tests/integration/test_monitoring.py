@@ -128,6 +128,12 @@ class Prometheus:
         found = self.query(expr)
         return float(found[0]["value"][1]) if found else None
 
+    def scraped(self, expr: str, timeout: float = 60) -> float | None:
+        """``expr``'s value once a scrape has it: a scrape that times out on a loaded machine
+        (1 s here) makes its target's series stale until the next one answers."""
+        wait_for(lambda: self.value(expr) is not None, timeout, f"{expr} scraped")
+        return self.value(expr)
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -225,8 +231,8 @@ def test_prometheus_sees_every_dashboard_query_and_alert_during_real_runs(
     }
     assert nulls == report["counts"]["null_by_reason"] == {"api_error": 2, "parse_error": 1}
     assert prom.value('sum(judgeq_judge_calls_total{model="claude-test",outcome="rate_limited"})') == 2
-    assert prom.value('judgeq_run_jobs_graded{run="a"}') == report["counts"]["graded"]
-    assert prom.value('judgeq_run_jobs_done{run="a"}') == n
+    assert prom.scraped('judgeq_run_jobs_graded{run="a"}') == report["counts"]["graded"]
+    assert prom.scraped('judgeq_run_jobs_done{run="a"}') == n
     assert (
         prom.value('sum(judgeq_judge_tokens_total{model="claude-test",kind="output"})')
         == report["usage"]["output_tokens"]
@@ -258,7 +264,7 @@ def test_prometheus_sees_every_dashboard_query_and_alert_during_real_runs(
         60,
         "the paused run's alerts",
     )
-    cost = prom.value('judgeq_run_cost_usd{run="b"}')
+    cost = prom.scraped('judgeq_run_cost_usd{run="b"}')
     assert cost is not None and cost > 0.8 * 0.02
     assert "sk-ant" not in json.dumps(prom.query('{__name__=~"judgeq_.+"}'))
 
