@@ -34,8 +34,6 @@ from judgeq.rubric.model import load_rubric
 from judgeq.settings import load_settings
 from judgeq.testing.fake_gemini import FakeGeminiAPI
 
-pytest.importorskip("google.genai")
-
 ROOT = Path(__file__).parent.parent.parent
 RUBRIC = load_rubric("quality")
 MODEL = "gemini-2.5-flash"

@@ -279,12 +279,22 @@ def test_provenance_and_the_cache_name_the_server_never_the_key(
         assert other.judge.cache_identity != t.judge.cache_identity
 
 
+def _where(fact: Callable[[Any], bool]) -> list[Any]:
+    """The rows whose provider has ``fact`` (a case that is not every provider's)."""
+    return [
+        pytest.param(s, id=i)
+        for s, i in zip(PROVIDERS, IDS, strict=True)
+        if fact(parse_judge_spec(s.spec.format(url="http://127.0.0.1:9")).api)
+    ]
+
+
+@pytest.mark.parametrize("stand", _where(lambda api: api.served_by_key))
 def test_a_provider_without_a_key_says_so_before_any_call(
     stand: Stand, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """(A provider a key alone serves; the clouds' missing set-up: tests/core/test_cloud_claude.py;
+    an OpenAI-compatible server may need no key.)"""
     spec = parse_judge_spec(stand.spec.format(url="http://127.0.0.1:9"))
-    if not spec.api.served_by_key:
-        pytest.skip(f"{spec.provider} needs no key of its own (a server may need none)")
     for name in ENV:
         monkeypatch.delenv(name, raising=False)
     from judgeq.settings import load_settings
@@ -297,14 +307,13 @@ def test_a_provider_without_a_key_says_so_before_any_call(
     assert caught.value.reason == "auth_error" and spec.api.key_variable in str(caught.value)
 
 
+@pytest.mark.parametrize("stand", _where(lambda api: api.batch_api is not None))
 def test_a_batch_api_where_offered_answers_each_request_by_its_id(
     stand: Stand, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """(A provider without one: --batch-api refuses it, tests/core/test_openai_judge.py.)"""
     from judgeq.judges.batches import BatchJudge
 
-    spec = parse_judge_spec(stand.spec.format(url="http://127.0.0.1:9"))
-    if spec.api.batch_api is None:
-        pytest.skip(f"{spec.provider} offers no batch API (--batch-api refuses it)")
     with tried(stand, monkeypatch) as t:
         judge = t.judge
         assert isinstance(judge, BatchJudge)
