@@ -91,13 +91,20 @@ def test_the_dashboard_is_well_formed() -> None:
 
 
 class Prometheus:
-    def __init__(self, workdir: Path, targets: dict[str, list[str]]) -> None:
+    def __init__(
+        self, workdir: Path, targets: dict[str, list[str]], slow: dict[str, dict[str, str]] | None = None
+    ) -> None:
+        """``slow``: per job, a longer ``scrape_interval``/``scrape_timeout`` than the global 1 s
+        (a 1 s interval caps the timeout at 1 s, which a loaded CI machine's exporter misses on
+        every scrape: measured there at 1.0 s, ``up`` 0 throughout; deploy/ scrapes every 15 s)."""
         self.port = free_port()
+        slow = slow or {}
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(DEPLOY / "prometheus" / "alerts.yml")],
             "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": hosts}]} for job, hosts in targets.items()
+                {"job_name": job, "static_configs": [{"targets": hosts}], **slow.get(job, {})}
+                for job, hosts in targets.items()
             ],
         }
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -169,6 +176,7 @@ def monitored(
                 "judgeq-workers": [f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"],
                 "judgeq-exporter": [f"127.0.0.1:{ports[2]}"],
             },
+            slow={"judgeq-exporter": {"scrape_interval": "5s", "scrape_timeout": "5s"}},
         )
         for port in ports:  # the workers' metrics and the exporter: loopback unless told
             wait_for(lambda port=port: bool(listen_addresses(port)), 60, f"a listener on {port}")
@@ -216,9 +224,9 @@ def test_prometheus_sees_every_dashboard_query_and_alert_during_real_runs(
     wait_for(
         lambda: prom.value(f"sum(judgeq_jobs_stored_total{judge_a})") == n, 120, "the workers' counts scraped"
     )
-    wait_for(lambda: prom.value('judgeq_run_paused{run="b"}') == 1, 60, "run b's pause scraped")
-    wait_for(lambda: prom.value('judgeq_run_info{run="c"}') == 1, 60, "run c scraped")
-    time.sleep(3)  # a few more scrapes: rates over the window have two samples or more
+    wait_for(lambda: prom.value('judgeq_run_paused{run="b"}') == 1, 90, "run b's pause scraped")
+    wait_for(lambda: prom.value('judgeq_run_info{run="c"}') == 1, 90, "run c scraped")
+    time.sleep(11)  # a few more scrapes: rates over the window have two samples or more
 
     # the workers' figures agree with run A's report
     calls = prom.value('sum(judgeq_judge_calls_total{model="claude-test"})')
