@@ -7,7 +7,9 @@ FOLDER defaults to ``../shared/data/external/llmbar`` (absent: says so, exits 0)
 of the LLMBar subsets with six published strategies (Natural, Adversarial/*), each evaluator's
 verdict is the majority of its outputs over the strategies Vanilla, Vanilla_NoRules, CoT, Swap,
 Swap_CoT and Metrics_Reference in both presentation orders (12 answers: the paper's "simulated
-annotators"), and its confidence the share of those answers that agree with it. The cascade
+annotators"), and its confidence the share of those answers that agree with it; with
+``--confidence swap`` (or ``both``, the default, to measure one against the other) the answers
+are one strategy's in both orders: agreement under position swap. The cascade
 LLaMA-2 -> ChatGPT -> GPT-4 is fitted on a random half of a subset
 (:func:`judgeq.figures.selective.fit_cascade`: fixed-sequence testing, risk ``alpha`` with
 probability ``1 - delta``) and applied to the other half, ``--splits`` times. Printed per subset
@@ -41,21 +43,31 @@ cost ratios."""
 CASCADES = (("LLaMA2", "ChatGPT", "GPT-4"), ("ChatGPT", "GPT-4"), ("PaLM2", "GPT-4"))
 
 
-def load(folder: Path) -> dict[str, dict[int, dict[str, tuple[int, float]]]]:
-    """{subset: {item: {evaluator: (verdict 1|2, confidence)}}} and the labels in ``_label``."""
+ESTIMATORS = {"annotators": STRATEGIES, "swap": ("Vanilla_NoRules",)}
+"""Confidence estimators, by the published outputs they read: simulated annotators (six
+strategies in both orders: 12 answers) and agreement under position swap (one strategy in both
+orders: 1.0 when the two agree, 0.5 when they do not)."""
+
+
+def load(
+    folder: Path, strategies: tuple[str, ...] = STRATEGIES
+) -> dict[str, dict[int, dict[str, tuple[int, float]]]]:
+    """{subset: {item: {evaluator: (verdict 1|2, confidence)}}} and the labels in ``_label``:
+    the verdict is the majority of the answers under ``strategies`` (both orders), the
+    confidence its share."""
     answers: dict[tuple[str, int, str], list[int]] = defaultdict(list)
     labels: dict[tuple[str, int], int] = {}
     for path in sorted((folder / "evaluators").glob("*.jsonl")):
         with path.open(encoding="utf-8") as f:
             for line in f:
                 r = json.loads(line)
-                if r["strategy"] in STRATEGIES and r["evaluator"] in PRICE:
+                if r["strategy"] in strategies and r["evaluator"] in PRICE:
                     labels[(r["subset"], r["index"])] = int(r["label"])
                     if r["winner"] is not None:
                         answers[(r["subset"], r["index"], r["evaluator"])].append(int(r["winner"]))
     out: dict[str, dict[int, dict[str, tuple[int, float]]]] = defaultdict(lambda: defaultdict(dict))
     for (subset, index, evaluator), said in answers.items():
-        if len(said) < 2 * len(STRATEGIES) - 2:  # a subset without the six strategies (Processed/*)
+        if len(said) < max(1, 2 * len(strategies) - 2):  # a subset without them (Processed/*)
             continue
         (verdict, n), *_ = Counter(said).most_common(1)
         out[subset][index][evaluator] = (verdict, n / len(said))
@@ -114,31 +126,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--splits", type=int, default=1000)
     parser.add_argument("--alpha", type=float, default=0.2)
     parser.add_argument("--delta", type=float, default=0.1)
+    parser.add_argument(
+        "--confidence", choices=[*ESTIMATORS, "both"], default="both", help="the confidence estimator"
+    )
     args = parser.parse_args(argv)
     folder = Path(args.folder).resolve()
     if not (folder / "evaluators").is_dir():
         print(f"cascade: {folder} (with its evaluators/) is absent; nothing to measure (skipped).")
         return 0
-    data = load(folder)
+    estimators = list(ESTIMATORS) if args.confidence == "both" else [args.confidence]
+    loaded = {name: load(folder, ESTIMATORS[name]) for name in estimators}
+    data = loaded[estimators[0]]
     rng = random.Random(0)
     print(
         f"cascade replay on LLMBar: target agreement {1 - args.alpha:.2f} with probability "
         f"{1 - args.delta:.2f}, {args.splits} random calibration/test halves per subset"
     )
-    head = f"{'subset':<28} {'judges':<26} {'items':>5} {'held':>6} {'coverage':>9} {'agreement':>10}"
-    print(head + f" {'cost':>6}")
+    head = f"{'subset':<28} {'judges':<26} {'confidence':<11} {'items':>5} {'held':>6} {'coverage':>9}"
+    print(head + f" {'agreement':>10} {'cost':>6}")
     for subset in sorted(data):
         items = data[subset]
         gpt4 = [i for i, v in items.items() if "GPT-4" in v]
         alone = sum(items[i]["GPT-4"][0] == items[i]["_label"][0] for i in gpt4) / len(gpt4)
-        row = f"{subset:<28} {'GPT-4 alone':<26} {len(gpt4):>5} {'':>6} {100.0:>8.1f}%"
+        row = f"{subset:<28} {'GPT-4 alone':<26} {'':<11} {len(gpt4):>5} {'':>6} {100.0:>8.1f}%"
         print(row + f" {100 * alone:>9.1f}% {1.0:>5.2f}x")
         for cascade in CASCADES:
-            m = measure(items, cascade, args.splits, args.alpha, args.delta, rng)
-            print(
-                f"{'':<28} {' -> '.join(cascade):<26} {int(m['items']):>5} {100 * m['held']:>5.1f}% "
-                f"{100 * m['coverage']:>8.1f}% {100 * m['agreement']:>9.1f}% {m['cost']:>5.2f}x"
-            )
+            for name in estimators:
+                if subset not in loaded[name]:
+                    continue
+                m = measure(loaded[name][subset], cascade, args.splits, args.alpha, args.delta, rng)
+                print(
+                    f"{'':<28} {' -> '.join(cascade):<26} {name:<11} {int(m['items']):>5} "
+                    f"{100 * m['held']:>5.1f}% {100 * m['coverage']:>8.1f}% {100 * m['agreement']:>9.1f}% "
+                    f"{m['cost']:>5.2f}x"
+                )
     print(
         "held: share of splits whose kept verdicts agreed with the labels at least at the target on the "
         "held-out half (the guarantee is on the population; a held-out half of ~50 items adds its own "

@@ -39,6 +39,9 @@ def test_the_cascade_benchmark_replays_published_outputs(tmp_path: Path) -> None
     cheap = next(
         line for line in out.stdout.splitlines() if "ChatGPT -> GPT-4" in line and "LLaMA2" not in line
     )
+    assert "annotators" in cheap  # the default estimator's row first, then position swap's
+    swap = [line for line in out.stdout.splitlines() if "ChatGPT -> GPT-4" in line and " swap " in line]
+    assert len(swap) == 2, out.stdout  # both cascades through ChatGPT -> GPT-4, measured by swap too
     held, coverage, agreement, cost = re.findall(r"[\d.]+[%x]", cheap)
     assert held == "100.0%" and agreement == "100.0%"  # every kept verdict right
     assert coverage == "100.0%"  # the unsure half escalated, and GPT-4 (always right) kept it
