@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'subset':<28} {'judge':<8} {'items':>5} {'truth':>6} {'judge says':>10} {'PPI cover':>9} "
         f"{'human cover':>11} {'PPI width':>9} {'human width':>11} {'gain':>5}"
     )
-    subsets = {name: items for name, items in data.items()}
+    subsets = dict(data)
     subsets["LLMBar (all five)"] = {
         (name, i): v for name, items in data.items() if name.startswith("LLMBar/") for i, v in items.items()
     }

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist, fmean
+from statistics import NormalDist, covariance, fmean, variance
 
 __all__ = ["Estimate", "human_only", "judge_only", "ppi_mean"]
 
@@ -40,18 +40,8 @@ class Estimate:
 
 
 def _var(xs: Sequence[float]) -> float:
-    """The unbiased sample variance (0 for fewer than two values)."""
-    if len(xs) < 2:
-        return 0.0
-    m = fmean(xs)
-    return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
-
-
-def _cov(xs: Sequence[float], ys: Sequence[float]) -> float:
-    if len(xs) < 2:
-        return 0.0
-    mx, my = fmean(xs), fmean(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / (len(xs) - 1)
+    """The sample variance; 0 for fewer than two values."""
+    return variance(xs) if len(xs) > 1 else 0.0
 
 
 def _z(level: float) -> float:
@@ -60,8 +50,8 @@ def _z(level: float) -> float:
     return NormalDist().inv_cdf(0.5 + level / 2)
 
 
-def _normal(value: float, variance: float, level: float, n: int, lam: float | None = None) -> Estimate:
-    half = _z(level) * math.sqrt(max(variance, 0.0))
+def _normal(value: float, var: float, level: float, n: int, lam: float | None = None) -> Estimate:
+    half = _z(level) * math.sqrt(max(var, 0.0))
     return Estimate(value, value - half, value + half, level, n, lam)
 
 
@@ -96,8 +86,8 @@ def ppi_mean(
         raise ValueError("PPI needs two labelled jobs or more and one unlabelled job or more")
     var_f = _var(f)
     if lam is None:
-        lam = _cov(y, f) / ((1 + n / big_n) * var_f) if var_f > 0 else 0.0
+        lam = covariance(y, f) / ((1 + n / big_n) * var_f) if var_f > 0 else 0.0
         lam = min(1.0, max(0.0, lam))
-    value = lam * fmean(f_u) + fmean([a - lam * b for a, b in zip(y, f, strict=True)])
-    variance = lam**2 * _var(f_u) / big_n + _var([a - lam * b for a, b in zip(y, f, strict=True)]) / n
-    return _normal(value, variance, level, n, lam)
+    rectifier = [a - lam * b for a, b in zip(y, f, strict=True)]
+    value = lam * fmean(f_u) + fmean(rectifier)
+    return _normal(value, lam**2 * _var(f_u) / big_n + _var(rectifier) / n, level, n, lam)
