@@ -76,10 +76,12 @@ def fake_api(
     rpm: int | None = None,
     headers: bool = True,
     limit_model: str = "token_bucket",
+    procs: list[subprocess.Popen[str]] | None = None,
 ) -> Iterator[str]:
     """The fake judge API in its own process; its base URL. ``limit_model``: how ``rpm`` is
     enforced, ``token_bucket``, ``sliding_window`` or ``per_second`` (see
-    :mod:`judgeq.testing.fake_anthropic`); ``headers=False``: no ``anthropic-ratelimit-*``."""
+    :mod:`judgeq.testing.fake_anthropic`); ``headers=False``: no ``anthropic-ratelimit-*``;
+    ``procs``: the server's process is appended to it (to read its CPU time)."""
     limits = (["--rpm", str(rpm)] if rpm else []) + ([] if headers else ["--no-limit-headers"])
     limits += ["--limit-model", limit_model]
     proc = subprocess.Popen(
@@ -101,6 +103,8 @@ def fake_api(
         text=True,
     )
     assert proc.stdout is not None
+    if procs is not None:
+        procs.append(proc)
     line = proc.stdout.readline()
     if not line.startswith("READY "):
         proc.kill()
@@ -110,6 +114,12 @@ def fake_api(
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds a live process (all its threads) has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def fake_stats(url: str, what: str = "stats") -> dict:

@@ -23,13 +23,24 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import resource
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _harness import Worker, env_for, fake_api, fake_stats, judgeq_cmd, redis_server, workdir, write_batch
+from _harness import (
+    Worker,
+    cpu_seconds,
+    env_for,
+    fake_api,
+    fake_stats,
+    judgeq_cmd,
+    redis_server,
+    workdir,
+    write_batch,
+)
 
 MODEL = "claude-bench"
 TURN_RUBRIC = """---
@@ -99,17 +110,39 @@ def write_conversations(path: Path, n: int, seed: int = 0) -> Path:
     return path
 
 
-def run(batch: Path, rubric: str, out: Path, env: dict[str, str], run_id: str, api: str) -> tuple[float, int]:
+CPU_PARTS = ("submit", "workers", "judge", "redis")
+
+
+def cpu(pids: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds so far of each part: the ``judgeq submit`` children this process has
+    waited for, and the live processes named in ``pids``."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"submit": usage.ru_utime + usage.ru_stime} | {
+        part: sum(cpu_seconds(pid) for pid in ids) for part, ids in pids.items()
+    }
+
+
+def run(
+    batch: Path,
+    rubric: str,
+    out: Path,
+    env: dict[str, str],
+    run_id: str,
+    api: str,
+    pids: dict[str, list[int]],
+) -> tuple[float, int, dict[str, float]]:
     before = int(fake_stats(api)["request_count"])
+    cpu_before = cpu(pids)
     start = time.perf_counter()
     judgeq_cmd(
         "submit", str(batch), "--rubric", rubric, "--judge", f"anthropic:{MODEL}", "--run-id", run_id,
         "--no-cache", "--wait", "--out", str(out), env=env,
     )  # fmt: skip
     wall = time.perf_counter() - start
+    used = {part: s - cpu_before[part] for part, s in cpu(pids).items()}
     report = json.loads((out / run_id / "report.json").read_text())
     assert report["counts"]["null"] == 0, report["counts"]
-    return wall, int(fake_stats(api)["request_count"]) - before
+    return wall, int(fake_stats(api)["request_count"]) - before, used
 
 
 def main() -> int:
@@ -122,8 +155,8 @@ def main() -> int:
     args = ap.parse_args()
     with (
         workdir("judgeq-conv-") as tmp,
-        redis_server(tmp) as (redis_url, _, _),
-        fake_api(args.latency) as api,
+        redis_server(tmp) as (redis_url, redis_proc, _),
+        fake_api(args.latency, procs=(judge_procs := [])) as api,
     ):
         env = env_for(redis_url, api, JUDGEQ_LOG_LEVEL="WARNING")
         responses = write_batch(tmp / "responses.jsonl", args.jobs)
@@ -131,14 +164,19 @@ def main() -> int:
         turns = write_conversations(tmp / "turns.jsonl", args.turn_jobs, seed=1)
         (tmp / "turn.md").write_text(TURN_RUBRIC)
         workers = [Worker(env, tmp, f"w{i}", args.concurrency).start() for i in range(args.workers)]
+        pids = {
+            "workers": [w.proc.pid for w in workers if w.proc is not None],
+            "judge": [p.pid for p in judge_procs],
+            "redis": [redis_proc.pid],
+        }
         try:
             rows = [
-                ("responses", *run(responses, "quality", tmp / "out", env, "responses", api)),
+                ("responses", *run(responses, "quality", tmp / "out", env, "responses", api, pids)),
                 (
                     "conversations",
-                    *run(conversations, "task-success", tmp / "out", env, "conversations", api),
+                    *run(conversations, "task-success", tmp / "out", env, "conversations", api, pids),
                 ),
-                ("turns", *run(turns, str(tmp / "turn.md"), tmp / "out", env, "turns", api)),
+                ("turns", *run(turns, str(tmp / "turn.md"), tmp / "out", env, "turns", api, pids)),
             ]
         finally:
             for w in workers:
@@ -146,10 +184,20 @@ def main() -> int:
     base = rows[0][2] / rows[0][1]
     print(f"{args.workers} workers x {args.concurrency}, judge latency {args.latency}s")
     print(f"{'run':14} {'wall s':>8} {'calls':>8} {'calls/s':>9} {'vs responses':>13}")
-    for name, wall, calls in rows:
+    for name, wall, calls, _ in rows:
         rate = calls / wall
         print(f"{name:14} {wall:8.1f} {calls:8d} {rate:9.1f} {rate / base:12.2f}x")
-    worst = min(calls / wall / base for _, wall, calls in rows[1:])
+    print("CPU ms per judge call (a 2-core machine's calls per second are bound by their sum):")
+    print(f"{'run':14} " + " ".join(f"{part:>8}" for part in CPU_PARTS) + f" {'all':>8} {'vs responses':>13}")
+    base_cpu = sum(rows[0][3].values()) / rows[0][2]
+    for name, _, calls, used in rows:
+        per = {part: used[part] / calls * 1000 for part in CPU_PARTS}
+        total = sum(per.values())
+        print(
+            f"{name:14} " + " ".join(f"{per[part]:8.2f}" for part in CPU_PARTS)
+            + f" {total:8.2f} {total / (base_cpu * 1000):12.2f}x"
+        )  # fmt: skip
+    worst = min(calls / wall / base for _, wall, calls, _ in rows[1:])
     print(
         f"required: every conversation run >= 0.90x; lowest {worst:.2f}x: "
         + ("ok" if worst >= 0.9 else "MISSED")

@@ -63,7 +63,8 @@ __all__ = [
 
 class _Memo:
     """What a job worked out once (its checks' outcomes), kept on it; never part of what the job
-    is: equal to any other memo, so two jobs of equal fields stay equal. One entry, replaced
+    is: equal to any other memo and to none (a job makes its memo on first use), so two jobs
+    of equal fields stay equal. One entry, replaced
     whole (threads reading it see an entry or none, never half of one): the job it was worked
     out for (a weak reference: a copy of the job shares the memo, and must not take the
     original's outcomes for its own), the rubric checks, and the outcomes."""
@@ -74,7 +75,7 @@ class _Memo:
         self.entry: tuple[weakref.ref[Any], object, tuple[CheckOutcome, ...]] | None = None
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Memo)
+        return other is None or isinstance(other, _Memo)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -118,7 +119,9 @@ class ConversationJob(JobBase):
     reference: Reference | None = None
     checks: tuple[Check, ...] | None = None
     """Checks of this job alone, beside the rubric's (see :mod:`judgeq.transcripts.checks`)."""
-    _memo: _Memo = PrivateAttr(default_factory=_Memo)
+    _memo: _Memo | None = PrivateAttr(default=None)
+    # made on first use: a default_factory would cost an inspect.signature per job parsed
+    # (a tenth of a millisecond in pydantic 2.13), a default a deepcopy
 
     @model_validator(mode="before")
     @classmethod
@@ -194,10 +197,13 @@ class ConversationJob(JobBase):
 
     def outcomes(self, rubric_checks: Sequence[Check]) -> list[CheckOutcome]:
         """The outcomes of the rubric's checks and the job's own (worked out once per rubric)."""
-        entry = self._memo.entry
+        memo = self._memo
+        if memo is None:
+            memo = self._memo = _Memo()
+        entry = memo.entry
         if entry is None or entry[0]() is not self or entry[1] is not rubric_checks:
             entry = (weakref.ref(self), rubric_checks, tuple(job_checks(rubric_checks, self)))
-            self._memo.entry = entry
+            memo.entry = entry
         return list(entry[2])
 
     def units(self, rubric: Rubric, *, swap: bool) -> tuple[Unit, ...]:
