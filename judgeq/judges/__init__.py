@@ -12,7 +12,7 @@ from functools import cache
 from typing import TYPE_CHECKING, NamedTuple
 
 from judgeq.errors import ConfigError
-from judgeq.judges.providers import REGISTRY, JudgeSetup, Provider, provider, registered
+from judgeq.judges.providers import REGISTRY, JudgeSetup, Provider, provider, registered, spec_forms
 from judgeq.ratelimit import Budget, budget_key
 
 _provider = provider  # (parameters below are named ``provider``)
@@ -55,10 +55,7 @@ def parse_judge_spec(spec: str) -> JudgeSpec:
     name, _, model = spec.strip().partition(":")
     name = name.lower()
     if name not in REGISTRY:
-        raise ConfigError(
-            f"--judge: unknown judge {spec!r} (use anthropic:MODEL, openai:MODEL, "
-            "openai-compatible:MODEL@URL, python:MODULE:FACTORY, plugin:NAME or lexical)"
-        )
+        raise ConfigError(f"--judge: unknown judge {spec!r} (use {spec_forms()})")
     try:
         return JudgeSpec(name, provider(name).parse_model(model))
     except ValueError as exc:

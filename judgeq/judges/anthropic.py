@@ -27,7 +27,7 @@ from judgeq.judges.base import (
     served_model,
     server_of,
 )
-from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
+from judgeq.judges.batches import BatchInfo, BatchItem, BatchJudge, batch_item_error
 from judgeq.judges.providers import JudgeSetup, LazyModule, Provider
 from judgeq.judges.statuses import ANTHROPIC_STATUSES, error_for
 
@@ -230,6 +230,9 @@ class AnthropicJudge(JudgeBase):
         return reply
 
     # -- the Message Batches lane (judgeq.judges.batches.BatchJudge) ------------------------------
+    def as_batch_judge(self) -> BatchJudge | None:
+        return self
+
     def batch_params(self, request: JudgeRequest) -> dict[str, Any]:
         return messages_kwargs(request, self.model)
 
@@ -344,6 +347,9 @@ class _CloudJudge(AnthropicJudge):
 
     server_variable = ""
     """The SDK's variable for another server (a stand-in, a proxy)."""
+
+    def as_batch_judge(self) -> BatchJudge | None:
+        return None  # the clouds' clients have no Message Batches (the methods are the adapter's)
 
     def __init__(self, model: str, *, client: Any = None) -> None:
         self.model = model

@@ -12,11 +12,16 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from judgeq.errors import JudgeError, JudgeRateLimited, JudgeTimeout
 from judgeq.grading.request import JudgeRequest
+from judgeq.judges.reply import JudgeReply
+
+if TYPE_CHECKING:
+    from judgeq.judges.batches import BatchJudge
+
 from judgeq.ratelimit import (
     Budget,
     PausedPastDeadline,
@@ -53,33 +58,6 @@ def retry_after_seconds(headers: Any) -> float | None:
     answer's headers, in seconds; None when absent or unreadable; not capped (see
     :func:`judgeq.ratelimit.headers.retry_after`). Every provider's adapter reads it here."""
     return retry_after(headers)
-
-
-@dataclass(slots=True)
-class JudgeReply:
-    """A judge's answer, as received."""
-
-    text: str = ""
-    tool_input: dict[str, Any] | None = None
-    stop_reason: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    model: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    """The answer's rate-limit headers (``anthropic-ratelimit-*``)."""
-    paid_by: str | None = None
-    """For a reply from the reply cache: the ``run:job index`` whose judge call paid for it."""
-    response_format: str | None = None
-    """How the verdict was asked for (``json_schema``, ``json_object``, ``text``): provenance,
-    not kept in the reply cache."""
-    limit_input_tokens: int | None = None
-    """The input tokens the provider counts against its rate limit, when that is not the
-    default; None: ``input_tokens + cache_creation_input_tokens`` (Anthropic: cache reads do not
-    count towards its input tokens a minute, "Cache-aware ITPM" in
-    https://docs.anthropic.com/en/api/rate-limits). OpenAI counts cached tokens too: its adapter
-    sets the whole prompt here."""
 
 
 def _split(url: Any) -> tuple[str, str] | None:
@@ -190,6 +168,14 @@ class JudgeBase:
     def check(self, *, timeout: float = 30.0) -> None:
         """Its preflight (its key and model, no tokens or one); raises JudgeError."""
 
+    def as_batch_judge(self) -> BatchJudge | None:
+        """Itself as a :class:`~judgeq.judges.batches.BatchJudge` when it takes batches through
+        its provider's batch API (:attr:`Provider.batch_api`), else None: what the batch lane
+        asks, never the methods a class happens to inherit (a cloud's Claude client, an
+        OpenAI-compatible server have the batch methods of the adapter they extend, and no
+        batch API)."""
+        return None
+
     def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
         """One attempt, bounded by ``timeout`` seconds; raises JudgeError subclasses."""
         raise NotImplementedError
@@ -242,6 +228,11 @@ class Adopted(JudgeBase):
     def check(self, *, timeout: float = 30.0) -> None:
         if callable(self._check):
             self._check(timeout=timeout)
+
+    def as_batch_judge(self) -> BatchJudge | None:
+        from judgeq.judges.batches import BatchJudge
+
+        return self if isinstance(self.inner, BatchJudge) else None
 
     def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
         return self.inner.complete(request, timeout=timeout)

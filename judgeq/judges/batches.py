@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from judgeq.errors import JudgeAPIError, JudgeCanceled, JudgeError, JudgeTimeout
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import JudgeReply
+from judgeq.judges.reply import JudgeReply
 
 __all__ = ["BatchInfo", "BatchItem", "BatchJudge", "batch_item_error", "batch_label"]
 

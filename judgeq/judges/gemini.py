@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from judgeq.errors import JudgeAPIError, JudgeAuthError, JudgeError, JudgeTimeout
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import JudgeBase, JudgeReply, endpoint_of, server_of
-from judgeq.judges.batches import BatchInfo, BatchItem
+from judgeq.judges.batches import BatchInfo, BatchItem, BatchJudge
 from judgeq.judges.providers import JudgeSetup, LazyModule, Provider
 from judgeq.judges.statuses import StatusRules, error_for
 from judgeq.ratelimit.headers import parse_duration
@@ -237,8 +237,11 @@ class GeminiJudge(JudgeBase):
         return reply_from_response(response)
 
     # -- Batch Mode as the batch lane (judgeq.judges.batches.BatchJudge) -----------------------
+    def as_batch_judge(self) -> BatchJudge | None:
+        return self
+
     batch_label = "Gemini batch"
-    batch_max_bytes = 19_000_000
+    batch_max_bytes: int | None = 19_000_000
     """Batch Mode takes inlined requests of up to 20 MB in all (a file beyond: not used)."""
 
     def _batches(self) -> Any:

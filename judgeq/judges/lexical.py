@@ -156,6 +156,7 @@ class LexicalProvider(Provider):
     """The offline lexical judge: no API, no key; named ``lexical`` alone."""
 
     name = "lexical"
+    spec_form = "lexical"
     offline = True
     serves_text = "the offline lexical judge"
     plural = "the offline lexical judge"

@@ -36,7 +36,7 @@ from judgeq.judges.base import (
     served_model,
     server_of,
 )
-from judgeq.judges.batches import BatchInfo, BatchItem, batch_item_error
+from judgeq.judges.batches import BatchInfo, BatchItem, BatchJudge, batch_item_error
 from judgeq.judges.providers import JudgeSetup, LazyModule, Provider
 from judgeq.judges.statuses import OPENAI_STATUSES, error_for
 
@@ -263,10 +263,13 @@ class OpenAIJudge(JudgeBase):
         )
 
     # -- the batch lane over the Batch API (judgeq.judges.batches.BatchJudge) ---------------
+    def as_batch_judge(self) -> BatchJudge | None:
+        return self
+
     batch_label = "OpenAI batch"
-    batch_max_requests = 50_000
+    batch_max_requests: int | None = 50_000
     """The Batch API's limit of requests per input file."""
-    batch_max_bytes = 190_000_000
+    batch_max_bytes: int | None = 190_000_000
     """The Batch API takes input files of up to 200 MB; the lane counts a little less for each
     line's envelope than this adapter writes, so it is given less."""
 
@@ -486,6 +489,9 @@ class OpenAICompatibleJudge(OpenAIJudge):
 
     provider = "openai-compatible"
 
+    def as_batch_judge(self) -> BatchJudge | None:
+        return None  # a server's Chat Completions: no Batch API (the methods are OpenAI's)
+
     def __init__(
         self, model: str, *, allowed: Sequence[str] = (), client: openai.OpenAI | None = None
     ) -> None:
@@ -551,6 +557,7 @@ class OpenAICompatibleProvider(Provider):
     only where ``JUDGEQ_JUDGE_URLS`` allows it, with :data:`COMPATIBLE_KEY` when it needs a key."""
 
     name = "openai-compatible"
+    spec_form = "openai-compatible:MODEL@URL"
     key_variable = COMPATIBLE_KEY
     key_name = "a key for the server"
     serves_text = "the OpenAI-compatible servers of JUDGEQ_JUDGE_URLS"

@@ -139,6 +139,7 @@ class PythonProvider(_CustomProvider):
     """``python:package.module:Factory``, loaded only from the modules of ``JUDGEQ_JUDGE_MODULES``."""
 
     name = "python"
+    spec_form = "python:MODULE:FACTORY"
     serves_text = "the custom judges of JUDGEQ_JUDGE_MODULES"
     serve_needs = "JUDGEQ_JUDGE_MODULES naming the judge's module"
     plural = "python judges"
@@ -160,6 +161,7 @@ class PluginProvider(_CustomProvider):
     """``plugin:NAME``: a judge installed under the entry point group :data:`GROUP`."""
 
     name = "plugin"
+    spec_form = "plugin:NAME"
     serves_text = "plugin judges"
     serve_needs = "the judge's plugin installed"
     plural = "plugin judges"

@@ -38,6 +38,7 @@ __all__ = [
     "lane_name",
     "provider",
     "registered",
+    "spec_forms",
 ]
 
 
@@ -113,6 +114,13 @@ class Provider:
     machine cannot name it."""
     default_model: str = ""
     """The model of ``--judge NAME`` with none ("" : one must be given)."""
+    spec_form: str = ""
+    """How ``--judge`` names one of its judges, in help and errors ("": ``NAME:MODEL``)."""
+
+    @property
+    def form(self) -> str:
+        """:attr:`spec_form`, or ``NAME:MODEL``."""
+        return self.spec_form or f"{self.name}:MODEL"
 
     def parse_model(self, model: str) -> str:
         """The model of ``--judge NAME:MODEL`` as kept; raise ValueError saying what is wrong."""
@@ -194,6 +202,13 @@ def provider(name: str) -> Provider:
         if found.name == name:
             return found
     raise ConfigError(f"{path} declares no provider {name!r}")  # a registry mistake: said, not guessed
+
+
+def spec_forms() -> str:
+    """Every provider's ``--judge`` form, in :data:`REGISTRY`'s order, for help and errors
+    (``anthropic:MODEL, ..., or lexical``)."""
+    forms = [provider(name).form for name in registered()]
+    return ", ".join(forms[:-1]) + f" or {forms[-1]}"
 
 
 def is_offline(name: str | None) -> bool:

@@ -228,9 +228,9 @@ class BatchLane:
             store.lane_track(run_id, False)
             return
         spec, ctx = loaded
-        judge = ctx.judge
-        if not isinstance(judge, BatchJudge):
-            log.error("run %s: judge %s cannot take batches", run_id, judge.model)
+        judge = ctx.judge.as_batch_judge()
+        if judge is None:
+            log.error("run %s: judge %s cannot take batches", run_id, ctx.judge.model)
             return
         if store.state(run_id).get("state") == "canceled":
             self._cancel(run_id, judge)
@@ -365,11 +365,11 @@ class BatchLane:
                     self.on_last(run_id)
                 rest.append(index)  # stored: leaves the lane
                 continue
-            members = [ctx.judges[call.judge][0] for call in calls]
+            members = [ctx.judges[call.judge][0].as_batch_judge() for call in calls]
             items = [
                 (custom_id(index, call.tag if len(calls) > 1 else None), member.batch_params(call.request))
                 for call, member in zip(calls, members, strict=True)
-                if isinstance(member, BatchJudge)
+                if member is not None
             ]
             if len(items) < len(calls):  # the plan refuses such a run: a judge without batches
                 why = "a judge of this run cannot take batches (grade it without --batch-api)"
@@ -385,8 +385,8 @@ class BatchLane:
                 rest.append(index)
                 continue
             bounds = [
-                request_bound(prices, member.model, n, call.request.max_tokens)
-                for call, member, n in zip(calls, members, sizes, strict=True)
+                request_bound(prices, ctx.judges[call.judge][0].model, n, call.request.max_tokens)
+                for call, n in zip(calls, sizes, strict=True)
             ]
             cost = sum(b or 0.0 for b in bounds)
             if room is not None and (None in bounds or reserve + cost > room):

@@ -29,6 +29,7 @@ from judgeq.grading.result import Result
 from judgeq.jobs.kinds import KINDS
 from judgeq.jobs.reader import JobsFileLimits, open_jobs_file, scan_jobs_file
 from judgeq.judges import judge_factory
+from judgeq.judges.providers import spec_forms
 from judgeq.report.model import Agreement, RunReport
 from judgeq.rubric.model import Rubric
 
@@ -83,8 +84,7 @@ def _labelled_lines(path: str, limits: JobsFileLimits, rubric: Rubric) -> list[s
 @click.option(
     "--judge",
     multiple=True,
-    help="The judge to calibrate (anthropic:MODEL, openai:MODEL, openai-compatible:MODEL@URL, "
-    "python:MODULE:FACTORY, plugin:NAME or lexical); several: a council.",
+    help=f"The judge to calibrate ({spec_forms()}); several: a council.",
 )
 @click.option(
     "--min-accuracy", type=click.FloatRange(0, 100), default=None, help="Exit 1 below this accuracy (%)."

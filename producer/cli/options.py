@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from judgeq.judges.providers import spec_forms
 from judgeq.settings import Settings
 
 from ..settings import settings_for
@@ -45,8 +46,7 @@ def grading_options(f: F) -> F:
         click.option(
             "--judge",
             multiple=True,
-            help="anthropic:MODEL, openai:MODEL, openai-compatible:MODEL@URL, python:MODULE:FACTORY, "
-            "plugin:NAME or lexical [JUDGEQ_JUDGE; default anthropic when "
+            help=f"{spec_forms()} [JUDGEQ_JUDGE; default anthropic when "
             "ANTHROPIC_API_KEY is set, else lexical]. Give it several times for a council of "
             "judges: every job is graded by each.",
         ),

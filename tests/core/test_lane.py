@@ -37,6 +37,9 @@ class BatchStub(JudgeBase):
     provider = "anthropic"
     model = MODEL
 
+    def as_batch_judge(self) -> BatchStub:
+        return self
+
     def __init__(self) -> None:
         self.batches: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         self.status: dict[str, str] = {}

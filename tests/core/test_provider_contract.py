@@ -307,6 +307,19 @@ def test_a_provider_without_a_key_says_so_before_any_call(
     assert caught.value.reason == "auth_error" and spec.api.key_variable in str(caught.value)
 
 
+@pytest.mark.parametrize("stand", PROVIDERS, ids=IDS)
+def test_a_judge_takes_batches_exactly_when_its_provider_has_a_batch_api(
+    stand: Stand, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the batch lane asks (``as_batch_judge()``), not the batch methods a class inherits: a
+    cloud's Claude and an OpenAI-compatible server extend adapters that have them."""
+    with tried(stand, monkeypatch) as t:
+        api = parse_judge_spec(stand.spec.format(url=t.url)).api
+        assert (t.judge.as_batch_judge() is None) == (api.batch_api is None)
+        if t.judge.as_batch_judge() is not None:
+            assert t.judge.as_batch_judge() is t.judge
+
+
 @pytest.mark.parametrize("stand", _where(lambda api: api.batch_api is not None))
 def test_a_batch_api_where_offered_answers_each_request_by_its_id(
     stand: Stand, monkeypatch: pytest.MonkeyPatch

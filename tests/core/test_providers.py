@@ -52,6 +52,25 @@ def test_an_unknown_provider_is_refused_naming_the_known_ones() -> None:
     assert str(JudgeSpec("gemeni", "x")) == "gemeni:x"  # a stored run of a provider this version lacks
 
 
+@pytest.mark.parametrize("command", ["run", "submit", "rubrics calibrate"])
+def test_the_judge_help_and_the_unknown_judge_error_name_every_provider(command: str) -> None:
+    """Both come from the registry: a provider added there is offered without another edit."""
+    with pytest.raises(judgeq.ConfigError) as refused:
+        parse_judge_spec("gemeni:x")
+    shown = subprocess.run(
+        [sys.executable, "-m", "judgeq", *command.split(), "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    flat = " ".join(shown.split()).replace("- ", "-")  # click wraps at hyphens
+    for name in registered():
+        form = provider(name).form
+        assert form.startswith(name)
+        assert form in str(refused.value)
+        assert form in flat, (name, command)
+
+
 @pytest.mark.parametrize(
     ("text", "provider_name", "model", "shown"),
     [

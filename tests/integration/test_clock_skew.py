@@ -192,6 +192,9 @@ class BatchStub(JudgeBase):
     provider = "anthropic"
     model = MODEL
 
+    def as_batch_judge(self) -> BatchStub:
+        return self
+
     def __init__(self) -> None:
         self.batches: dict[str, int] = {}
         self.canceled: list[str] = []
