@@ -20,6 +20,7 @@ from judgeq.errors import (
 )
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import (
+    Formats,
     JudgeBase,
     JudgeReply,
     endpoint_of,
@@ -29,7 +30,7 @@ from judgeq.judges.base import (
 )
 from judgeq.judges.batches import BatchInfo, BatchItem, BatchJudge, batch_item_error
 from judgeq.judges.providers import JudgeSetup, LazyModule, Provider
-from judgeq.judges.statuses import ANTHROPIC_STATUSES, error_for
+from judgeq.judges.statuses import StatusRules, error_for
 
 if TYPE_CHECKING:
     import anthropic
@@ -39,8 +40,12 @@ else:
     anthropic = LazyModule("anthropic")  # imported by the first judge built, not by the provider's facts
 
 __all__ = [
+    "ANTHROPIC_STATUSES",
     "BATCH_TIMEOUT",
     "DEFAULT_MODEL",
+    "FORMATS",
+    "FORMAT_WORDS",
+    "LIMIT_HEADERS",
     "NO_KEY",
     "PROVIDERS",
     "AnthropicJudge",
@@ -58,21 +63,36 @@ __all__ = [
 NO_KEY = "no Anthropic API key: set ANTHROPIC_API_KEY"
 DEFAULT_MODEL = "claude-sonnet-4-5"
 """The model of ``--judge anthropic`` (and of the default judge when a key is set)."""
+ANTHROPIC_STATUSES = StatusRules(overloaded=frozenset({529}), billing_phrases=("credit balance",))
+"""What Anthropic's Messages API says its own way (:mod:`.statuses`): 529 ``overloaded_error``;
+a spent credit balance is a 400 saying so. Claude on Bedrock and Vertex AI answers through the
+same SDK errors."""
 
 
-def messages_kwargs(request: JudgeRequest, model: str) -> dict[str, Any]:
+FORMATS = ("json_schema", "text")
+"""The verdict's formats, best first (:class:`~judgeq.judges.base.Formats`): structured output
+(``output_config.format``), then the request's own words alone (a model or a cloud's region
+that refuses ``output_config``: Claude on Vertex AI has answered Haiku 4.5's with
+"output_config: Extra inputs are not permitted")."""
+FORMAT_WORDS = ("output_config", "output_format", "structured output")
+"""What a 400 names when the server refuses structured output."""
+
+
+def messages_kwargs(request: JudgeRequest, model: str, shape: str = "json_schema") -> dict[str, Any]:
     """The keyword arguments of ``client.messages.create`` for ``request`` (the Messages API's
     wire format: the rubric's system blocks with a cache breakpoint after the last, the verdict
-    as structured output)."""
+    as structured output unless ``shape`` is ``text``)."""
     blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in request.system]
     blocks[-1]["cache_control"] = {"type": "ephemeral"}
-    return {
+    kwargs: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,
         "system": blocks,
         "messages": [{"role": "user", "content": request.user}],
-        "output_config": {"format": {"type": "json_schema", "schema": request.output_schema}},
     }
+    if shape == "json_schema":
+        kwargs["output_config"] = {"format": {"type": "json_schema", "schema": request.output_schema}}
+    return kwargs
 
 
 def _has_credentials(client: anthropic.Anthropic) -> bool:
@@ -84,9 +104,13 @@ def _has_credentials(client: anthropic.Anthropic) -> bool:
     return getattr(client, "credentials", None) is not None
 
 
+LIMIT_HEADERS = ("anthropic-ratelimit-",)
+"""Where Anthropic's API states its limits (https://docs.anthropic.com/en/api/rate-limits)."""
+
+
 def rate_limit_headers(headers: Any) -> dict[str, str]:
     """The ``anthropic-ratelimit-*`` headers of an answer (for the shared budget)."""
-    return {k.lower(): v for k, v in headers.items() if k.lower().startswith("anthropic-ratelimit-")}
+    return {k.lower(): v for k, v in headers.items() if k.lower().startswith(LIMIT_HEADERS)}
 
 
 def _message(exc: anthropic.APIError) -> str:
@@ -119,7 +143,9 @@ BATCH_TIMEOUT = 600.0
 """Seconds for one Message Batches API call (creating a batch uploads up to 256 MB)."""
 
 
-def reply_from_message(message: Any, headers: dict[str, str]) -> JudgeReply:
+def reply_from_message(
+    message: Any, headers: dict[str, str], response_format: str = "json_schema"
+) -> JudgeReply:
     """A :class:`~judgeq.JudgeReply` from an SDK ``Message``."""
     texts: list[str] = []
     tool_input: dict[str, Any] | None = None
@@ -139,7 +165,7 @@ def reply_from_message(message: Any, headers: dict[str, str]) -> JudgeReply:
         cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
         model=message.model,
         headers=headers,
-        response_format="json_schema",
+        response_format=response_format,
     )
 
 
@@ -154,10 +180,13 @@ class AnthropicJudge(JudgeBase):
 
     provider = "anthropic"
 
+    _formats: Formats
+
     @property
     def response_format(self) -> str:
-        """How the verdict is asked for: structured output (``output_config``), always."""
-        return "json_schema"
+        """How the verdict is asked for now: structured output (``output_config``), or the
+        request's words alone after the server refused it (:data:`FORMATS`)."""
+        return self._formats.current
 
     def __init__(
         self,
@@ -169,6 +198,7 @@ class AnthropicJudge(JudgeBase):
     ) -> None:
         self.model = model
         self._base_url = base_url
+        self._formats = Formats(FORMATS, FORMAT_WORDS)
         # api_key/base_url None: the SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL. Without
         # credentials the judge still builds: every call is then an auth_error null (the
         # producer's preflight reports it once, before anything is enqueued).
@@ -224,8 +254,17 @@ class AnthropicJudge(JudgeBase):
             raise JudgeAuthError(NO_KEY) from None
 
     def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
-        raw = self._call("with_raw_response.create", **messages_kwargs(request, self.model), timeout=timeout)
-        reply = reply_from_message(raw.parse(), rate_limit_headers(raw.headers))
+        while True:
+            shape = self._formats.current
+            try:
+                raw = self._call(
+                    "with_raw_response.create", **messages_kwargs(request, self.model, shape), timeout=timeout
+                )
+                break
+            except JudgeError as error:
+                if not self._formats.fall_back(shape, error):  # else: refused, the next format
+                    raise
+        reply = reply_from_message(raw.parse(), rate_limit_headers(raw.headers), shape)
         reply.model = served_model(reply.model, raw.headers)  # a gateway names the real model
         return reply
 
@@ -234,7 +273,9 @@ class AnthropicJudge(JudgeBase):
         return self
 
     def batch_params(self, request: JudgeRequest) -> dict[str, Any]:
-        return messages_kwargs(request, self.model)
+        """One request of a batch, in the format in use (a batch does not fall back: a refused
+        format is each request's null)."""
+        return messages_kwargs(request, self.model, self.response_format)
 
     def batch_create(self, requests: list[tuple[str, dict[str, Any]]]) -> BatchInfo:
         items = [{"custom_id": cid, "params": params} for cid, params in requests]
@@ -253,7 +294,9 @@ class AnthropicJudge(JudgeBase):
             for line in lines:
                 result = line.result
                 if result.type == "succeeded":
-                    yield BatchItem(line.custom_id, reply=reply_from_message(result.message, {}))
+                    yield BatchItem(
+                        line.custom_id, reply=reply_from_message(result.message, {}, self.response_format)
+                    )
                 else:
                     detail = ""
                     if result.type == "errored":
@@ -297,7 +340,7 @@ class AnthropicJudge(JudgeBase):
         return True
 
     def count_tokens(self, request: JudgeRequest, *, timeout: float = 30.0) -> int:
-        kwargs = messages_kwargs(request, self.model)
+        kwargs = messages_kwargs(request, self.model, self.response_format)
         kwargs.pop("max_tokens")
         return int(self._call("count_tokens", **kwargs, timeout=timeout).input_tokens)
 
@@ -307,6 +350,7 @@ class AnthropicProvider(Provider):
     resolves: a token, a profile)."""
 
     name = "anthropic"
+    limit_headers = LIMIT_HEADERS
     family = "anthropic"
     model_prefixes = ("claude",)
     key_variable = "ANTHROPIC_API_KEY"
@@ -354,6 +398,7 @@ class _CloudJudge(AnthropicJudge):
     def __init__(self, model: str, *, client: Any = None) -> None:
         self.model = model
         self._base_url = None
+        self._formats = Formats(FORMATS, FORMAT_WORDS)
         try:
             self._client = client or self._build()
         except Exception:  # no region, no project, no credential: every call says so

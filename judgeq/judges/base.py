@@ -9,13 +9,14 @@ holds for every judge and every worker pool.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-from judgeq.errors import JudgeError, JudgeRateLimited, JudgeTimeout
+from judgeq.errors import JudgeError, JudgeInvalidRequest, JudgeRateLimited, JudgeTimeout
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.reply import JudgeReply
 
@@ -37,6 +38,7 @@ from judgeq.telemetry import BudgetWaited, JudgeCall, current_job, emit, observe
 __all__ = [
     "Adopted",
     "CallOutcome",
+    "Formats",
     "Gate",
     "Judge",
     "JudgeBase",
@@ -58,6 +60,40 @@ def retry_after_seconds(headers: Any) -> float | None:
     answer's headers, in seconds; None when absent or unreadable; not capped (see
     :func:`judgeq.ratelimit.headers.retry_after`). Every provider's adapter reads it here."""
     return retry_after(headers)
+
+
+class Formats:
+    """The formats a judge asks for its verdict in, best first (structured output, then looser
+    ones: the request's own words ask for the JSON verdict in every one), and the one in use.
+
+    A server that refuses the one in use (an ``invalid_request`` whose message names it: one of
+    :attr:`words`) moves the judge to the next, for all its later calls; the last has no
+    fallback (its refusal is the job's null). Every provider's adapter falls back through this,
+    each with its own chain and words (data); thread-safe (a worker's threads share a judge)."""
+
+    def __init__(self, chain: tuple[str, ...], words: tuple[str, ...]) -> None:
+        self.chain = chain
+        self.words = tuple(w.lower() for w in words)
+        self._at = 0
+        self._lock = threading.Lock()
+
+    @property
+    def current(self) -> str:
+        """The format asked for now."""
+        return self.chain[self._at]
+
+    def fall_back(self, asked: str, error: JudgeError) -> bool:
+        """After ``error`` answered a request in ``asked``: True (and the judge moved past
+        ``asked``) when it is the server refusing that format and a looser one remains; False
+        for any other error, and for a refusal of the last format."""
+        if not isinstance(error, JudgeInvalidRequest) or not any(w in str(error).lower() for w in self.words):
+            return False
+        at = self.chain.index(asked)
+        if at + 1 >= len(self.chain):
+            return False
+        with self._lock:  # (a racing caller may have moved it already: the furthest move holds)
+            self._at = max(self._at, at + 1)
+        return True
 
 
 def _split(url: Any) -> tuple[str, str] | None:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from judgeq.errors import JudgeAPIError, JudgeAuthError, JudgeError, JudgeTimeout
 from judgeq.grading.request import JudgeRequest
-from judgeq.judges.base import JudgeBase, JudgeReply, endpoint_of, server_of
+from judgeq.judges.base import Formats, JudgeBase, JudgeReply, endpoint_of, server_of
 from judgeq.judges.batches import BatchInfo, BatchItem, BatchJudge
 from judgeq.judges.providers import JudgeSetup, LazyModule, Provider
 from judgeq.judges.statuses import StatusRules, error_for
@@ -56,6 +56,13 @@ KEY_VARIABLES = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
 """The variables the SDK reads a key from, in its order (the first set wins)."""
 VERTEX_VARIABLE = "GOOGLE_GENAI_USE_VERTEXAI"
 NO_KEY = "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY)"
+FORMATS = ("json_schema", "text")
+"""The verdict's formats, best first (:class:`~judgeq.judges.base.Formats`): structured output
+(``response_mime_type`` JSON with ``response_json_schema``), then the request's own words alone
+(a model without JSON mode: Google answers 400 "JSON mode is not enabled for models/...")."""
+FORMAT_WORDS = ("json mode", "response_json_schema", "responsejsonschema", "response_mime_type",
+                "responsemimetype", "response_schema", "responseschema")  # fmt: skip
+"""What a 400 names when the server refuses structured output."""
 PRO_MIN_THINKING = 128
 """Gemini 2.5 Pro cannot stop thinking; the smallest budget it takes."""
 
@@ -176,6 +183,7 @@ class GeminiJudge(JudgeBase):
 
     def __init__(self, model: str, *, client: genai.Client | None = None) -> None:
         self.model = model
+        self._formats = Formats(FORMATS, FORMAT_WORDS)
         self._server = _base_url()  # the SDK reads it once, when its client is built
         self._client: genai.Client | None = client
         if client is None and (_vertex() or _key() is not None):  # a blank key is none
@@ -207,20 +215,26 @@ class GeminiJudge(JudgeBase):
 
     @property
     def response_format(self) -> str:
-        return "json_schema"
+        """How the verdict is asked for now: structured output (a response schema), or the
+        request's words alone after the server refused it (:data:`FORMATS`)."""
+        return self._formats.current
 
-    def config(self, request: JudgeRequest, timeout: float | None) -> genai_types.GenerateContentConfigDict:
-        """The ``GenerateContentConfig`` of a request (as the SDK's keyword names)."""
+    def config(
+        self, request: JudgeRequest, timeout: float | None, shape: str | None = None
+    ) -> genai_types.GenerateContentConfigDict:
+        """The ``GenerateContentConfig`` of a request (as the SDK's keyword names), in ``shape``
+        (default: the format in use)."""
         budget = thinking_budget(self.model)
         config: genai_types.GenerateContentConfigDict = {
             "system_instruction": "\n\n".join(request.system),
-            "response_mime_type": "application/json",
-            "response_json_schema": request.output_schema,
             # thinking tokens are output tokens: the budget comes on top of the verdict's
             "max_output_tokens": request.max_tokens + budget,
             "thinking_config": {"thinking_budget": budget},
             "automatic_continuation": False,
         }
+        if (shape or self.response_format) == "json_schema":
+            config["response_mime_type"] = "application/json"
+            config["response_json_schema"] = request.output_schema
         if timeout is not None:
             config["http_options"] = _http(timeout)
         return config
@@ -228,13 +242,18 @@ class GeminiJudge(JudgeBase):
     def complete(self, request: JudgeRequest, *, timeout: float) -> JudgeReply:
         if self._client is None:
             raise JudgeAuthError(NO_KEY)
-        try:
-            response = self._client.models.generate_content(
-                model=self.model, contents=request.user, config=self.config(request, timeout)
-            )
-        except Exception as exc:  # the SDK's errors, its transport's, a body that is not JSON
-            raise translate_error(exc) from None
-        return reply_from_response(response)
+        while True:
+            shape = self._formats.current
+            try:
+                response = self._client.models.generate_content(
+                    model=self.model, contents=request.user, config=self.config(request, timeout, shape)
+                )
+                break
+            except Exception as exc:  # the SDK's errors, its transport's, a body that is not JSON
+                error = translate_error(exc)
+                if not self._formats.fall_back(shape, error):  # else: refused, the next format
+                    raise error from None
+        return reply_from_response(response, shape)
 
     # -- Batch Mode as the batch lane (judgeq.judges.batches.BatchJudge) -----------------------
     def as_batch_judge(self) -> BatchJudge | None:
@@ -288,7 +307,7 @@ class GeminiJudge(JudgeBase):
             cid = str((getattr(answer, "metadata", None) or {}).get("key", ""))
             error = getattr(answer, "error", None)
             if getattr(answer, "response", None) is not None and error is None:
-                yield BatchItem(cid, reply=reply_from_response(answer.response))
+                yield BatchItem(cid, reply=reply_from_response(answer.response, self.response_format))
             else:
                 code = int(getattr(error, "code", 0) or 500)
                 message = f"{self.batch_label}: {str(getattr(error, 'message', '') or 'no message')[:300]}"
@@ -340,7 +359,7 @@ def _batch_info(job: Any) -> BatchInfo:
     return BatchInfo(str(job.name), BATCH_STATES.get(state, "in_progress"), {}, error=failed)
 
 
-def reply_from_response(response: Any) -> JudgeReply:
+def reply_from_response(response: Any, response_format: str = "json_schema") -> JudgeReply:
     """A ``GenerateContentResponse`` as a :class:`JudgeReply`: its text (thoughts left out),
     finish reason, usage (cached prompt tokens apart; thoughts as output) and model version."""
     candidates = getattr(response, "candidates", None) or []
@@ -360,7 +379,7 @@ def reply_from_response(response: Any) -> JudgeReply:
         cache_read_input_tokens=cached,
         limit_input_tokens=prompt,  # Google's token quotas count the whole prompt
         model=getattr(response, "model_version", None),
-        response_format="json_schema",
+        response_format=response_format,
     )
 
 

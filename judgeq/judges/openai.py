@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +28,7 @@ from judgeq.errors import (
 )
 from judgeq.grading.request import JudgeRequest
 from judgeq.judges.base import (
+    Formats,
     JudgeBase,
     JudgeReply,
     endpoint_of,
@@ -38,7 +38,7 @@ from judgeq.judges.base import (
 )
 from judgeq.judges.batches import BatchInfo, BatchItem, BatchJudge, batch_item_error
 from judgeq.judges.providers import JudgeSetup, LazyModule, Provider
-from judgeq.judges.statuses import OPENAI_STATUSES, error_for
+from judgeq.judges.statuses import StatusRules, error_for
 
 if TYPE_CHECKING:
     import openai
@@ -50,7 +50,9 @@ else:
 __all__ = [
     "COMPATIBLE_KEY",
     "FORMATS",
+    "LIMIT_HEADERS",
     "NO_KEY",
+    "OPENAI_STATUSES",
     "OpenAICompatibleJudge",
     "OpenAIJudge",
     "split_endpoint",
@@ -61,7 +63,13 @@ __all__ = [
 NO_KEY = "no OpenAI API key: set OPENAI_API_KEY"
 FORMATS = ("json_schema", "json_object", "text")
 """The response formats tried, in order (see the module docstring)."""
-RATE_HEADERS = ("x-ratelimit-", "retry-after")
+FORMAT_WORDS = ("response_format", "json_schema", "json_object")
+"""What a server's 400 (or 422) names when it refuses the response format (:class:`Formats`)."""
+LIMIT_HEADERS = ("x-ratelimit-",)
+"""Where OpenAI's API states its limits (https://platform.openai.com/docs/guides/rate-limits), as
+many servers that speak it do (Groq, gateways: :mod:`judgeq.ratelimit.headers` reads their
+windows)."""
+RATE_HEADERS = (*LIMIT_HEADERS, "retry-after")
 BATCH_TIMEOUT = 600.0
 """Seconds for one Batch API call (uploading a batch's input file: up to 200 MB)."""
 BATCH_ENDPOINT = "/v1/chat/completions"
@@ -80,6 +88,11 @@ BATCH_ITEM_ERRORS = {"batch_expired": "expired", "batch_cancelled": "canceled"}
 BATCH_RETRYABLE = frozenset({"token_limit_exceeded", "request_limit_exceeded", "rate_limit_exceeded"})
 """Codes of a failed batch that say "not now" (the organisation's enqueued-token limit for the
 model, a limit on batches): its jobs are sent again later."""
+OPENAI_STATUSES = StatusRules(
+    overloaded=frozenset({503, 529}), billing_codes=frozenset({"insufficient_quota"})
+)
+"""What OpenAI's API (and the servers that speak it) says its own way (:mod:`.statuses`): 503
+when the engine is overloaded; a spent quota is a 429 with code ``insufficient_quota``."""
 
 
 def _message(exc: openai.APIStatusError) -> str:
@@ -121,14 +134,6 @@ def translate_error(exc: Exception) -> JudgeError:
     return JudgeAPIError(f"unexpected judge failure: {type(exc).__name__}")
 
 
-def _is_format_refusal(exc: openai.APIStatusError) -> bool:
-    """A 400 that refuses the response format (the next shape may pass)."""
-    text = _message(exc).lower()
-    return exc.status_code in (400, 422) and (
-        "response_format" in text or "json_schema" in text or "json_object" in text
-    )
-
-
 class OpenAIJudge(JudgeBase):
     """A :class:`~judgeq.Judge` backed by ``openai.OpenAI().chat.completions.create``."""
 
@@ -154,8 +159,7 @@ class OpenAIJudge(JudgeBase):
             self._client = None
         if self._client is not None and client is None and not str(self._client.api_key or "").strip():
             self._client = None
-        self._format = 0
-        self._lock = threading.Lock()
+        self._formats = Formats(FORMATS, FORMAT_WORDS)
 
     @property
     def has_credentials(self) -> bool:
@@ -181,7 +185,7 @@ class OpenAIJudge(JudgeBase):
     @property
     def response_format(self) -> str:
         """The response format in use (``json_schema``, ``json_object`` or ``text``)."""
-        return FORMATS[self._format]
+        return self._formats.current
 
     def _kwargs(self, request: JudgeRequest, shape: str) -> dict[str, Any]:
         messages = [
@@ -206,19 +210,16 @@ class OpenAIJudge(JudgeBase):
         if self._client is None:
             raise JudgeAuthError(NO_KEY)
         while True:
-            shape = self._format
+            shape = self._formats.current
             try:
                 raw = self._client.chat.completions.with_raw_response.create(
-                    **self._kwargs(request, FORMATS[shape]), timeout=timeout
+                    **self._kwargs(request, shape), timeout=timeout
                 )
-            except openai.APIStatusError as exc:
-                if _is_format_refusal(exc) and shape < len(FORMATS) - 1:
-                    with self._lock:  # the next shape, once, kept for the judge's later calls
-                        self._format = max(self._format, shape + 1)
-                    continue
-                raise translate_error(exc) from None
             except (openai.OpenAIError, OSError) as exc:
-                raise translate_error(exc) from None
+                error = translate_error(exc)
+                if self._formats.fall_back(shape, error):  # the server refused the format: the next
+                    continue
+                raise error from None
             try:
                 completion = raw.parse()
             except (openai.OpenAIError, ValueError) as exc:
@@ -228,7 +229,7 @@ class OpenAIJudge(JudgeBase):
                     f"{self.provider} judge: the server answered something that is not a chat "
                     "completion (check the URL: it usually ends in /v1)"
                 )
-            reply = self._reply(completion, rate_limit_headers(raw.headers), FORMATS[shape])
+            reply = self._reply(completion, rate_limit_headers(raw.headers), shape)
             reply.model = served_model(reply.model, raw.headers)  # a gateway names the real model
             return reply
 
@@ -524,6 +525,7 @@ class OpenAIProvider(Provider):
     ``OPENAI_BASE_URL`` as its SDK reads them."""
 
     name = "openai"
+    limit_headers = LIMIT_HEADERS
     family = "openai"
     model_prefixes = ("gpt-", "gpt4", "chatgpt", "o1", "o3", "o4", "davinci", "text-davinci")
     key_variable = "OPENAI_API_KEY"
@@ -557,6 +559,7 @@ class OpenAICompatibleProvider(Provider):
     only where ``JUDGEQ_JUDGE_URLS`` allows it, with :data:`COMPATIBLE_KEY` when it needs a key."""
 
     name = "openai-compatible"
+    limit_headers = LIMIT_HEADERS
     spec_form = "openai-compatible:MODEL@URL"
     key_variable = COMPATIBLE_KEY
     key_name = "a key for the server"

@@ -116,6 +116,12 @@ class Provider:
     """The model of ``--judge NAME`` with none ("" : one must be given)."""
     spec_form: str = ""
     """How ``--judge`` names one of its judges, in help and errors ("": ``NAME:MODEL``)."""
+    limit_headers: tuple[str, ...] = ()
+    """The rate-limit header families its servers state their limits in, by prefix
+    (``anthropic-ratelimit-``, ``x-ratelimit-``): its judges hand these headers to the shared
+    budget, which learns the server's limits from them (how a family is read, once for every
+    server that states it: :mod:`judgeq.ratelimit.headers`). (): its servers state none; the
+    budget learns from their 429s alone."""
 
     @property
     def form(self) -> str:

@@ -19,7 +19,9 @@ other 5xx, 409          JudgeAPIError (``api_error``)
 any other 4xx           JudgeInvalidRequest (``invalid_request``)
 ======================  ==========================================
 
-The first row that holds wins. Rate limits, overloads and server errors carry the server's
+Each provider's rules live in its module (``ANTHROPIC_STATUSES`` in :mod:`.anthropic`,
+``OPENAI_STATUSES`` in :mod:`.openai`, ``GEMINI_STATUSES`` in :mod:`.gemini`). The first row that
+holds wins. Rate limits, overloads and server errors carry the server's
 ``retry-after``; which errors are retried and which pause the run is the errors' own
 (:mod:`judgeq.errors`), not this mapping's.
 """
@@ -40,7 +42,7 @@ from judgeq.errors import (
     JudgeTimeout,
 )
 
-__all__ = ["ANTHROPIC_STATUSES", "OPENAI_STATUSES", "StatusRules", "error_for"]
+__all__ = ["StatusRules", "error_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,15 +61,6 @@ class StatusRules:
     timeouts: frozenset[int] = frozenset()
     """Statuses beyond 408 meaning the server gave up waiting (Google's 504
     ``DEADLINE_EXCEEDED``)."""
-
-
-ANTHROPIC_STATUSES = StatusRules(overloaded=frozenset({529}), billing_phrases=("credit balance",))
-"""Anthropic's Messages API: 529 ``overloaded_error``; a spent credit balance is a 400 saying so."""
-OPENAI_STATUSES = StatusRules(
-    overloaded=frozenset({503, 529}), billing_codes=frozenset({"insufficient_quota"})
-)
-"""OpenAI's API (and the servers that speak it): 503 when the engine is overloaded; a spent
-quota is a 429 with code ``insufficient_quota``."""
 
 
 def error_for(

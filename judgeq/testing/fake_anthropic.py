@@ -548,15 +548,19 @@ def generate_from_schema(
     return _SchemaWalker(schema, key_text, seed, score, verdict).walk(schema, "$", "")
 
 
+DEFAULT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "score": {"type": "integer", "description": "integer from 1 to 10"},
+        "reasoning": {"type": "string"},
+    },
+}
+"""The verdict a stand-in answers when the request gives no schema (a model following the
+request's words: "Answer with one JSON object")."""
+
+
 def _default_answer(key_text: str, seed: str, score: int | float | None) -> dict[str, Any]:
-    schema = {
-        "type": "object",
-        "properties": {
-            "score": {"type": "integer", "description": "integer from 1 to 10"},
-            "reasoning": {"type": "string"},
-        },
-    }
-    result: dict[str, Any] = generate_from_schema(schema, key_text, seed=seed, score=score)
+    result: dict[str, Any] = generate_from_schema(DEFAULT_SCHEMA, key_text, seed=seed, score=score)
     return result
 
 
@@ -741,6 +745,10 @@ class FakeMessagesAPI:
         checked: the signature's presence and form are)."""
         self.google_token = "ya29.fake-judgeq-token"
         """The access token a Vertex AI request must carry."""
+        self.structured = True
+        """False: the server does not know structured outputs (a model, or a cloud's region,
+        without them): ``output_config`` is refused as an unknown field, a 400 "output_config:
+        Extra inputs are not permitted" (as Claude on Vertex AI has answered Haiku 4.5's)."""
         self.timeout_sleep = timeout_sleep
         self.seed = seed
         self._lock = threading.Lock()
@@ -1268,7 +1276,8 @@ class FakeMessagesAPI:
             )
         if body.get("stream"):
             raise _BadRequest("stream: the fake server does not support streaming")
-        extra = sorted(set(body) - _REQUEST_FIELDS)
+        known = _REQUEST_FIELDS if self.structured else _REQUEST_FIELDS - {"output_config"}
+        extra = sorted(set(body) - known)
         if extra:  # (the API refuses what it does not know: e.g. the beta's output_format)
             raise _BadRequest(f"{extra[0]}: Extra inputs are not permitted")
         output_config = body.get("output_config")

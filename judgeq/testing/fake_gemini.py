@@ -55,7 +55,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import SplitResult, parse_qs, urlsplit
 
-from judgeq.testing.fake_anthropic import DirectiveError, Directives, generate_from_schema, parse_directives
+from judgeq.testing.fake_anthropic import (
+    DEFAULT_SCHEMA,
+    DirectiveError,
+    Directives,
+    generate_from_schema,
+    parse_directives,
+)
 from judgeq.testing.serving import serve_until_signalled
 
 __all__ = [
@@ -398,6 +404,10 @@ class FakeGeminiAPI:
         self.responder = responder  # (model, body) -> text; overrides schema generation
         self.timeout_sleep = timeout_sleep
         """Seconds a ``[[fake:slow]]`` request sleeps."""
+        self.json_mode = True
+        """False: the model has no JSON mode, as Google's older models: a request asking for JSON
+        (``responseMimeType: application/json``, a response schema) is a 400 INVALID_ARGUMENT
+        "JSON mode is not enabled for models/MODEL"."""
         self._attempts: dict[str, int] = {}
         self.batch_polls_to_finish = batch_polls_to_finish
         self.request_count = 0  # every HTTP request received
@@ -735,10 +745,10 @@ class FakeGeminiAPI:
             elif schema is not None:
                 value = value_from_schema(schema)
                 text = value if mime == "text/x.enum" else json.dumps(value)
-            elif mime == "application/json":
-                text = json.dumps({"result": "ok"})
-            else:
-                text = "This is a deterministic reply from the fake Gemini API."
+            else:  # no schema: a model following the request's words (a JSON verdict)
+                text = json.dumps(
+                    generate_from_schema(DEFAULT_SCHEMA, user, score=found.score, verdict=found.verdict)
+                )
         text = {"garbage": GARBAGE, "truncated": TRUNCATED, "refusal": "", "empty": ""}.get(fault or "", text)
         prompt = user + "".join(_texts(_get(body, "systemInstruction")))
         finish = {"truncated": "MAX_TOKENS", "refusal": "SAFETY"}.get(fault or "", "STOP")
@@ -811,7 +821,9 @@ class FakeGeminiAPI:
         self._err(h, code, message, status, details)
 
     def _generate(self, h: BaseHTTPRequestHandler, model: str, body: dict[str, Any]) -> None:
-        self._validate_generate(body)
+        gc = self._validate_generate(body)
+        if not self.json_mode and _get(gc, "responseMimeType") == "application/json":
+            raise _BadRequest(f"JSON mode is not enabled for models/{model}", violation=False)
         if self.latency:
             time.sleep(self.latency)
         if self._inject_fault(h):
@@ -870,9 +882,11 @@ class FakeGeminiAPI:
             raise _BadRequest("* batch.input_config: requests must not be empty\n", violation=False)
         for i, r in enumerate(reqs):
             _check_fields(r, {"request", "metadata"}, f"batch.inputConfig.requests.requests[{i}]")
-            self._validate_generate(
+            gc = self._validate_generate(
                 r.get("request") or {}, f"batch.inputConfig.requests.requests[{i}].request"
             )
+            if not self.json_mode and _get(gc, "responseMimeType") == "application/json":
+                raise _BadRequest(f"JSON mode is not enabled for models/{model}", violation=False)
         bid = uuid.uuid4().hex[:24]
         now = time.time()
         job = {

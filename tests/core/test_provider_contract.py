@@ -14,6 +14,7 @@ suites: tests/core/test_lane.py, tests/test_batch_adapter.py)."""
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +33,7 @@ from judgeq.judges.providers import JudgeSetup, provider, registered
 from judgeq.pipeline.job import provenance
 from judgeq.ratelimit import server_limits
 from judgeq.rubric.model import load_rubric
+from judgeq.settings import load_settings
 from judgeq.testing.fake_anthropic import FakeMessagesAPI
 from judgeq.testing.fake_gemini import FakeGeminiAPI
 from judgeq.testing.fake_openai import FakeChatAPI
@@ -44,7 +46,7 @@ ENV = (
     "GOOGLE_GENAI_USE_VERTEXAI", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY", "AWS_BEARER_TOKEN_BEDROCK", "AWS_PROFILE", "ANTHROPIC_BEDROCK_BASE_URL",
     "GOOGLE_APPLICATION_CREDENTIALS", "ANTHROPIC_VERTEX_PROJECT_ID", "CLOUD_ML_REGION",
-    "ANTHROPIC_VERTEX_BASE_URL", "ANTHROPIC_VERTEX_ACCESS_TOKEN",
+    "ANTHROPIC_VERTEX_BASE_URL", "ANTHROPIC_VERTEX_ACCESS_TOKEN", "JUDGEQ_JUDGE_URLS",
 )  # fmt: skip
 
 
@@ -52,12 +54,15 @@ ENV = (
 class Stand:
     """How one provider is tried: its stand-in (a context giving the server, its base URL and
     ``known(model)``), the environment that points the provider's SDK at it with a key, the
-    model it serves and how the server spells a refused key's failure."""
+    model it serves and how to make it refuse structured output."""
 
     spec: str
     serve: Callable[[str], AbstractContextManager[Any]]
     environment: Callable[[str, str], dict[str, str]]
     model: str
+    unstructured: Callable[[Any], None]
+    """Makes the stand-in a server that refuses structured output (as its service's models or
+    regions without it do)."""
 
 
 RPM = 6000
@@ -101,18 +106,21 @@ PROVIDERS = [
         _anthropic,
         lambda url, key: {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": url},
         "claude-contract",
+        lambda fake: setattr(fake, "structured", False),
     ),
     Stand(
         "openai:gpt-contract",
         _openai,
         lambda url, key: {"OPENAI_API_KEY": key, "OPENAI_BASE_URL": url + "/v1"},
         "gpt-contract",
+        lambda fake: setattr(fake, "structured", False),
     ),
     Stand(
         "openai-compatible:gpt-contract@{url}/v1",
         _openai,
         lambda url, key: {"OPENAI_COMPATIBLE_API_KEY": key},
         "gpt-contract",
+        lambda fake: setattr(fake, "structured", False),
     ),
     Stand(
         "bedrock:claude-contract",
@@ -123,13 +131,21 @@ PROVIDERS = [
             "ANTHROPIC_BEDROCK_BASE_URL": url,
         },
         "claude-contract",
+        lambda fake: setattr(fake, "structured", False),
     ),
-    Stand("vertex:claude-contract", _vertex, _vertex_environment, "claude-contract"),
+    Stand(
+        "vertex:claude-contract",
+        _vertex,
+        _vertex_environment,
+        "claude-contract",
+        lambda fake: setattr(fake, "structured", False),
+    ),
     Stand(
         "gemini:gemini-2.5-flash",
         _gemini,
         lambda url, key: {"GEMINI_API_KEY": key, "GOOGLE_GEMINI_BASE_URL": url},
         "gemini-2.5-flash",
+        lambda fake: setattr(fake, "json_mode", False),
     ),
 ]
 IDS = [s.spec.partition(":")[0] for s in PROVIDERS]
@@ -160,8 +176,9 @@ def tried(stand: Stand, monkeypatch: pytest.MonkeyPatch, key: str = SECRET) -> I
         url = fake.base_url
         for name, value in stand.environment(url, key).items():
             monkeypatch.setenv(name, value)
+        monkeypatch.setenv("JUDGEQ_JUDGE_URLS", url)
         spec = parse_judge_spec(stand.spec.format(url=url))
-        setup = JudgeSetup(api_key=key if spec.provider == "anthropic" else None, urls=(url,))
+        setup = JudgeSetup.of(load_settings())  # as a worker builds it: from this environment
         yield Tried(spec.api.build(spec.model, setup), fake, url, stand)
 
 
@@ -185,6 +202,28 @@ def test_a_verdict_comes_back_structured_and_scores(stand: Stand, monkeypatch: p
     assert verdict.scores and set(verdict.scores.values()) == {7}
     assert reply.input_tokens > 0 and reply.output_tokens > 0
     assert (reply.response_format or t.judge.response_format) == "json_schema"
+
+
+def test_a_server_refusing_structured_output_gets_the_verdict_in_a_looser_format(
+    stand: Stand, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model or region without structured output refuses it with a 400: the judge asks in
+    its provider's next format (the request's words ask for the JSON verdict in each), says so
+    in the reply (provenance), and keeps that format: one refused request a judge, not a job."""
+    with tried(stand, monkeypatch) as t:
+        stand.unstructured(t.fake)
+        first = t.judge.complete(request("[[fake:score=7]]"), timeout=5)
+        before = t.fake.request_count
+        again = t.judge.complete(request("[[fake:score=6]]"), timeout=5)
+        assert t.fake.request_count == before + 1
+    assert first.response_format not in (None, "json_schema")
+    assert again.response_format == first.response_format == t.judge.response_format
+    for reply, score in ((first, 7), (again, 6)):
+        verdict = parse_verdict(
+            RUBRIC, text=reply.text, tool_input=reply.tool_input, stop_reason=reply.stop_reason
+        )
+        assert verdict.null_reason is None, reply.text
+        assert set(verdict.scores.values()) == {score}
 
 
 FAULTS = [
@@ -279,6 +318,23 @@ def test_provenance_and_the_cache_name_the_server_never_the_key(
         assert other.judge.cache_identity != t.judge.cache_identity
 
 
+def test_no_secret_reaches_the_logs_even_at_debug(
+    stand: Stand, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every logger (the SDK's, its HTTP client's, judgeq's) at DEBUG, through an answer, a
+    refused key and a rate limit: the key is in none of it. (Redis, task messages, reports and
+    the CLI: tests/cli/test_no_secret_printed.py, through a whole run.)"""
+    caplog.set_level(logging.DEBUG)
+    with tried(stand, monkeypatch) as t:
+        t.judge.complete(request(), timeout=5)
+        for marker in ("[[fake:401]]", "[[fake:429,retry_after=2]]"):
+            with pytest.raises(JudgeError):
+                t.judge.complete(request(marker), timeout=5)
+    assert caplog.records  # (the SDKs log their requests at DEBUG: something was read)
+    assert SECRET not in caplog.text
+    assert all(SECRET not in repr(r.args) for r in caplog.records)
+
+
 def _where(fact: Callable[[Any], bool]) -> list[Any]:
     """The rows whose provider has ``fact`` (a case that is not every provider's)."""
     return [
@@ -297,8 +353,6 @@ def test_a_provider_without_a_key_says_so_before_any_call(
     spec = parse_judge_spec(stand.spec.format(url="http://127.0.0.1:9"))
     for name in ENV:
         monkeypatch.delenv(name, raising=False)
-    from judgeq.settings import load_settings
-
     assert not spec.api.has_credentials(load_settings())
     judge = spec.api.build(spec.model, JudgeSetup())
     assert not judge.has_credentials
@@ -354,11 +408,12 @@ def test_a_batch_api_where_offered_answers_each_request_by_its_id(
 
 
 def test_the_limits_a_server_states_reach_the_budget(stand: Stand, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The providers that state their limits in headers (Anthropic's ``anthropic-ratelimit-*``,
-    OpenAI's ``x-ratelimit-*``) teach the shared budget the server's limit; those that state
-    none (Gemini; Claude on Bedrock and Vertex AI, whose quotas are the clouds') leave the budget
-    to learn from 429s (the adaptive mode)."""
-    states = stand.spec.partition(":")[0] in ("anthropic", "openai", "openai-compatible")
+    """The providers whose servers state their limits in headers (:attr:`Provider.limit_headers`:
+    Anthropic's ``anthropic-ratelimit-*``, OpenAI's ``x-ratelimit-*``) teach the shared budget
+    the server's limit; those that state none (Gemini; Claude on Bedrock and Vertex AI, whose
+    quotas are the clouds') leave the budget to learn from 429s (the adaptive mode)."""
     with tried(stand, monkeypatch) as t:
         reply = t.judge.complete(request(), timeout=5)
+        states = parse_judge_spec(stand.spec.format(url=t.url)).api.limit_headers
     assert server_limits(reply.headers) == ({"requests": RPM} if states else {})
+    assert all(name.startswith((*states, "retry-after")) for name in reply.headers)

@@ -13,7 +13,9 @@ import pytest
 
 from judgeq.judges import anthropic as anthropic_judge
 from judgeq.judges import openai as openai_judge
-from judgeq.judges.statuses import ANTHROPIC_STATUSES, OPENAI_STATUSES, StatusRules, error_for
+from judgeq.judges.anthropic import ANTHROPIC_STATUSES
+from judgeq.judges.openai import OPENAI_STATUSES
+from judgeq.judges.statuses import StatusRules, error_for
 
 # (status, error code, message) -> the null reason every provider gives it
 COMMON: dict[tuple[int, str, str], str] = {
