@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from judgeq.errors import ConfigError, JudgeError
 from judgeq.grading.retrieval import parse_position_weights
+from judgeq.jobs.base import label_problem
 from judgeq.jobs.kinds import KINDS, kind_for
 from judgeq.jobs.models import Job
 from judgeq.jobs.reader import JobsFileLimits, JobsFileScan, scan_jobs_file
@@ -401,30 +402,14 @@ def check_rubric_fits(rubric: Rubric, scan: JobsFileScan) -> None:
 
 
 def label_check(rubric: Rubric) -> Callable[[Job], tuple[str, str] | None]:
-    """The check of each job's ``label`` against the rubric: a number on its scale (numeric
-    rubrics), ``pass``/``fail`` (pass-fail and numeric rubrics: compared with ``passed``), or
-    ``a``/``b``/``tie`` (pairwise rubrics)."""
-    lo, hi = rubric.scale_range
+    """The check of each job's ``label`` against the rubric (:func:`label_problem`)."""
 
     def check(job: Job) -> tuple[str, str] | None:
         label = job.label
         if label is None or job.kind != kind_for(rubric).name:
             return None  # a job of another kind: the rubric refuses the file for that, once
-        if rubric.is_pairwise:
-            if label not in ("a", "b", "tie"):
-                return "label", f"a pairwise rubric's label is a, b or tie; got {label!r}"
-            return None
-        if label in ("a", "b", "tie"):
-            return "label", f"{label!r} is a pair label; rubric {rubric.name!r} takes a score or pass/fail"
-        if isinstance(label, float):
-            if rubric.is_pass_fail:
-                return (
-                    "label",
-                    f"rubric {rubric.name!r} is pass-fail: the label is pass or fail; got {label:g}",
-                )
-            if not lo <= label <= hi:
-                return "label", f"{label:g} is outside the rubric's scale {lo}-{hi}"
-        return None
+        problem = label_problem(rubric, label)
+        return ("label", problem) if problem else None
 
     return check
 

@@ -14,13 +14,57 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, field_validator
 from judgeq.jobs.grade import Graded, Scoring, Unit, scored
 from judgeq.rubric.model import RetrievalConfig, Rubric
 
-__all__ = ["LABEL_WORDS", "MAX_ID_CHARS", "JobBase", "JobId"]
+__all__ = ["LABEL_WORDS", "MAX_ID_CHARS", "JobBase", "JobId", "label_problem", "normal_label"]
 
 MAX_ID_CHARS = 256
 JobId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 
 
 LABEL_WORDS = ("pass", "fail", "a", "b", "tie")
+
+
+def normal_label(v: Any) -> float | str | None:
+    """A person's label as judgeq keeps it: a finite number, or one of :data:`LABEL_WORDS`
+    (``True``/``False``: pass/fail; words in any case); ValueError saying what it is not."""
+    if v is None:
+        return v
+    if isinstance(v, bool):
+        return "pass" if v else "fail"
+    if isinstance(v, (int, float)):
+        if not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return float(v)
+    if isinstance(v, str):
+        word = v.strip().lower()
+        if word in LABEL_WORDS:
+            return word
+        try:
+            number = float(word)
+        except ValueError:
+            raise ValueError(f"must be a number, pass, fail, a, b or tie; got {v!r}") from None
+        if not math.isfinite(number):
+            raise ValueError("must be a finite number")
+        return number
+    raise ValueError(f"must be a number, pass, fail, a, b or tie; got {type(v).__name__}")
+
+
+def label_problem(rubric: Rubric, label: float | str) -> str | None:
+    """What is wrong with a (normal) ``label`` for ``rubric``, None when it fits: a number on
+    its scale (numeric rubrics), ``pass``/``fail`` (pass-fail and numeric rubrics: compared with
+    ``passed``), or ``a``/``b``/``tie`` (pairwise rubrics)."""
+    if rubric.is_pairwise:
+        return (
+            None if label in ("a", "b", "tie") else f"a pairwise rubric's label is a, b or tie; got {label!r}"
+        )
+    if label in ("a", "b", "tie"):
+        return f"{label!r} is a pair label; rubric {rubric.name!r} takes a score or pass/fail"
+    if isinstance(label, float):
+        lo, hi = rubric.scale_range
+        if rubric.is_pass_fail:
+            return f"rubric {rubric.name!r} is pass-fail: the label is pass or fail; got {label:g}"
+        if not lo <= label <= hi:
+            return f"{label:g} is outside the rubric's scale {lo}-{hi}"
+    return None
 
 
 class JobBase(BaseModel):
@@ -41,26 +85,7 @@ class JobBase(BaseModel):
     @field_validator("label", mode="before")
     @classmethod
     def _label(cls, v: Any) -> Any:
-        if v is None:
-            return v
-        if isinstance(v, bool):
-            return "pass" if v else "fail"
-        if isinstance(v, (int, float)):
-            if not math.isfinite(v):
-                raise ValueError("must be a finite number")
-            return float(v)
-        if isinstance(v, str):
-            word = v.strip().lower()
-            if word in LABEL_WORDS:
-                return word
-            try:
-                number = float(word)
-            except ValueError:
-                raise ValueError(f"must be a number, pass, fail, a, b or tie; got {v!r}") from None
-            if not math.isfinite(number):
-                raise ValueError("must be a finite number")
-            return number
-        raise ValueError(f"must be a number, pass, fail, a, b or tie; got {type(v).__name__}")
+        return normal_label(v)
 
     # -- the job-kind protocol -----------------------------------------------------------------
 

@@ -174,6 +174,14 @@ def render_markdown(document: RunReport | dict[str, Any]) -> str:
         *served_lines(judge.served),
         f"- Jobs file: `{report.batch or ''}`",
         f"- Started {report.started_at}, finished {report.finished_at} ({report.wall_s} s)",
+        *(
+            [
+                f"- Labels: {report.labels.given:g} from `{report.labels.file}`, imported "
+                f"{report.labels.imported_at} ({report.labels.changed:g} new or changed; no judge call)"
+            ]
+            if report.labels is not None
+            else []
+        ),
         "",
         "## Counts",
         "",

@@ -37,6 +37,7 @@ __all__ = [
     "Figures",
     "GroupFigures",
     "JudgeInfo",
+    "LabelsInfo",
     "Latency",
     "MeanCI",
     "NumericAgreement",
@@ -299,6 +300,18 @@ class Council(_Part):
     """Per judge, how often its category was the job's label (categorical labels)."""
 
 
+class LabelsInfo(_Part):
+    """Labels people gave after the run (``judgeq labels import``): the agreement figures use them."""
+
+    file: str
+    """The labels file, by name."""
+    imported_at: str
+    given: Num
+    """Jobs the file labelled."""
+    changed: Num
+    """Of them, jobs whose label is new or other than before."""
+
+
 class RunReport(GroupFigures):
     """A run's whole report (report.json)."""
 
@@ -327,6 +340,8 @@ class RunReport(GroupFigures):
     """Written before every job was graded (a run stopped, or at its cost limit)."""
     rescored_from: str | None = None
     """The run whose results this report scored again (``judgeq rescore``)."""
+    labels: LabelsInfo | None = None
+    """The last labels imported into the run (``judgeq labels import``)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -144,6 +144,7 @@ def _register() -> None:
         exporter,
         flower,
         importer,
+        labels,
         rescore,
         resume,
         rubrics,
@@ -171,6 +172,7 @@ def _register() -> None:
         importer.import_cmd,
         compare.compare,
         rescore.rescore,
+        labels.labels,
     ):
         main.add_command(command)
     main.add_command(worker.worker)

@@ -1,0 +1,153 @@
+"""People in the loop (issue 32, point 5): which jobs a labelling file holds, and labels read
+back with every problem named (judgeq/report/labels.py; the commands: tests/cli/test_labels.py)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judgeq.errors import ConfigError
+from judgeq.grading.result import Result
+from judgeq.jobs.kinds import make_result
+from judgeq.report.labels import COLUMNS, RANDOM, apply_labels, labelling_rows, read_labels, why_labelled
+from judgeq.rubric.model import load_rubric
+
+
+def result(i: int, **fields: Any) -> Result:
+    base: dict[str, Any] = {
+        "job_id": f"j{i}",
+        "index": i,
+        "status": "graded",
+        "overall": 5.0,
+        "passed": False,
+        "rubric_name": "quality",
+        "rubric_version": "1.0.0",
+        "judge_model": "m",
+    }
+    return make_result(**{**base, **fields})
+
+
+def test_jobs_without_a_verdict_or_with_a_doubted_one_come_first_then_the_random_draw() -> None:
+    results = [
+        result(0),
+        result(1, status="null", null_reason="timeout", overall=None, passed=None),
+        result(2, flags=["judges_disagree"]),
+        result(3, flags=["clamped"]),  # a flag that doubts nothing
+        *(result(i) for i in range(4, 40)),
+    ]
+    rows = labelling_rows(results, sample=5, seed=1)
+    assert [r["why"] for r in rows[:2]] == ["no verdict: timeout", "judges disagree"]
+    assert [r["job_id"] for r in rows[:2]] == ["j1", "j2"]
+    drawn = rows[2:]
+    assert len(drawn) == 5 and {r["why"] for r in drawn} == {RANDOM}
+    assert [int(r["job_id"][1:]) for r in drawn] == sorted(int(r["job_id"][1:]) for r in drawn)
+    assert all(list(r) == list(COLUMNS) for r in rows)
+    assert labelling_rows(results, sample=5, seed=1) == rows  # the seed repeats the draw
+    assert why_labelled(result(5, flags=["position_inconsistent"])) == "verdict changed with the order"
+
+
+def test_the_random_draw_is_uniform() -> None:
+    """Each of 20 undoubted jobs is drawn in about sample/n of the draws (reservoir sampling),
+    over 4,000 seeds: a draw that favoured the first or last jobs fails."""
+    results = [result(i) for i in range(20)]
+    counts: Counter[str] = Counter()
+    for seed in range(4000):
+        counts.update(r["job_id"] for r in labelling_rows(results, sample=5, seed=seed))
+    shares = [counts[f"j{i}"] / 4000 for i in range(20)]
+    assert all(0.21 < s < 0.29 for s in shares), shares
+
+
+def test_a_sample_larger_than_the_run_takes_every_job_once() -> None:
+    rows = labelling_rows([result(i) for i in range(3)], sample=10)
+    assert [r["job_id"] for r in rows] == ["j0", "j1", "j2"]
+
+
+def write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
+    import csv
+
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(COLUMNS))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({c: row.get(c, "") for c in COLUMNS})
+    return path
+
+
+RUBRIC = load_rubric("quality")
+IDS = [f"j{i}" for i in range(5)]
+
+
+def test_labels_read_back_from_csv_and_jsonl(tmp_path: Path) -> None:
+    csv_file = write_csv(
+        tmp_path / "l.csv",
+        [
+            {"job_id": "j0", "label": "PASS"},
+            {"job_id": "j1", "label": "7", "input": 'a "quoted",\nmulti-line text'},
+            {"job_id": "j2", "label": ""},  # not labelled
+        ],
+    )
+    assert read_labels(csv_file, RUBRIC, IDS, "r") == {"j0": "pass", "j1": 7.0}
+    jsonl = tmp_path / "l.jsonl"
+    jsonl.write_text(
+        json.dumps({"job_id": "j3", "label": "fail"}) + "\n\n" + json.dumps({"job_id": "j4"}) + "\n"
+    )
+    assert read_labels(jsonl, RUBRIC, IDS, "r") == {"j3": "fail"}
+
+
+def test_every_problem_is_named_by_line_and_field_and_none_is_applied(tmp_path: Path) -> None:
+    path = write_csv(
+        tmp_path / "bad.csv",
+        [
+            {"job_id": "j0", "label": "pass"},
+            {"job_id": "j1", "label": "banana"},
+            {"job_id": "nope", "label": "pass", "input": "two\nlines"},
+            {"job_id": "j2", "label": "b"},
+            {"job_id": "j3", "label": "11"},
+            {"job_id": "j0", "label": "fail"},
+            {"job_id": "", "label": "pass"},
+        ],
+    )
+    with pytest.raises(ConfigError) as caught:
+        read_labels(path, RUBRIC, IDS, "run-x")
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "no label imported:"
+    assert lines[1:] == [
+        f"{path}:3: label: must be a number, pass, fail, a, b or tie; got 'banana'",
+        f"{path}:4: job_id: run run-x has no job 'nope'",
+        f"{path}:6: label: 'b' is a pair label; rubric 'quality' takes a score or pass/fail",
+        f"{path}:7: label: 11 is outside the rubric's scale 1-10",
+        f"{path}:8: label: job 'j0' was labelled differently on line 2",
+        f"{path}:9: job_id: missing",
+    ]
+
+
+def test_a_file_without_the_columns_or_not_there_is_said_so(tmp_path: Path) -> None:
+    other = tmp_path / "other.csv"
+    other.write_text("id,grade\nj0,pass\n")
+    with pytest.raises(ConfigError, match="no job_id and no label column"):
+        read_labels(other, RUBRIC, IDS, "r")
+    with pytest.raises(ConfigError, match="no such file"):
+        read_labels(tmp_path / "absent.csv", RUBRIC, IDS, "r")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"job_id": "j0", "label": "pass"}\n{not json\n')
+    with pytest.raises(ConfigError, match=r"broken.jsonl:2: not JSON"):
+        read_labels(broken, RUBRIC, IDS, "r")
+
+
+def test_pair_labels_fit_a_pairwise_rubric_only(tmp_path: Path) -> None:
+    pairwise = load_rubric("pairwise")
+    path = write_csv(tmp_path / "p.csv", [{"job_id": "j0", "label": "A"}, {"job_id": "j1", "label": "tie"}])
+    assert read_labels(path, pairwise, IDS, "r") == {"j0": "a", "j1": "tie"}
+    with pytest.raises(ConfigError, match="pair label"):
+        read_labels(path, RUBRIC, IDS, "r")
+
+
+def test_applying_labels_changes_only_the_labelled_jobs() -> None:
+    results = [result(0, label="fail"), result(1), result(2, label=3.0)]
+    out = list(apply_labels(results, {"j0": "pass", "j1": 8.0}))
+    assert [r.label for r in out] == ["pass", 8.0, 3.0]
+    assert out[2] is results[2]
