@@ -456,6 +456,17 @@ def summary_text(document: RunReport | dict[str, Any], paths: dict[str, Path] | 
             num = agreement.numeric
             parts.append(f"Spearman {fmt(num.spearman)}, QWK {fmt(num.qwk)}")
         lines.append(f"agreement with {fmt_count(agreement.graded)} labels: " + "; ".join(parts))
+        est = agreement.estimates
+        rate = est.pass_rate if est is not None else None
+        if rate is not None and rate.ppi is not None:
+            people = rate.human_only.value if rate.human_only is not None else None
+            ci = rate.ppi.ci95 or [rate.ppi.value, rate.ppi.value]
+            lines.append(
+                f"pass rate from labels and verdicts (PPI++): {fmt(float(rate.ppi.value), '%')} "
+                f"({fmt(float(ci[0]), '%')}-{fmt(float(ci[1]), '%')}) with "
+                f"{fmt_count(rate.labelled)} labels; judge alone {fmt(float(rate.judge_only.value), '%')}, "
+                f"people alone {fmt(None if people is None else float(people), '%')}"
+            )
     council = report.council
     if council:
         lines.append(

@@ -10,16 +10,32 @@ unbiased for the people's mean for any ``lam``; ``lam`` is tuned to the variance
 ``cov(y, f) / ((1 + n/N) var(f))``, clipped to [0, 1] (0: the human-only mean; 1: classical
 PPI). Its interval is normal: ``theta +- z * sqrt(lam^2 var(f_u)/N + var(y - lam f)/n)``.
 Pass rates are means of 0/1. Pure: no numpy, no Celery, no Redis.
+
+**Strata.** :func:`stratified` combines estimates made apart in strata that cover the jobs (a
+report's: the jobs whose verdict the run doubts, and the others): each stratum's weight is its
+share of the jobs, its variance that weight squared times its own. People's labels need only be
+a random sample *within* each stratum, so a file that puts every doubted job before people and a
+random draw of the others (``judgeq labels export``) gives a valid estimate. A stratum whose
+every job is labelled is known exactly (its people's mean, no variance).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import NormalDist, covariance, fmean, variance
 
-__all__ = ["Estimate", "human_only", "judge_only", "ppi_mean"]
+__all__ = [
+    "Estimate",
+    "Moments",
+    "Stratum",
+    "human_only",
+    "judge_only",
+    "ppi_mean",
+    "ppi_moments",
+    "stratified",
+]
 
 
 @dataclass(frozen=True)
@@ -69,6 +85,34 @@ def judge_only(f_all: Sequence[float], level: float = 0.95) -> Estimate:
     return _normal(fmean(f_all), _var(f_all) / len(f_all), level, len(f_all))
 
 
+@dataclass
+class Moments:
+    """A stream's count, mean and sum of squared deviations (Welford): its mean and variance
+    without keeping its values."""
+
+    n: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    def add(self, x: float) -> None:
+        self.n += 1
+        delta = x - self.mean
+        self.mean += delta / self.n
+        self.m2 += delta * (x - self.mean)
+
+    @property
+    def var(self) -> float:
+        """The sample variance; 0 for fewer than two values."""
+        return self.m2 / (self.n - 1) if self.n > 1 else 0.0
+
+    @classmethod
+    def of(cls, xs: Sequence[float]) -> Moments:
+        out = cls()
+        for x in xs:
+            out.add(x)
+        return out
+
+
 def ppi_mean(
     y: Sequence[float],
     f: Sequence[float],
@@ -79,7 +123,20 @@ def ppi_mean(
 ) -> Estimate:
     """The PPI++ estimate of the people's mean (see the module); ``lam`` fixed, or tuned when
     None. ``y`` and ``f`` are the same labelled jobs, in the same order."""
-    n, big_n = len(y), len(f_u)
+    return ppi_moments(y, f, Moments.of(f_u), level, lam=lam)
+
+
+def ppi_moments(
+    y: Sequence[float],
+    f: Sequence[float],
+    unlabelled: Moments,
+    level: float = 0.95,
+    *,
+    lam: float | None = None,
+) -> Estimate:
+    """:func:`ppi_mean` with the unlabelled jobs' judge figures as their :class:`Moments` (a
+    report's stream: the labelled jobs are few and kept, the others are counted)."""
+    n, big_n = len(y), unlabelled.n
     if n != len(f):
         raise ValueError(f"{n} labels but {len(f)} judge figures for the labelled jobs")
     if n < 2 or big_n < 1:
@@ -89,5 +146,48 @@ def ppi_mean(
         lam = covariance(y, f) / ((1 + n / big_n) * var_f) if var_f > 0 else 0.0
         lam = min(1.0, max(0.0, lam))
     rectifier = [a - lam * b for a, b in zip(y, f, strict=True)]
-    value = lam * fmean(f_u) + fmean(rectifier)
-    return _normal(value, lam**2 * _var(f_u) / big_n + _var(rectifier) / n, level, n, lam)
+    value = lam * unlabelled.mean + fmean(rectifier)
+    return _normal(value, lam**2 * unlabelled.var / big_n + _var(rectifier) / n, level, n, lam)
+
+
+@dataclass
+class Stratum:
+    """One stratum's jobs, streamed: the labelled jobs' people's and judge's figures (kept), the
+    others' judge figures (counted)."""
+
+    y: list[float] = field(default_factory=list)
+    f: list[float] = field(default_factory=list)
+    unlabelled: Moments = field(default_factory=Moments)
+
+    def add(self, judge: float, person: float | None) -> None:
+        if person is None:
+            self.unlabelled.add(judge)
+        else:
+            self.y.append(person)
+            self.f.append(judge)
+
+    @property
+    def size(self) -> int:
+        return len(self.y) + self.unlabelled.n
+
+    def estimate(self, level: float) -> Estimate:
+        """Its PPI++ estimate; its people's mean, exact, when every job is labelled; ValueError
+        when it has unlabelled jobs and fewer than two labels."""
+        if not self.unlabelled.n and self.y:
+            value = fmean(self.y)
+            return Estimate(value, value, value, level, len(self.y), None)
+        return ppi_moments(self.y, self.f, self.unlabelled, level)
+
+
+def stratified(strata: Sequence[Stratum], level: float = 0.95) -> tuple[Estimate, list[Estimate]]:
+    """The estimate over the strata's jobs together (see the module) and each non-empty
+    stratum's own, in order; ValueError (from the stratum) when one cannot be estimated."""
+    full = [s for s in strata if s.size]
+    total = sum(s.size for s in full)
+    if not total:
+        raise ValueError("no jobs")
+    parts = [s.estimate(level) for s in full]
+    value = sum(s.size / total * e.value for s, e in zip(full, parts, strict=True))
+    z = _z(level)
+    var = sum((s.size / total * e.width / (2 * z)) ** 2 for s, e in zip(full, parts, strict=True))
+    return _normal(value, var, level, sum(len(s.y) for s in full)), parts

@@ -29,7 +29,7 @@ from judgeq.grading.result import Result
 from judgeq.jobs.kind import ReportShape, Section
 from judgeq.jobs.kinds import GROUP_SECTION_KEYS, KINDS
 from judgeq.judges.prices import Price, Prices, shipped_prices
-from judgeq.report.validity import AgreementStats, CouncilStats, InputPairing
+from judgeq.report.validity import AgreementStats, CouncilStats, EstimateStats, InputPairing
 from judgeq.settings import default_thresholds
 
 __all__ = [
@@ -253,6 +253,9 @@ class Aggregator:
         self.lo, self.hi = lo, hi
         mode = "pairwise" if scale == "pairwise" else "pass-fail" if pass_fail else "numeric"
         self.agreement = AgreementStats(mode, lo, hi, threshold)
+        self.estimates = (
+            EstimateStats(threshold, numeric=mode == "numeric", lo=lo, hi=hi) if mode != "pairwise" else None
+        )
         self.pairwise = scale == "pairwise"
         self.judges = list(judges)
         self.swap = swap
@@ -276,6 +279,8 @@ class Aggregator:
         self.run.add(r)
         self.agreement.add(r)
         by_model = r.kind not in _NOT_BY_MODEL
+        if self.estimates is not None:
+            self.estimates.add(r, by_model=by_model)
         if by_model:
             self.pairing.add(r)
         section = self.sections.get(r.kind)
@@ -403,6 +408,9 @@ class Aggregator:
                 out[str(KINDS[kind].section)] = body
         agreement = self.agreement.to_dict()
         if agreement is not None:
+            estimates = self.estimates.to_dict() if self.estimates is not None else None
+            if estimates is not None:
+                agreement["estimates"] = estimates
             out["agreement"] = agreement
         if self.council is not None:
             out["council"] = self.council.to_dict()

@@ -8,9 +8,38 @@ from judgeq.figures.formatting import fmt, fmt_ci, fmt_count, fmt_p
 from judgeq.jobs.kinds import KINDS
 from judgeq.judges.prices import unpriced_text
 from judgeq.judges.providers import is_offline, lane_name
-from judgeq.report.model import RunReport
+from judgeq.report.model import Estimates, GroupEstimates, QuantityEstimate, RunReport
 
 __all__ = ["render_markdown", "validity_markdown"]
+
+
+def _estimate_cells(q: QuantityEstimate | None, suffix: str) -> str:
+    if q is None:
+        return "| – | – | – |"
+    human = fmt_ci(q.human_only.value, q.human_only.ci95, suffix) if q.human_only else "–"
+    ppi = fmt_ci(q.ppi.value, q.ppi.ci95, suffix) if q.ppi else "–"
+    return f"| {fmt_ci(q.judge_only.value, q.judge_only.ci95, suffix)} | {human} | {ppi} |"
+
+
+def _estimates_markdown(est: Estimates) -> list[str]:
+    """The figures estimated from labels and verdicts together, run and models."""
+    rows: list[tuple[str, GroupEstimates]] = [("**run**", est), *sorted((est.by_model or {}).items())]
+    lines = [
+        "",
+        "### Estimates from labels and verdicts together",
+        "",
+        "| | pass rate: judge only | people only (labelled) | both (PPI++) "
+        "| mean: judge only | people only (labelled) | both (PPI++) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, group in rows:
+        cells = _estimate_cells(group.pass_rate, "%") + _estimate_cells(group.mean, "")[1:]
+        lines.append(f"| {name} {cells}")
+    notes = [q.note for q in (est.pass_rate, est.mean) if q is not None and q.note]
+    lines += ["", *(f"- {n}" for n in dict.fromkeys(notes))]
+    if est.note:
+        lines.append(f"- {est.note}")
+    return lines
 
 
 def validity_markdown(report: RunReport) -> list[str]:
@@ -61,6 +90,8 @@ def validity_markdown(report: RunReport) -> list[str]:
                 f"quadratic-weighted kappa {fmt(nu.qwk, nd=3)}, "
                 f"mean absolute error {fmt_ci(nu.mae, nu.mae_ci95)}"
             )
+        if ag.estimates is not None:
+            lines += _estimates_markdown(ag.estimates)
     co = report.council
     if co:
         extra = [

@@ -34,6 +34,8 @@ __all__ = [
     "Counts",
     "Disagreement",
     "Distributions",
+    "EstimateFigure",
+    "Estimates",
     "Figures",
     "GroupFigures",
     "JudgeInfo",
@@ -237,6 +239,44 @@ class NumericAgreement(_Part):
     kendall_p: Num | None = None
 
 
+class EstimateFigure(_Part):
+    """A figure with its 95% interval, over ``n`` jobs (people's labels: the labelled ones)."""
+
+    value: Num
+    ci95: Interval = None
+    n: int
+
+
+class PPIFigure(EstimateFigure):
+    """The prediction-powered estimate; ``lam`` the judge's weight in each stratum."""
+
+    lam: list[Num | None] = Field(default_factory=list)
+
+
+class QuantityEstimate(_Part):
+    """One figure (a pass rate in %, a mean score) three ways: the judge's alone over every
+    graded job, people's alone over the labelled ones, and both together (PPI++)."""
+
+    n: int
+    labelled: int
+    judge_only: EstimateFigure
+    human_only: EstimateFigure | None = None
+    ppi: PPIFigure | None = None
+    note: str | None = None
+
+
+class GroupEstimates(_Part):
+    pass_rate: QuantityEstimate | None = None
+    mean: QuantityEstimate | None = None
+
+
+class Estimates(GroupEstimates):
+    """The run's figures estimated from labels and verdicts together, and each model's."""
+
+    by_model: dict[str, GroupEstimates] | None = None
+    note: str | None = None
+
+
 class Agreement(_Part):
     """The judge against people's labels (jobs with a ``label``)."""
 
@@ -247,6 +287,7 @@ class Agreement(_Part):
     pairs: PairsAgreement | None = None
     pass_fail: Categorical | None = None
     numeric: NumericAgreement | None = None
+    estimates: Estimates | None = None
 
 
 class MeanCI(_Part):

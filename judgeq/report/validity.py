@@ -21,17 +21,21 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from statistics import NormalDist
 from typing import Any
 
 from judgeq.figures import stats as _stats
+from judgeq.figures.ppi import Estimate, Moments, Stratum, human_only, stratified
 from judgeq.figures.stats import pct
 from judgeq.grading.result import Result
 
 __all__ = [
+    "DOUBTED",
     "MAX_UNITS",
     "SHOWN",
     "AgreementStats",
     "CouncilStats",
+    "EstimateStats",
     "InputPairing",
 ]
 
@@ -39,6 +43,9 @@ MAX_UNITS = 200_000
 """Jobs (or inputs) whose per-judge or per-model values are kept for alpha, z-scores and
 paired tests: the first that many graded; the figures say when they are over a sample."""
 SHOWN = 20
+DOUBTED = frozenset({"judges_disagree", "position_inconsistent"})
+"""The flags by which a run doubts its own verdict: a stratum of their own for the estimates
+(:class:`EstimateStats`; ``judgeq labels export`` puts all of them before people)."""
 
 
 @dataclass(slots=True)
@@ -329,3 +336,124 @@ def _shares(counts: dict[str, list[int]]) -> dict[str, dict[str, Any]] | None:
         }
         for j, (n, k) in counts.items()
     }
+
+
+@dataclass(slots=True)
+class _Quantity:
+    """One figure's strata (doubted verdicts, the others) and the judge's figure over all."""
+
+    strata: tuple[Stratum, Stratum] = field(default_factory=lambda: (Stratum(), Stratum()))
+    judge: Moments = field(default_factory=Moments)
+
+    def add(self, judge: float, person: float | None, doubted: bool) -> None:
+        self.judge.add(judge)
+        self.strata[1 if doubted else 0].add(judge, person)
+
+    @property
+    def doubted(self) -> int:
+        """Jobs whose verdict the run doubts (their own stratum)."""
+        return self.strata[1].size
+
+    def to_dict(
+        self, scale: float, bounds: tuple[float, float], level: float = 0.95
+    ) -> dict[str, Any] | None:
+        """Its figures times ``scale``; intervals clipped to ``bounds`` (what the figure can be:
+        a normal interval past them says nothing more). None without labels."""
+        people = [y for s in self.strata for y in s.y]
+        if not people or not self.judge.n:
+            return None
+        lo, hi = bounds
+
+        def shown(e: Estimate) -> dict[str, Any]:
+            ends = (max(lo, min(hi, e.lo)), max(lo, min(hi, e.hi)))
+            return {
+                "value": round(e.value * scale, 4),
+                "ci95": [round(ends[0] * scale, 4), round(ends[1] * scale, 4)],
+                "n": e.n,
+            }
+
+        half = NormalDist().inv_cdf(0.5 + level / 2) * math.sqrt(self.judge.var / self.judge.n)
+        mean = self.judge.mean
+        out: dict[str, Any] = {
+            "n": self.judge.n,
+            "labelled": len(people),
+            "judge_only": shown(Estimate(mean, mean - half, mean + half, level, self.judge.n)),
+            "human_only": shown(human_only(people, level)) if len(people) > 1 else None,
+        }
+        try:
+            whole, parts = stratified(self.strata, level)
+        except ValueError:
+            short = self.doubted and len(self.strata[1].y) < 2 and self.strata[1].unlabelled.n
+            where = "the jobs whose verdict the run doubts" if short else "the jobs"
+            out["ppi"] = None
+            out["note"] = (
+                f"no prediction-powered estimate: {where} need two labels or more "
+                "(judgeq labels export puts them before people)"
+            )
+            return out
+        out["ppi"] = {**shown(whole), "lam": [p.lam for p in parts]}
+        return out
+
+
+@dataclass(slots=True)
+class EstimateStats:
+    """The run's pass rate and mean score estimated from people's labels and the judge's
+    figures together (prediction-powered inference, :mod:`judgeq.figures.ppi`), beside the
+    judge-only and human-only figures, for the run and each model. Over graded jobs (a null
+    has no judge figure); labels a, b and tie (pairs) are not estimated here."""
+
+    threshold: float | None
+    numeric: bool
+    lo: float = 1.0
+    hi: float = 10.0
+    run: dict[str, _Quantity] = field(default_factory=dict)
+    by_model: dict[str, dict[str, _Quantity]] = field(default_factory=dict)
+
+    def add(self, r: Result, *, by_model: bool) -> None:
+        if r.status != "graded" and not r.settled:
+            return
+        label = r.label
+        if isinstance(label, str) and label not in ("pass", "fail"):
+            return  # a pair's label
+        doubted = bool(DOUBTED.intersection(r.flags))
+        groups = [self.run] + ([self.by_model.setdefault(r.model, {})] if by_model and r.model else [])
+        if r.passed is not None:
+            person: float | None = None
+            if isinstance(label, str):
+                person = 1.0 if label == "pass" else 0.0
+            elif label is not None and self.threshold is not None:
+                person = 1.0 if label >= self.threshold else 0.0
+            for g in groups:
+                g.setdefault("pass_rate", _Quantity()).add(1.0 if r.passed else 0.0, person, doubted)
+        if self.numeric and r.overall is not None and not r.settled:
+            score = float(label) if isinstance(label, float) else None
+            if isinstance(label, str):
+                return  # a pass/fail label says nothing of the mean
+            for g in groups:
+                g.setdefault("mean", _Quantity()).add(float(r.overall), score, doubted)
+
+    def _figures(self, group: dict[str, _Quantity]) -> dict[str, Any]:
+        out = {}
+        for name, scale, bounds in (("pass_rate", 100.0, (0.0, 1.0)), ("mean", 1.0, (self.lo, self.hi))):
+            q = group.get(name)
+            body = q.to_dict(scale, bounds) if q is not None else None
+            if body is not None:
+                out[name] = body
+        return out
+
+    def to_dict(self) -> dict[str, Any] | None:
+        run = self._figures(self.run)
+        if not run:
+            return None
+        models = {m: f for m, f in ((m, self._figures(g)) for m, g in sorted(self.by_model.items())) if f}
+        first = next(iter(self.run.values()))
+        note = (
+            "PPI++: people's labels correct the judge's figure (its weight: lam); valid when the "
+            "labelled jobs are a random sample of the graded jobs"
+        )
+        if first.doubted:
+            note += (
+                f", within each of two strata: the {first.doubted} jobs whose verdict the run doubts "
+                "(judges disagree, or a pair's verdict changed with the order) and the others"
+            )
+        return {**run, **({"by_model": models} if models else {}), "note": note}

@@ -1,5 +1,5 @@
 """People in the loop (issue 32, point 5): which jobs a labelling file holds, and labels read
-back with every problem named (judgeq/report/labels.py; the commands: tests/cli/test_labels.py)."""
+back with every problem named (judgeq/report/labels.py; the commands: tests/cli/test_labels_cli.py)."""
 
 from __future__ import annotations
 
@@ -151,3 +151,49 @@ def test_applying_labels_changes_only_the_labelled_jobs() -> None:
     out = list(apply_labels(results, {"j0": "pass", "j1": 8.0}))
     assert [r.label for r in out] == ["pass", 8.0, 3.0]
     assert out[2] is results[2]
+
+
+def test_the_report_estimates_the_pass_rate_from_labels_and_verdicts_by_stratum() -> None:
+    """Through the report's accumulator: graded jobs only (a null has no judge figure), the
+    doubted jobs a stratum of their own, the figures those of judgeq.figures.ppi on the same
+    numbers, per model too; no estimate without labels or for pair labels."""
+    from judgeq.figures.ppi import Stratum, stratified
+    from judgeq.report.validity import EstimateStats
+
+    stats = EstimateStats(threshold=7.0, numeric=True)
+    strata = (Stratum(), Stratum())
+    results = []
+    for i in range(60):
+        doubted = i % 10 == 0
+        passed = i % 3 != 0
+        label: Any = None
+        if doubted or i % 4 == 1:
+            label = "pass" if i % 5 else 9.0 if i % 2 else "fail"
+        results.append(
+            result(
+                i,
+                passed=passed,
+                overall=8.0 if passed else 3.0,
+                label=label,
+                flags=["judges_disagree"] if doubted else [],
+                model="m1" if i % 2 else "m2",
+            )
+        )
+        person = None if label is None else 1.0 if label in ("pass", 9.0) else 0.0
+        strata[1 if doubted else 0].add(1.0 if passed else 0.0, person)
+    results.append(result(60, status="null", null_reason="timeout", overall=None, passed=None, label="pass"))
+    for r in results:
+        stats.add(r, by_model=True)
+    body = stats.to_dict()
+    assert body is not None
+    whole, _ = stratified(strata)
+    rate = body["pass_rate"]
+    assert rate["n"] == 60 and rate["ppi"]["value"] == pytest.approx(whole.value * 100, abs=1e-3)
+    assert rate["labelled"] == sum(len(s.y) for s in strata)
+    assert "6 jobs whose verdict the run doubts" in body["note"]
+    assert set(body["by_model"]) == {"m1", "m2"}
+    assert body["mean"]["labelled"] == sum(1 for r in results[:60] if isinstance(r.label, float))
+    unlabelled = EstimateStats(threshold=7.0, numeric=True)
+    for r in (result(i, label="a" if i == 0 else None) for i in range(5)):
+        unlabelled.add(r, by_model=False)
+    assert unlabelled.to_dict() is None

@@ -5,6 +5,7 @@ than it when the judge is noise (lam tuned towards 0), and clear errors on bad i
 from __future__ import annotations
 
 import random
+from statistics import fmean
 
 import pytest
 
@@ -90,3 +91,66 @@ def test_empty_samples_are_named() -> None:
         human_only([])
     with pytest.raises(ValueError, match="no judged jobs"):
         judge_only([])
+
+
+def test_streamed_moments_give_the_same_estimate_as_the_values() -> None:
+    from statistics import fmean, variance
+
+    from judgeq.figures.ppi import Moments, ppi_moments
+
+    rng = random.Random(3)
+    xs = [rng.random() * 10 for _ in range(1000)]
+    m = Moments.of(xs)
+    assert m.n == 1000 and m.mean == pytest.approx(fmean(xs)) and m.var == pytest.approx(variance(xs))
+    y, f = [rng.random() for _ in range(50)], [rng.random() for _ in range(50)]
+    assert ppi_moments(y, f, m) == pytest.approx(ppi_mean(y, f, xs))  # (a dataclass of floats)
+    assert Moments().var == 0.0 and Moments.of([2.0]).var == 0.0
+
+
+def test_strata_keep_the_estimate_valid_when_the_doubted_jobs_are_all_labelled() -> None:
+    """A judge that errs mostly where the run doubts it (its judges disagree there): every
+    doubted job labelled plus a random draw of the others, as ``judgeq labels export`` asks.
+    The stratified estimate covers the people's pass rate at its level; pooling those labels as
+    one sample does not (the doubted jobs are over-represented in it)."""
+    from judgeq.figures.ppi import Stratum, stratified
+
+    rng = random.Random(11)
+    jobs = []  # (doubted, person, judge)
+    for _ in range(5_000):
+        doubted = rng.random() < 0.1
+        y = 1.0 if rng.random() < (0.2 if doubted else 0.7) else 0.0
+        f = (1.0 if rng.random() < 0.9 else 0.0) if doubted else (y if rng.random() < 0.9 else 1 - y)
+        jobs.append((doubted, y, f))
+    truth = fmean(y for _, y, _ in jobs)
+    covered = pooled_covered = 0
+    runs = 400
+    for _ in range(runs):
+        rest = [i for i, (d, _, _) in enumerate(jobs) if not d]
+        drawn = set(rng.sample(rest, 150))
+        strata = (Stratum(), Stratum())
+        pooled = Stratum()
+        for i, (d, y, f) in enumerate(jobs):
+            labelled = d or i in drawn
+            strata[1 if d else 0].add(f, y if labelled else None)
+            pooled.add(f, y if labelled else None)
+        whole, parts = stratified(strata)
+        assert parts[1].width == 0  # every doubted job labelled: known exactly
+        covered += whole.lo <= truth <= whole.hi
+        naive, _ = stratified([pooled])
+        pooled_covered += naive.lo <= truth <= naive.hi
+    assert covered / runs >= 0.93, covered / runs
+    assert pooled_covered / runs < 0.5, pooled_covered / runs
+
+
+def test_a_stratum_with_unlabelled_jobs_and_fewer_than_two_labels_cannot_be_estimated() -> None:
+    from judgeq.figures.ppi import Stratum, stratified
+
+    rest, doubted = Stratum(), Stratum()
+    for i in range(20):
+        rest.add(1.0, 1.0 if i < 5 else None)
+    doubted.add(0.0, 1.0)
+    doubted.add(1.0, None)
+    with pytest.raises(ValueError, match="two labelled jobs"):
+        stratified([rest, doubted])
+    with pytest.raises(ValueError, match="no jobs"):
+        stratified([Stratum()])

@@ -81,7 +81,17 @@ def test_a_run_goes_before_people_and_their_labels_come_back(run: tuple[Path, st
     assert labelled == {
         r["job_id"]: (float(r["label"]) if r["label"][0].isdigit() else r["label"]) for r in rows
     }
-    assert "- Labels: 5 from `to-label.csv`" in (out / run_id / "report.md").read_text()
+    markdown = (out / run_id / "report.md").read_text()
+    assert "- Labels: 5 from `to-label.csv`" in markdown
+    # the pass rate from labels and verdicts: 2 of the 5 labels pass (pass, and 8 >= 7)
+    rate = report["agreement"]["estimates"]["pass_rate"]
+    assert rate["labelled"] == 5 and rate["n"] == 30 and rate["human_only"]["value"] == 40.0
+    assert (
+        rate["ppi"] is not None and rate["ppi"]["ci95"][0] <= rate["ppi"]["value"] <= rate["ppi"]["ci95"][1]
+    )
+    assert "### Estimates from labels and verdicts together" in markdown
+    assert not any(word in markdown for word in ("None", "nan", "NaN"))
+    assert "pass rate from labels and verdicts (PPI++)" in done.stdout
 
     again = judgeq("labels", "import", run_id, str(sheet), "--out", str(out))
     assert again.returncode == 0 and "(0 new or changed)" in again.stderr
