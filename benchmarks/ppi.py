@@ -1,5 +1,5 @@
 """Prediction-powered estimates from few human labels, by simulation on LLMBar's labelled pairs and
-its published judge outputs (issue 32, point 6: the statistics; the report does not show them yet).
+its published judge outputs (issue 32, point 6; the report gives the same figures: agreement.estimates).
 
     python benchmarks/ppi.py [FOLDER] [--resamples 1000] [--labels 40]
 
