@@ -147,9 +147,16 @@ def ppi_moments(
     level: float = 0.95,
     *,
     lam: float | None = None,
+    bounds: tuple[float, float] | None = None,
 ) -> Estimate:
     """:func:`ppi_mean` with the unlabelled jobs' judge figures as their :class:`Moments` (a
-    report's stream: the labelled jobs are few and kept, the others are counted)."""
+    report's stream: the labelled jobs are few and kept, the others are counted).
+
+    ``lam`` tuned: 1 (classical PPI) when the judge's figures on the labelled jobs do not vary
+    (they cannot tell how the judge relates to people; the judge's spread stays in the interval).
+    ``bounds``: what a figure can be (0-1 for a pass); when every labelled job gives the same
+    ``y - lam f`` (20 passes of 20), its variance is taken as if one more had been at the far
+    end of what it can be, so a few unanimous labels never make a zero-width interval."""
     n, big_n = len(y), unlabelled.n
     if n != len(f):
         raise ValueError(f"{n} labels but {len(f)} judge figures for the labelled jobs")
@@ -157,14 +164,18 @@ def ppi_moments(
         raise ValueError("PPI needs two labelled jobs or more and one unlabelled job or more")
     var_f = _var(f)
     if lam is None:
-        lam = covariance(y, f) / ((1 + n / big_n) * var_f) if var_f > 0 else 0.0
+        lam = covariance(y, f) / ((1 + n / big_n) * var_f) if var_f > 0 else 1.0
         lam = min(1.0, max(0.0, lam))
     rectifier = [a - lam * b for a, b in zip(y, f, strict=True)]
     value = lam * unlabelled.mean + fmean(rectifier)
+    var_r = _var(rectifier)
+    if var_r == 0 and bounds is not None:
+        lo, hi = bounds
+        centre = rectifier[0]
+        far = max((lo - lam * hi, hi - lam * lo), key=lambda x: abs(x - centre))
+        var_r = _var([*rectifier, far])
     # the judge's part over many jobs (normal), the rectifier's over the few labelled (Student's t)
-    half = math.sqrt(
-        (_z(level) * lam) ** 2 * unlabelled.var / big_n + _t(level, n) ** 2 * _var(rectifier) / n
-    )
+    half = math.sqrt((_z(level) * lam) ** 2 * unlabelled.var / big_n + _t(level, n) ** 2 * var_r / n)
     return Estimate(value, value - half, value + half, level, n, lam)
 
 
@@ -188,23 +199,34 @@ class Stratum:
     def size(self) -> int:
         return len(self.y) + self.unlabelled.n
 
-    def estimate(self, level: float) -> Estimate:
-        """Its PPI++ estimate; its people's mean, exact, when every job is labelled; ValueError
-        when it has unlabelled jobs and fewer than two labels."""
+    def estimate(
+        self, level: float, *, lam: float | None = None, bounds: tuple[float, float] | None = None
+    ) -> Estimate:
+        """Its PPI++ estimate (``lam`` 0: its people's mean alone); its people's mean, exact,
+        when every job is labelled; ValueError when it has unlabelled jobs and fewer than two
+        labels."""
         if not self.unlabelled.n and self.y:
             value = fmean(self.y)
             return Estimate(value, value, value, level, len(self.y), None)
-        return ppi_moments(self.y, self.f, self.unlabelled, level)
+        return ppi_moments(self.y, self.f, self.unlabelled, level, lam=lam, bounds=bounds)
 
 
-def stratified(strata: Sequence[Stratum], level: float = 0.95) -> tuple[Estimate, list[Estimate]]:
+def stratified(
+    strata: Sequence[Stratum],
+    level: float = 0.95,
+    *,
+    lam: float | None = None,
+    bounds: tuple[float, float] | None = None,
+) -> tuple[Estimate, list[Estimate]]:
     """The estimate over the strata's jobs together (see the module) and each non-empty
-    stratum's own, in order; ValueError (from the stratum) when one cannot be estimated."""
+    stratum's own, in order (``lam``, ``bounds``: :func:`ppi_moments`'; ``lam=0``: people's
+    figure alone, weighted by the strata, the people-only figure of a stratified sample);
+    ValueError (from the stratum) when one cannot be estimated."""
     full = [s for s in strata if s.size]
     total = sum(s.size for s in full)
     if not total:
         raise ValueError("no jobs")
-    parts = [s.estimate(level) for s in full]
+    parts = [s.estimate(level, lam=lam, bounds=bounds) for s in full]
     value = sum(s.size / total * e.value for s, e in zip(full, parts, strict=True))
     z = _z(level)
     var = sum((s.size / total * e.width / (2 * z)) ** 2 for s, e in zip(full, parts, strict=True))

@@ -31,9 +31,13 @@ def normal_label(v: Any) -> float | str | None:
     if isinstance(v, bool):
         return "pass" if v else "fail"
     if isinstance(v, (int, float)):
-        if not math.isfinite(v):
+        try:
+            number = float(v)
+        except OverflowError:  # an integer of hundreds of digits
+            raise ValueError("must be a finite number") from None
+        if not math.isfinite(number):
             raise ValueError("must be a finite number")
-        return float(v)
+        return number
     if isinstance(v, str):
         word = v.strip().lower()
         if word in LABEL_WORDS:

@@ -74,8 +74,15 @@ FORMATS = ("json_schema", "text")
 (``output_config.format``), then the request's own words alone (a model or a cloud's region
 that refuses ``output_config``: Claude on Vertex AI has answered Haiku 4.5's with
 "output_config: Extra inputs are not permitted")."""
-FORMAT_WORDS = ("output_config", "output_format", "structured output")
-"""What a 400 names when the server refuses structured output."""
+FORMAT_WORDS = (
+    "output_config: extra inputs are not permitted",
+    "output_format: extra inputs are not permitted",
+    "does not support structured output",
+    "structured outputs are not supported",
+)
+"""What a 400 says when the server refuses structured output itself (a complaint about the
+schema's content, ``output_config.format.schema...: property 'minimum' is not supported``, is
+not a refusal: it stays the job's null)."""
 
 
 def messages_kwargs(request: JudgeRequest, model: str, shape: str = "json_schema") -> dict[str, Any]:
@@ -198,7 +205,7 @@ class AnthropicJudge(JudgeBase):
     ) -> None:
         self.model = model
         self._base_url = base_url
-        self._formats = Formats(FORMATS, FORMAT_WORDS)
+        self._formats = Formats(FORMATS, FORMAT_WORDS, f"{self.provider} judge {model}")
         # api_key/base_url None: the SDK reads ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL. Without
         # credentials the judge still builds: every call is then an auth_error null (the
         # producer's preflight reports it once, before anything is enqueued).
@@ -398,7 +405,7 @@ class _CloudJudge(AnthropicJudge):
     def __init__(self, model: str, *, client: Any = None) -> None:
         self.model = model
         self._base_url = None
-        self._formats = Formats(FORMATS, FORMAT_WORDS)
+        self._formats = Formats(FORMATS, FORMAT_WORDS, f"{self.provider} judge {model}")
         try:
             self._client = client or self._build()
         except Exception:  # no region, no project, no credential: every call says so

@@ -8,6 +8,7 @@ holds for every judge and every worker pool.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -34,6 +35,8 @@ from judgeq.ratelimit import (
 from judgeq.ratelimit.headers import fmt_duration, retry_after
 from judgeq.settings import default
 from judgeq.telemetry import BudgetWaited, JudgeCall, current_job, emit, observed
+
+log = logging.getLogger("judgeq.judge")
 
 __all__ = [
     "Adopted",
@@ -66,14 +69,18 @@ class Formats:
     """The formats a judge asks for its verdict in, best first (structured output, then looser
     ones: the request's own words ask for the JSON verdict in every one), and the one in use.
 
-    A server that refuses the one in use (an ``invalid_request`` whose message names it: one of
-    :attr:`words`) moves the judge to the next, for all its later calls; the last has no
-    fallback (its refusal is the job's null). Every provider's adapter falls back through this,
-    each with its own chain and words (data); thread-safe (a worker's threads share a judge)."""
+    A server that refuses the one in use (an ``invalid_request``, not a missing model, whose
+    message says so in one of :attr:`words`: words that name a refusal of the format, not a
+    complaint about the schema's content, which stays the job's null) moves the judge to the
+    next, for all its later calls (the server or model cannot do it), said once in the log; the
+    last has no fallback (its refusal is the job's null). Every provider's adapter falls back
+    through this, each with its own chain and words (data); thread-safe (a worker's threads
+    share a judge). A fallback is one more request within the attempt, once per process."""
 
-    def __init__(self, chain: tuple[str, ...], words: tuple[str, ...]) -> None:
+    def __init__(self, chain: tuple[str, ...], words: tuple[str, ...], name: str = "judge") -> None:
         self.chain = chain
         self.words = tuple(w.lower() for w in words)
+        self.name = name
         self._at = 0
         self._lock = threading.Lock()
 
@@ -86,13 +93,22 @@ class Formats:
         """After ``error`` answered a request in ``asked``: True (and the judge moved past
         ``asked``) when it is the server refusing that format and a looser one remains; False
         for any other error, and for a refusal of the last format."""
-        if not isinstance(error, JudgeInvalidRequest) or not any(w in str(error).lower() for w in self.words):
+        if type(error) is not JudgeInvalidRequest or not any(w in str(error).lower() for w in self.words):
             return False
         at = self.chain.index(asked)
         if at + 1 >= len(self.chain):
             return False
         with self._lock:  # (a racing caller may have moved it already: the furthest move holds)
+            moved = self._at < at + 1
             self._at = max(self._at, at + 1)
+        if moved:
+            log.warning(
+                "%s: the server refused the verdict as %s (%s); asking for it as %s from now on",
+                self.name,
+                asked,
+                str(error)[:200],
+                self.chain[at + 1],
+            )
         return True
 
 

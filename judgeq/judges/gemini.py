@@ -60,9 +60,9 @@ FORMATS = ("json_schema", "text")
 """The verdict's formats, best first (:class:`~judgeq.judges.base.Formats`): structured output
 (``response_mime_type`` JSON with ``response_json_schema``), then the request's own words alone
 (a model without JSON mode: Google answers 400 "JSON mode is not enabled for models/...")."""
-FORMAT_WORDS = ("json mode", "response_json_schema", "responsejsonschema", "response_mime_type",
-                "responsemimetype", "response_schema", "responseschema")  # fmt: skip
-"""What a 400 names when the server refuses structured output."""
+FORMAT_WORDS = ("json mode is not enabled",)
+"""What a 400 says when the model refuses JSON output itself (a complaint about the schema's
+content is not a refusal: it stays the job's null)."""
 PRO_MIN_THINKING = 128
 """Gemini 2.5 Pro cannot stop thinking; the smallest budget it takes."""
 
@@ -183,7 +183,7 @@ class GeminiJudge(JudgeBase):
 
     def __init__(self, model: str, *, client: genai.Client | None = None) -> None:
         self.model = model
-        self._formats = Formats(FORMATS, FORMAT_WORDS)
+        self._formats = Formats(FORMATS, FORMAT_WORDS, f"gemini judge {model}")
         self._server = _base_url()  # the SDK reads it once, when its client is built
         self._client: genai.Client | None = client
         if client is None and (_vertex() or _key() is not None):  # a blank key is none

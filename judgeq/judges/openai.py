@@ -159,7 +159,7 @@ class OpenAIJudge(JudgeBase):
             self._client = None
         if self._client is not None and client is None and not str(self._client.api_key or "").strip():
             self._client = None
-        self._formats = Formats(FORMATS, FORMAT_WORDS)
+        self._formats = Formats(FORMATS, FORMAT_WORDS, f"{self.provider} judge")
 
     @property
     def has_credentials(self) -> bool:

@@ -124,38 +124,47 @@ def _row(r: Result, why: str, texts: Mapping[str, Mapping[str, str]] | None) -> 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line, row)`` of a labels file: JSON Lines (``.jsonl``, ``.json``) or CSV (any other
-    name; a row's line is where it begins)."""
-    with path.open(encoding="utf-8-sig", newline="") as f:
-        if path.suffix.lower() in (".jsonl", ".json"):
-            for line, text in enumerate(f, 1):
-                if not text.strip():
-                    continue
-                try:
-                    obj = json.loads(text)
-                except ValueError as exc:
-                    raise ConfigError(f"{path}:{line}: not JSON ({exc.args[0]})") from None
-                if not isinstance(obj, dict):
-                    raise ConfigError(f"{path}:{line}: a line must be a JSON object")
-                yield line, obj
-            return
-        reader = csv.DictReader(f)
+    name; a row's line is where it begins; blank lines are skipped)."""
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as f:
+            if path.suffix.lower() in (".jsonl", ".json"):
+                yield from _json_rows(path, f)
+            else:
+                yield from _csv_rows(path, f)
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text (save it as UTF-8, e.g. 'CSV UTF-8')") from None
+
+
+def _json_rows(path: Path, f: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for line, text in enumerate(f, 1):
+        if not text.strip():
+            continue
         try:
-            fields = reader.fieldnames or []
-        except csv.Error as exc:
-            raise ConfigError(f"{path}:1: not CSV ({exc})") from None
-        missing = [c for c in ("job_id", "label") if c not in fields]
+            obj = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"{path}:{line}: not JSON ({exc.args[0]})") from None
+        if not isinstance(obj, dict):
+            raise ConfigError(f"{path}:{line}: a line must be a JSON object")
+        yield line, obj
+
+
+def _csv_rows(path: Path, f: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    reader = csv.reader(f)
+    try:
+        header = next(reader, None) or []
+        missing = [c for c in ("job_id", "label") if c not in header]
         if missing:
             raise ConfigError(
                 f"{path}:1: no {' and no '.join(missing)} column (the header of the file "
                 "judgeq labels export writes has both)"
             )
         start = reader.line_num + 1
-        try:
-            for row in reader:
-                yield start, row
-                start = reader.line_num + 1
-        except csv.Error as exc:
-            raise ConfigError(f"{path}:{reader.line_num}: not CSV ({exc})") from None
+        for row in reader:
+            if any(cell.strip() for cell in row):
+                yield start, dict(zip(header, row, strict=False))
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise ConfigError(f"{path}:{reader.line_num}: not CSV ({exc})") from None
 
 
 def read_labels(path: Path, rubric: Rubric, job_ids: Iterable[str], run_id: str) -> dict[str, float | str]:

@@ -25,7 +25,7 @@ from statistics import NormalDist
 from typing import Any
 
 from judgeq.figures import stats as _stats
-from judgeq.figures.ppi import Estimate, Moments, Stratum, human_only, stratified
+from judgeq.figures.ppi import Estimate, Moments, Stratum, stratified
 from judgeq.figures.stats import pct
 from judgeq.grading.result import Result
 
@@ -364,10 +364,13 @@ class _Quantity:
             return None
         lo, hi = bounds
 
+        def clip(x: float) -> float:
+            return max(lo, min(hi, x))
+
         def shown(e: Estimate) -> dict[str, Any]:
-            ends = (max(lo, min(hi, e.lo)), max(lo, min(hi, e.hi)))
+            ends = (clip(e.lo), clip(e.hi))
             return {
-                "value": round(e.value * scale, 4),
+                "value": round(clip(e.value) * scale, 4),
                 "ci95": [round(ends[0] * scale, 4), round(ends[1] * scale, 4)],
                 "n": e.n,
             }
@@ -378,10 +381,13 @@ class _Quantity:
             "n": self.judge.n,
             "labelled": len(people),
             "judge_only": shown(Estimate(mean, mean - half, mean + half, level, self.judge.n)),
-            "human_only": shown(human_only(people, level)) if len(people) > 1 else None,
         }
+        try:  # people alone, each stratum weighted by its share (a random draw within each)
+            out["human_only"] = shown(stratified(self.strata, level, lam=0.0, bounds=bounds)[0])
+        except ValueError:
+            out["human_only"] = None
         try:
-            whole, parts = stratified(self.strata, level)
+            whole, parts = stratified(self.strata, level, bounds=bounds)
         except ValueError:
             short = self.doubted and len(self.strata[1].y) < 2 and self.strata[1].unlabelled.n
             where = "the jobs whose verdict the run doubts" if short else "the jobs"
@@ -426,9 +432,8 @@ class EstimateStats:
             for g in groups:
                 g.setdefault("pass_rate", _Quantity()).add(1.0 if r.passed else 0.0, person, doubted)
         if self.numeric and r.overall is not None and not r.settled:
+            # (a pass/fail label says nothing of the score: the job counts as unlabelled here)
             score = float(label) if isinstance(label, float) else None
-            if isinstance(label, str):
-                return  # a pass/fail label says nothing of the mean
             for g in groups:
                 g.setdefault("mean", _Quantity()).add(float(r.overall), score, doubted)
 

@@ -99,6 +99,7 @@ def import_labels(run: str, file: Path, **flags: Any) -> None:
     score its agreement with them again from the kept verdicts, with no judge call. A row with
     no label is skipped; any problem (a job the run does not have, a label that does not fit
     the rubric) is named by line and nothing is imported."""
+    from judgeq.pipeline.job import null_result
     from judgeq.report.build import build_report, new_aggregator
     from judgeq.report.files import write_report_files
     from judgeq.report.labels import apply_labels, read_labels
@@ -109,6 +110,8 @@ def import_labels(run: str, file: Path, **flags: Any) -> None:
     settings = settings_from(**flags)
     source = open_run(run, settings)
     spec, before = source.spec, source.report
+    if spec is not None and before is None and source.where == "redis":
+        raise ConfigError(f"run {source.run_id} has not finished: import labels once its report is written")
     if spec is None or before is None:
         missing = "specification (run.json)" if spec is None else "report (report.json)"
         raise ConfigError(f"run {source.run_id}: its {missing} is missing: labels cannot be imported")
@@ -124,8 +127,15 @@ def import_labels(run: str, file: Path, **flags: Any) -> None:
     changed = sum(1 for r in source.results() if r.job_id in given and given[r.job_id] != r.label)
 
     agg = new_aggregator(spec)
+    seen: set[int] = set()
     for r in apply_labels(source.results(), given):
+        seen.add(r.index)
         agg.add(r)
+    for index in range(spec.total):  # a job whose result was lost: a null in every figure, as when
+        if index not in seen:  # the run was finalized (its report counts it missing too)
+            agg.add(
+                null_result(spec=spec, index=index, reason="lost", why="no result was stored for this job")
+            )
     judge = before.get("judge") or {}
     report = build_report(
         spec,

@@ -125,3 +125,22 @@ def test_a_bad_labels_file_is_refused_by_line_and_nothing_is_written(
         "labels", "export", "no-such-run", "--out", str(out), "--redis-url", "redis://127.0.0.1:9/0"
     )
     assert unknown.returncode == 2 and "no-such-run" in unknown.stderr and "Traceback" not in unknown.stderr
+
+
+def test_a_run_with_lost_results_keeps_them_as_nulls_when_labels_come_back(
+    run: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Two results lost (their lines gone from verdicts.jsonl): the labelled report still counts
+    all 30 jobs, the two as nulls `lost`, as the run's finalize does; verdicts.jsonl keeps what
+    was there."""
+    out, run_id = run
+    verdicts = out / run_id / "verdicts.jsonl"
+    lines = verdicts.read_text().splitlines()
+    verdicts.write_text("\n".join(lines[2:]) + "\n")
+    labels = tmp_path / "l.csv"
+    labels.write_text("job_id,label\nr-010,pass\nr-011,fail\n")
+    done = judgeq("labels", "import", run_id, str(labels), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / run_id / "report.json").read_text())
+    assert report["counts"]["total"] == 30 and report["counts"]["null_by_reason"] == {"lost": 2}
+    assert len(verdicts.read_text().splitlines()) == 28

@@ -4,9 +4,12 @@ refusal of the last format, is the job's own (its null)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 
-from judgeq.errors import JudgeAPIError, JudgeInvalidRequest, JudgeRateLimited
+import pytest
+
+from judgeq.errors import JudgeAPIError, JudgeInvalidRequest, JudgeModelNotFound, JudgeRateLimited
 from judgeq.judges.base import Formats
 
 
@@ -50,3 +53,43 @@ def test_racing_callers_never_move_it_back() -> None:
     for t in threads:
         t.join()
     assert f.current == "text"
+
+
+def test_a_missing_model_is_no_refusal_of_the_format() -> None:
+    f = formats()
+    assert not f.fall_back("json_schema", JudgeModelNotFound("404: response_format model gone"))
+    assert f.current == "json_schema"
+
+
+def test_a_complaint_about_the_schema_is_the_job_s_null_not_a_refusal_of_structured_output() -> None:
+    """Anthropic's and Gemini's words name the refusal, not the field: a schema the server
+    finds fault with (a property it does not support) must not move every later call of the
+    process to free text."""
+    from judgeq.judges.anthropic import FORMAT_WORDS as ANTHROPIC
+    from judgeq.judges.base import Formats
+    from judgeq.judges.gemini import FORMAT_WORDS as GEMINI
+
+    claude = Formats(("json_schema", "text"), ANTHROPIC)
+    schema = (
+        "output_config.format.schema.properties.x: property 'minimum' is not supported in structured outputs"
+    )
+    assert not claude.fall_back("json_schema", JudgeInvalidRequest(schema))
+    assert claude.fall_back(
+        "json_schema", JudgeInvalidRequest("output_config: Extra inputs are not permitted")
+    )
+    gemini = Formats(("json_schema", "text"), GEMINI)
+    assert not gemini.fall_back(
+        "json_schema", JudgeInvalidRequest("generationConfig.responseJsonSchema: bad")
+    )
+    assert gemini.fall_back(
+        "json_schema", JudgeInvalidRequest("JSON mode is not enabled for models/gemini-pro")
+    )
+
+
+def test_the_move_is_said_once_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="judgeq.judge")
+    f = Formats(("json_schema", "text"), ("response_format",), "openai judge")
+    for _ in range(3):
+        f.fall_back("json_schema", JudgeInvalidRequest("400: response_format is not supported"))
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "openai judge" in said[0] and "as text from now on" in said[0]

@@ -4,6 +4,7 @@ back with every problem named (judgeq/report/labels.py; the commands: tests/cli/
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,64 @@ def test_the_report_estimates_the_pass_rate_from_labels_and_verdicts_by_stratum(
     for r in (result(i, label="a" if i == 0 else None) for i in range(5)):
         unlabelled.add(r, by_model=False)
     assert unlabelled.to_dict() is None
+
+
+def test_people_alone_are_weighted_by_stratum_as_the_export_draws_them() -> None:
+    """Every doubted job labelled (here: all fail, which the judge passed) and a random 50 of the
+    other 900: pooling the labels would say 29% pass where 81% do; the figure people's labels
+    give alone is weighted by each stratum's share, as the PPI++ one is."""
+    from judgeq.report.validity import EstimateStats
+
+    rng = random.Random(5)
+    stats = EstimateStats(threshold=7.0, numeric=True)
+    others = [1.0 if rng.random() < 0.9 else 0.0 for _ in range(900)]
+    drawn = set(rng.sample(range(900), 50))
+    for i in range(100):
+        stats.add(result(i, passed=True, label="fail", flags=["judges_disagree"]), by_model=False)
+    for i, y in enumerate(others):
+        label = ("pass" if y else "fail") if i in drawn else None
+        stats.add(result(100 + i, passed=bool(y), overall=8.0 if y else 3.0, label=label), by_model=False)
+    truth = 100 * sum(others) / 1000
+    body = stats.to_dict()
+    assert body is not None
+    rate = body["pass_rate"]
+    for figure in (rate["human_only"], rate["ppi"]):
+        lo, hi = figure["ci95"]
+        assert lo <= truth <= hi and abs(figure["value"] - truth) < 6, figure
+
+
+def test_the_mean_keeps_jobs_labelled_pass_or_fail_as_unlabelled() -> None:
+    """A pass/fail label says nothing of the score: the job stays in the mean's population,
+    unlabelled there; with its stratum then short of numeric labels, no PPI mean, said why."""
+    from judgeq.report.validity import EstimateStats
+
+    stats = EstimateStats(threshold=7.0, numeric=True)
+    for i in range(10):
+        stats.add(
+            result(i, passed=True, overall=8.0, label="fail", flags=["judges_disagree"]), by_model=False
+        )
+    for i in range(10, 50):
+        stats.add(result(i, overall=float(i % 10), label=float(i % 10) if i < 15 else None), by_model=False)
+    body = stats.to_dict()
+    assert body is not None
+    mean = body["mean"]
+    assert mean["n"] == 50 and mean["labelled"] == 5
+    assert mean["ppi"] is None and "the jobs whose verdict the run doubts need two labels" in mean["note"]
+
+
+def test_line_numbers_count_blank_lines_and_a_file_not_utf8_or_a_huge_number_is_said_so(
+    tmp_path: Path,
+) -> None:
+    blank = tmp_path / "blank.csv"
+    blank.write_text("job_id,label\n\nj0,pass\n\nnope,pass\n")
+    with pytest.raises(ConfigError) as caught:
+        read_labels(blank, RUBRIC, IDS, "r")
+    assert f"{blank}:5: job_id: run r has no job 'nope'" in str(caught.value)
+    excel = tmp_path / "excel.csv"
+    excel.write_bytes("job_id,label,notes\nj0,pass,caf\xe9\n".encode("cp1252"))
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        read_labels(excel, RUBRIC, IDS, "r")
+    huge = tmp_path / "huge.jsonl"
+    huge.write_text('{"job_id": "j0", "label": ' + "9" * 400 + "}\n")
+    with pytest.raises(ConfigError, match=r"huge.jsonl:1: label: must be a finite number"):
+        read_labels(huge, RUBRIC, IDS, "r")

@@ -67,9 +67,27 @@ def test_fixed_lam_zero_is_the_human_only_mean_and_one_is_classical_ppi() -> Non
     assert ppi_mean(y, f, f_u, lam=1.0).value == pytest.approx(6 / 8 + (3 - 2) / 4)
 
 
-def test_a_constant_judge_falls_back_to_the_human_only_estimate() -> None:
+def test_a_constant_judge_gives_the_human_only_estimate() -> None:
+    """A judge that says the same of every job: classical PPI (lam 1, nothing in the labels
+    tells how it relates to people), which then is the people's mean and its interval."""
     est = ppi_mean([1, 0, 1], [1, 1, 1], [1, 1, 1, 1])
-    assert est.lam == 0.0 and est.value == pytest.approx(2 / 3)
+    human = human_only([1, 0, 1])
+    assert est.lam == 1.0 and est.value == pytest.approx(2 / 3)
+    assert (est.lo, est.hi) == pytest.approx((human.lo, human.hi))
+
+
+def test_unanimous_labels_never_make_a_zero_width_interval() -> None:
+    """20 labelled jobs the judge passed, all labelled pass, while the judge fails 5% of the
+    others: classical PPI keeps the judge's spread, and the bounds keep the labels' part from
+    being certain (as if one more label had been the other way)."""
+    from judgeq.figures.ppi import Moments, ppi_moments
+
+    judge_rest = Moments.of([1.0] * 930 + [0.0] * 50)
+    est = ppi_moments([1.0] * 20, [1.0] * 20, judge_rest, bounds=(0.0, 1.0))
+    assert est.lam == 1.0 and est.value == pytest.approx(930 / 980)
+    assert est.width > 0.05
+    alone = ppi_moments([1.0] * 20, [1.0] * 20, judge_rest, lam=0.0, bounds=(0.0, 1.0))
+    assert alone.value == 1.0 and alone.lo < 0.95  # people alone: 20 of 20 is not certainty
 
 
 @pytest.mark.parametrize(
