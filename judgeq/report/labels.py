@@ -16,7 +16,6 @@ the judge was unsure are not a sample of the run); the file says which rows thos
 from __future__ import annotations
 
 import csv
-import json
 import random
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 from judgeq.errors import ConfigError
 from judgeq.grading.result import Result
 from judgeq.jobs.base import label_problem, normal_label
+from judgeq.judges.prices import json_object
 from judgeq.rubric.model import Rubric
 
 __all__ = [
@@ -139,13 +139,7 @@ def _json_rows(path: Path, f: Iterable[str]) -> Iterator[tuple[int, dict[str, An
     for line, text in enumerate(f, 1):
         if not text.strip():
             continue
-        try:
-            obj = json.loads(text)
-        except ValueError as exc:
-            raise ConfigError(f"{path}:{line}: not JSON ({exc.args[0]})") from None
-        if not isinstance(obj, dict):
-            raise ConfigError(f"{path}:{line}: a line must be a JSON object")
-        yield line, obj
+        yield line, json_object(text, f"{path}:{line}", "a job_id and a label")
 
 
 def _csv_rows(path: Path, f: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -135,7 +135,7 @@ def test_a_file_without_the_columns_or_not_there_is_said_so(tmp_path: Path) -> N
         read_labels(tmp_path / "absent.csv", RUBRIC, IDS, "r")
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"job_id": "j0", "label": "pass"}\n{not json\n')
-    with pytest.raises(ConfigError, match=r"broken.jsonl:2: not JSON"):
+    with pytest.raises(ConfigError, match=r"broken.jsonl:2: not valid JSON"):
         read_labels(broken, RUBRIC, IDS, "r")
 
 
