@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from judgeq.grading.cascade import CascadeSpec
 from judgeq.jobs.grade import Jury
 from judgeq.judges import JudgeSpec, stored_judge
 from judgeq.judges.base import RetryPolicy
@@ -83,6 +84,9 @@ class RunSpec(BaseModel):
     by the panel's strict majority (:class:`judgeq.jobs.grade.Jury`)."""
     no_majority: Literal["tie", "null"] = "null"
     """A jury's pair with no majority: a tie, or a null (``--no-majority``)."""
+    cascade: CascadeSpec | None = None
+    """The run's judges (the first and the council) are a cascade, in order of cost, with
+    these thresholds (``--cascade``; :mod:`judgeq.grading.cascade`)."""
     swap: bool = True
     """Pair jobs are judged in both orders (``--no-swap``: once, A first)."""
     disagreement: float | None = None

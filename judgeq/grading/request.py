@@ -51,6 +51,9 @@ class JudgeRequest:
     output_schema: dict[str, Any]
     max_tokens: int = DEFAULT_MAX_TOKENS
     fields: Mapping[str, Any] = field(default_factory=dict)
+    sample: int = 0
+    """A cascade's repeated sample of the same request (0: the first, as any run asks it): the
+    wire request is the same, the reply cache keeps each sample's reply apart."""
 
     def size_chars(self) -> int:
         """Characters sent to the judge (system, user message, schema): for budget estimates."""

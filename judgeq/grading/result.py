@@ -6,6 +6,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from judgeq.grading.cascade import CascadeRecord
+
 __all__ = ["Result"]
 
 
@@ -66,6 +68,9 @@ class Result(BaseModel):
     judges_absent: dict[str, str] | None = None
     """A jury's members that gave this job no verdict, by model, and why (``parse_error``,
     ``refusal``, ``invalid_request``): they stay in the panel's count."""
+    cascade: CascadeRecord | None = None
+    """A cascade run's job: the stage that kept it (None: abstained) and what each stage asked
+    said, with its confidence and threshold (:mod:`judgeq.grading.cascade`)."""
     _served: list[str] = PrivateAttr(default=[])  # (copied per instance; see below)
     """Provenance of the job's judge calls that answered (not those from the reply cache), one
     ``provider endpoint model response_format`` each: the endpoint's host, the model as the
@@ -87,6 +92,7 @@ class Result(BaseModel):
         "judge_usage",
         "holistic",
         "judges_absent",
+        "cascade",
     )
     """Fields a stored line leaves out while they are None."""
 

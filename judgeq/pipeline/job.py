@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from judgeq.errors import JudgeError
+from judgeq.grading.cascade import ABSTAINED, CascadeRecord, CascadeSpec, StageVerdict, confidence_of
 from judgeq.grading.request import DEFAULT_MAX_TOKENS, JudgeRequest, output_schema, render_system, render_user
 from judgeq.grading.result import Result
 from judgeq.grading.verdict import parse_verdict
@@ -125,6 +126,11 @@ class GradingContext:
     """The council is a jury, with these rules (:class:`~judgeq.jobs.grade.Jury`)."""
     gate: Gate | None = None
     """This process's bound on judge calls in flight (a worker's ``JUDGEQ_CONCURRENCY``)."""
+    cascade: CascadeSpec | None = None
+    """The run's judges are a cascade (:mod:`judgeq.grading.cascade`): the first judge and the
+    council, in order of cost."""
+    stages: dict[int, GradingContext] = field(default_factory=dict, repr=False)
+    """A cascade's stage contexts, each of one judge (:meth:`stage`)."""
     run_id: str | None = None
     """The run graded; a cached reply this run's own job paid for (its earlier delivery was
     killed after the reply was cached, before its result was stored) is that job's spend,
@@ -143,6 +149,20 @@ class GradingContext:
     @property
     def judges(self) -> list[tuple[JudgeBase, Budget | None]]:
         return [(self.judge, self.budget), *self.council]
+
+    def stage(self, s: int) -> GradingContext:
+        """The context of judge ``s`` alone (a cascade's stage ``s``: its verdicts are scored as
+        that judge's alone would be)."""
+        built = self.stages.get(s)
+        if built is None:
+            judge, budget = self.judges[s]
+            built = self.stages[s] = replace(self, judge=judge, budget=budget, council=(), cascade=None, stages={})
+        return built
+
+    @property
+    def samples(self) -> int:
+        """Calls per unit per judge: a cascade's samples, else one."""
+        return self.cascade.samples if self.cascade is not None else 1
 
     def cache_key(self, request: JudgeRequest, judge: Judge | None = None) -> str | None:
         """The reply-cache key of ``request`` to ``judge`` (default: the first); None when this
@@ -222,6 +242,7 @@ def context_for(
         safety_cap=spec.safety_cap,
         retrieval=spec.retrieval,
         jury=spec.jury_rules(),
+        cascade=spec.cascade,
     )
 
 
@@ -240,8 +261,10 @@ def job_calls(ctx: GradingContext, job: Job) -> list[Call]:
     requests = [ctx.request_for(job, unit) for unit in units]
     calls: list[Call] = []
     for j in range(len(ctx.judges)):
-        for unit, request in zip(units, requests, strict=True):
-            calls.append(Call(str(len(calls)), j, request, unit.swapped, unit.turn))
+        for k in range(ctx.samples):  # a cascade's samples: sample 0 is the request any run makes
+            for unit, request in zip(units, requests, strict=True):
+                sampled = replace(request, sample=k) if k else request
+                calls.append(Call(str(len(calls)), j, sampled, unit.swapped, unit.turn))
     return calls
 
 
@@ -255,8 +278,23 @@ def grade_job(
 ) -> Result:
     """Grade one job; a judge failure gives a ``null`` result with its reason. ``planned``:
     its calls with their cache keys, when the caller made them already (:func:`plan_calls`)."""
+    if planned is None:
+        planned = plan_calls(ctx, job)
+    if ctx.cascade is not None:
+        return _grade_cascade(ctx, ctx.cascade, job, index, planned, sleep)
+    return combine(ctx, job, index, _make_calls(ctx, index, planned, sleep))
+
+
+def _make_calls(
+    ctx: GradingContext,
+    index: int,
+    planned: Sequence[tuple[Call, str | None]],
+    sleep: Callable[[float], None],
+) -> list[CallResult]:
+    """Make ``planned`` calls in order (a reply in the reply cache makes no call), until one
+    fails: the job is then null and the other calls would be paid for nothing."""
     results: list[CallResult] = []
-    for call, key in planned if planned is not None else plan_calls(ctx, job):
+    for call, key in planned:
         judge, budget = ctx.judges[call.judge]
         hit = ctx.cache.get(key) if ctx.cache is not None and key is not None else None
         if hit is not None:
@@ -278,8 +316,102 @@ def grade_job(
         own = hit is not None and hit.paid_by is not None and hit.paid_by == ctx.paid_by(index)
         results.append(CallResult(call, outcome, key, hit is not None and not own))
         if outcome.reply is None:
-            break  # the job is null: the other calls would be paid for nothing
-    return combine(ctx, job, index, results)
+            break
+    return results
+
+
+def _grade_cascade(
+    ctx: GradingContext,
+    cascade: CascadeSpec,
+    job: Job,
+    index: int,
+    planned: Sequence[tuple[Call, str | None]],
+    sleep: Callable[[float], None],
+) -> Result:
+    """A cascade's job (:mod:`judgeq.grading.cascade`): each stage's judge grades it
+    ``samples`` times, and the first stage confident enough keeps its first sample's verdict;
+    a job no stage keeps is abstained. A failed call makes the job null with its reason, as in
+    any run (an outage pauses, it never abstains); the replies already paid for are kept."""
+    if not planned:  # its kind's rules settled it: no judge, no cascade
+        return combine(ctx.stage(0), job, index, [])
+    asked: list[CallResult] = []
+    stages: list[StageVerdict] = []
+    kept: tuple[int, Result] | None = None
+    for s in range(len(ctx.judges)):
+        results = _make_calls(ctx, index, [(c, k) for c, k in planned if c.judge == s], sleep)
+        asked += results
+        if any(r.outcome.reply is None for r in results):
+            stage_ctx = ctx.stage(s)
+            failed = combine(stage_ctx, job, index, [replace(r, call=replace(r.call, judge=0)) for r in results])
+            _keep_answered(ctx, index, asked)
+            failed._served = _served(ctx, asked)
+            return failed
+        samples = [
+            combine(
+                ctx.stage(s),
+                job,
+                index,
+                [replace(r, call=replace(r.call, judge=0)) for r in results if r.call.request.sample == k],
+            )
+            for k in range(cascade.samples)
+        ]
+        verdicts = [r.verdict() for r in samples]
+        confidence = confidence_of(verdicts)
+        threshold = cascade.thresholds[s]
+        first = [r.outcome.reply for r in results if r.call.request.sample == 0 and r.outcome.reply]
+        stages.append(
+            StageVerdict(
+                judge=ctx.judges[s][0].model,
+                verdict=verdicts[0],
+                confidence=round(confidence, 4),
+                threshold=threshold,
+                input_tokens=sum(x.input_tokens for x in first),
+                output_tokens=sum(x.output_tokens for x in first),
+            )
+        )
+        if threshold is not None and verdicts[0] is not None and confidence >= threshold:
+            kept = s, samples[0]
+            break
+    base = _base_fields(ctx, job, index, asked, batch=False)
+    spend: dict[str, object] = {
+        k: base[k]
+        for k in (
+            "grading_latency_ms",
+            "attempts",
+            "cached",
+            "input_tokens",
+            "output_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+            "judge_usage",
+        )
+        if k in base
+    }
+    if kept is not None:
+        s, verdict = kept
+        record = CascadeRecord(stage=s, stages=stages)
+        result = verdict.model_copy(
+            update={**spend, "judge_model": ctx.judges[s][0].model, "cascade": record}
+        )
+    else:
+        said = "; ".join(
+            f"{v.judge} {v.verdict or 'gave no verdict'} at confidence {v.confidence:.2f}"
+            + (f" (needs {v.threshold:.2f})" if v.threshold is not None else " (keeps nothing)")
+            for v in stages
+        )
+        why = f"no judge of the cascade was confident enough: {said}"
+        base["judge_model"] = stages[-1].judge
+        result = _null(ABSTAINED, why[:RAW_NULL_LIMIT], base, cascade=CascadeRecord(stage=None, stages=stages))
+    result._served = _served(ctx, asked)
+    return result
+
+
+def _served(ctx: GradingContext, results: Sequence[CallResult]) -> list[str]:
+    return [
+        provenance(ctx.judges[r.call.judge][0], r.outcome.reply)
+        for r in results
+        if r.outcome.reply is not None and not r.cached
+    ]
 
 
 def plan_calls(ctx: GradingContext, job: Job) -> list[tuple[Call, str | None]]:
@@ -300,11 +432,7 @@ def combine(
     the replies came from the batch lane (their cost is discounted). The provenance of its
     answered calls rides along (:attr:`Result._served`), to be counted when it is stored."""
     result = _combine(ctx, job, index, results, batch=batch)
-    result._served = [
-        provenance(ctx.judges[r.call.judge][0], r.outcome.reply)
-        for r in results
-        if r.outcome.reply is not None and not r.cached
-    ]
+    result._served = _served(ctx, results)
     return result
 
 
@@ -318,44 +446,7 @@ def _combine(
 ) -> Result:
     rubric = ctx.rubric
     judges = ctx.judges
-    all_cached = bool(results) and all(r.cached for r in results)
-    spent = [r for r in results if all_cached or not r.cached]
-    base: dict[str, object] = {
-        "job_id": job.id,
-        "index": index,
-        "kind": job.kind,
-        "grading_latency_ms": round(sum(r.outcome.elapsed for r in results) * 1000, 1),
-        "attempts": sum(r.outcome.attempts for r in results),
-        "rubric_name": rubric.name,
-        "rubric_version": rubric.version,
-        "judge_model": ctx.judge.model,
-        "cached": all_cached,
-        "batch": batch,
-        **job_fields(job, ctx.rubric, ctx.retrieval),
-    }
-    replies = [r.outcome.reply for r in spent if r.outcome.reply is not None]
-    base.update(
-        input_tokens=sum(x.input_tokens for x in replies),
-        output_tokens=sum(x.output_tokens for x in replies),
-        cache_read_input_tokens=sum(x.cache_read_input_tokens for x in replies),
-        cache_creation_input_tokens=sum(x.cache_creation_input_tokens for x in replies),
-    )
-    if len(judges) > 1:
-        usage: dict[str, list[int]] = {}
-        for r in spent:
-            if r.outcome.reply is not None:
-                x = r.outcome.reply
-                row = usage.setdefault(judges[r.call.judge][0].model, [0, 0, 0, 0])
-                for i, n in enumerate(
-                    (
-                        x.input_tokens,
-                        x.output_tokens,
-                        x.cache_read_input_tokens,
-                        x.cache_creation_input_tokens,
-                    )
-                ):
-                    row[i] += n
-        base["judge_usage"] = usage
+    base = _base_fields(ctx, job, index, results, batch=batch)
     jury = ctx.jury is not None and len(judges) > 1
     absent: dict[int, str] = {}  # a jury's members that did not answer this job: why
     for r in results:
@@ -408,6 +499,53 @@ def _combine(
     return result
 
 
+def _base_fields(
+    ctx: GradingContext, job: Job, index: int, results: Sequence[CallResult], *, batch: bool
+) -> dict[str, object]:
+    """What a result of ``job`` from these calls' outcomes has whatever its verdict: the job's
+    fields, the time, attempts and tokens spent (a council's and a cascade's per judge model)."""
+    judges = ctx.judges
+    all_cached = bool(results) and all(r.cached for r in results)
+    spent = [r for r in results if all_cached or not r.cached]
+    base: dict[str, object] = {
+        "job_id": job.id,
+        "index": index,
+        "kind": job.kind,
+        "grading_latency_ms": round(sum(r.outcome.elapsed for r in results) * 1000, 1),
+        "attempts": sum(r.outcome.attempts for r in results),
+        "rubric_name": ctx.rubric.name,
+        "rubric_version": ctx.rubric.version,
+        "judge_model": ctx.judge.model,
+        "cached": all_cached,
+        "batch": batch,
+        **job_fields(job, ctx.rubric, ctx.retrieval),
+    }
+    replies = [r.outcome.reply for r in spent if r.outcome.reply is not None]
+    base.update(
+        input_tokens=sum(x.input_tokens for x in replies),
+        output_tokens=sum(x.output_tokens for x in replies),
+        cache_read_input_tokens=sum(x.cache_read_input_tokens for x in replies),
+        cache_creation_input_tokens=sum(x.cache_creation_input_tokens for x in replies),
+    )
+    if len(judges) > 1:
+        usage: dict[str, list[int]] = {}
+        for r in spent:
+            if r.outcome.reply is not None:
+                x = r.outcome.reply
+                row = usage.setdefault(judges[r.call.judge][0].model, [0, 0, 0, 0])
+                for i, n in enumerate(
+                    (
+                        x.input_tokens,
+                        x.output_tokens,
+                        x.cache_read_input_tokens,
+                        x.cache_creation_input_tokens,
+                    )
+                ):
+                    row[i] += n
+        base["judge_usage"] = usage
+    return base
+
+
 ABSENT_REASONS = frozenset({"parse_error", "refusal", "invalid_request"})
 """Why a jury member may be absent from a job's panel: it answered, but not with a verdict
 (one that does not parse, a refusal) or refused the request itself. A member that could not
@@ -448,9 +586,10 @@ def call_count(ctx: GradingContext, job: Job | None = None) -> int:
     judge of the run, one per unit of the job (:meth:`Job.units`). Without a job: what a job of
     this run makes at least, for the sizes that hold for all (a run's jobs are of one kind: its
     kind's :attr:`JobKind.least_units`)."""
+    per_unit = len(ctx.judges) * ctx.samples  # (a cascade's: at most, every stage asked)
     if job is None:
-        return len(ctx.judges) * kind_for(ctx.rubric).least_units(ctx.swap)
-    return len(ctx.judges) * len(job.units(ctx.rubric, swap=ctx.swap))
+        return per_unit * kind_for(ctx.rubric).least_units(ctx.swap)
+    return per_unit * len(job.units(ctx.rubric, swap=ctx.swap))
 
 
 def _who(ctx: GradingContext, r: CallResult) -> str:

@@ -80,6 +80,8 @@ def cache_key(identity: str, request: JudgeRequest, rubric: Rubric) -> str:
         "rubric": [rubric.name, rubric.version, rubric.fingerprint],
         "request": body,
     }
+    if request.sample:  # a cascade's further sample: its own reply (sample 0 keeps the key it had)
+        material["sample"] = request.sample
     text = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
