@@ -149,7 +149,9 @@ class RunSpec(BaseModel):
     @property
     def council_rule(self) -> str:
         """How the council combines, as the report names it: ``mean``, ``z``, ``jury-median``,
-        ``jury-mean``."""
+        ``jury-mean``; ``cascade`` for a cascade's judges."""
+        if self.cascade is not None:
+            return "cascade"
         return f"jury-{self.jury}" if self.jury_rules() is not None else self.council_mode
 
     @property

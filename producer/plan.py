@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from judgeq.errors import ConfigError, JudgeError
+from judgeq.grading.cascade import CascadeSpec
 from judgeq.grading.retrieval import parse_position_weights
 from judgeq.jobs.base import label_problem
 from judgeq.jobs.kinds import KINDS, kind_for
@@ -206,6 +207,48 @@ def resolve_judges(
     return judges, None
 
 
+DEFAULT_AGREEMENT = 0.85
+DEFAULT_RISK = 0.1
+DEFAULT_SAMPLES = 3
+
+
+def cascade_judges(
+    text: str, judge: str | tuple[str, ...] | list[str] | None, council_mode: str | None, jury: str | None
+) -> list[JudgeSpec]:
+    """The judges of ``--cascade A,B[,C]``, in order of cost; ConfigError for a cascade that
+    cannot be one (fewer than two judges, one given twice, with ``--judge``, a council's or a
+    jury's options)."""
+    given = [judge] if isinstance(judge, str) else list(judge or ())
+    for flag, value in (("--judge", given), ("--council", council_mode), ("--jury", jury)):
+        if value:
+            raise ConfigError(f"--cascade names the run's judges: {flag} does not go with it")
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) < 2 or not all(parts):
+        raise ConfigError(
+            f"--cascade: {text!r}: give two judges or more, cheapest first, separated by commas "
+            "(e.g. anthropic:claude-haiku-4-5,anthropic:claude-opus-4-5)"
+        )
+    judges = [parse_judge_spec(p) for p in parts]
+    names = [str(j) for j in judges]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ConfigError(f"--cascade: {dup[0]} is given twice; a cascade's judges must differ")
+    return judges
+
+
+def cascade_plan(stages: int, agreement: float, risk: float, samples: int) -> CascadeSpec:
+    """A calibration's cascade (no stage keeps a job); ConfigError naming a bad flag."""
+    for flag, value, example in (("--agreement", agreement, "0.85"), ("--risk", risk, "0.1")):
+        if not (0 < value < 1):
+            raise ConfigError(f"{flag}: {value:g} must be between 0 and 1 (e.g. {flag} {example})")
+    if not 2 <= samples <= 16:
+        raise ConfigError(
+            f"--samples: {samples} must be between 2 and 16 "
+            "(a judge's confidence is the share of its samples that agree)"
+        )
+    return CascadeSpec(thresholds=[None] * stages, agreement=agreement, risk=risk, samples=samples)
+
+
 def resolve_judge(flag: str | None, settings: Settings) -> tuple[JudgeSpec, str | None]:
     """The judge to use and, when it was chosen for the user, a notice saying so."""
     if flag:
@@ -259,6 +302,9 @@ def plan_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
     out["no_majority"] = options.get("no_majority")
     out["swap"] = not options.get("no_swap", False)
     out["disagreement"] = options.get("disagreement")
+    for key in ("cascade", "agreement", "risk", "samples"):
+        if options.get(key) is not None:
+            out[key] = options[key]
     return out
 
 
@@ -281,10 +327,21 @@ def make_plan(
     disagreement: float | None = None,
     jury: str | None = None,
     no_majority: str | None = None,
+    cascade: str | None = None,
+    agreement: float = DEFAULT_AGREEMENT,
+    risk: float = DEFAULT_RISK,
+    samples: int = DEFAULT_SAMPLES,
+    calibration: bool = False,
 ) -> Plan:
-    """Validate everything; raise before anything is enqueued."""
+    """Validate everything; raise before anything is enqueued. With ``cascade`` the plan is a
+    calibration's (every stage grades every job): :mod:`producer.cascade` fits the thresholds."""
     rubric, rubric_text, overrides = load_rubric_for_run(rubric_ref, weights, settings)
-    judges, notice = resolve_judges(judge, settings)
+    if cascade is not None:
+        judges, notice = cascade_judges(cascade, judge, council_mode, jury), None
+        cascade_spec: CascadeSpec | None = cascade_plan(len(judges), agreement, risk, samples)
+    else:
+        judges, notice = resolve_judges(judge, settings)
+        cascade_spec = None
     judge_spec = judges[0]
     prices = load_prices(settings.prices) if settings.prices else shipped_prices()
     llm_models = [j.model for j in judges if not j.api.offline]
@@ -314,7 +371,7 @@ def make_plan(
         raise ConfigError(f"--run-id: {run_id!r} must be letters, digits, '.', '_' or '-' (max 128)")
     retrieval = retrieval_config(rubric, position_weights, default_weight, hit_k)
     limits = JobsFileLimits(settings.max_line_bytes, settings.max_field_chars)
-    scan = scan_jobs_file(jobs_path, jobs_name, limits, label_check(rubric))
+    scan = scan_jobs_file(jobs_path, jobs_name, limits, label_check(rubric, required=calibration))
     if not skip_invalid:
         scan.raise_if_invalid()
     if scan.valid == 0:
@@ -322,6 +379,11 @@ def make_plan(
     check_rubric_fits(rubric, scan)
     notice = "\n".join(filter(None, [notice, *self_grading(judges, scan)])) or None
     if settings.batch_api:
+        if cascade_spec is not None:
+            raise ConfigError(
+                "--batch-api with --cascade: a cascade's stages go through the live lane only in this "
+                "version (a stage waits for the one before); grade without --batch-api"
+            )
         check_batch_lane(judges)
     spec = RunSpec(
         run_id=run_id or new_run_id(),
@@ -346,6 +408,7 @@ def make_plan(
         no_majority="tie" if no_majority == "tie" else "null",
         swap=swap,
         disagreement=disagreement,
+        cascade=cascade_spec,
         rpm=settings.judge_rpm,
         itpm=settings.judge_itpm,
         otpm=settings.judge_otpm,
@@ -401,11 +464,17 @@ def check_rubric_fits(rubric: Rubric, scan: JobsFileScan) -> None:
     )
 
 
-def label_check(rubric: Rubric) -> Callable[[Job], tuple[str, str] | None]:
-    """The check of each job's ``label`` against the rubric (:func:`label_problem`)."""
+def label_check(rubric: Rubric, *, required: bool = False) -> Callable[[Job], tuple[str, str] | None]:
+    """The check of each job's ``label`` against the rubric (:func:`label_problem`); with
+    ``required`` (a cascade's calibration set), a job without one is an error too."""
 
     def check(job: Job) -> tuple[str, str] | None:
         label = job.label
+        if label is None and required:
+            return (
+                "label",
+                "a calibration job needs a person's label (its labels fit the cascade's thresholds)",
+            )
         if label is None or job.kind != kind_for(rubric).name:
             return None  # a job of another kind: the rubric refuses the file for that, once
         problem = label_problem(rubric, label)
@@ -508,7 +577,10 @@ def missing_key(judge: JudgeSpec) -> str:
 
 
 def judges_text(plan: Plan) -> str:
-    """``anthropic:m`` or, for a council, ``council of anthropic:a, anthropic:b (mean)``."""
+    """``anthropic:m`` or, for a council, ``council of anthropic:a, anthropic:b (mean)``; a
+    cascade's ``cascade of anthropic:a, anthropic:b``."""
     if not plan.council:
         return str(plan.judge)
+    if plan.spec.cascade is not None:
+        return f"cascade of {', '.join(map(str, plan.judges))}"
     return f"council of {', '.join(map(str, plan.judges))} ({plan.spec.council_mode})"

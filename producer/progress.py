@@ -23,7 +23,7 @@ from judgeq.judges.providers import is_offline, lane_name
 from judgeq.pipeline.batch_lane import lane_summary, lane_text
 from judgeq.ratelimit.headers import fmt_duration
 from judgeq.report.files import jobs_file_texts, write_report_files
-from judgeq.report.model import RunReport
+from judgeq.report.model import CascadeFigures, RunReport
 from judgeq.store.base import Store
 
 __all__ = [
@@ -421,11 +421,15 @@ def summary_text(document: RunReport | dict[str, Any], paths: dict[str, Path] | 
         + (f", {c.rejected:,} rejected input lines" if c.rejected else ""),
         f"rubric {report.rubric.name} {report.rubric.version}, "
         + (
-            f"council of {len(judges)} judges: {', '.join(judges)} ({judge.council_mode or 'mean'})"
+            f"cascade of {len(judges)} judges: {', '.join(judges)}"
+            if judge.council_mode == "cascade"
+            else f"council of {len(judges)} judges: {', '.join(judges)} ({judge.council_mode or 'mean'})"
             if len(judges) > 1
             else f"judge {judges[0]}"
         ),
     ]
+    if report.cascade is not None:
+        lines.append(cascade_line(report.cascade))
     if kind.scored:
         if o.n:
             lines.append(
@@ -508,3 +512,24 @@ def summary_text(document: RunReport | dict[str, Any], paths: dict[str, Path] | 
     if paths:
         lines += [f"  {name}: {path}" for name, path in paths.items()]
     return "\n".join(lines)
+
+
+def cascade_line(cascade: CascadeFigures) -> str:
+    """A cascade run's figures in one line: its guarantee, coverage, who answered, its cost."""
+    share = ", ".join(f"{s.judge} {fmt_count(s.answered)}" for s in cascade.stages)
+    observed = cascade.observed
+    seen = (
+        f"; {fmt(observed.agreement, '%')} agree with the run's {fmt_count(observed.labelled)} labelled jobs"
+        if observed.labelled
+        else ""
+    )
+    cost = (
+        f"; cost {fmt(cascade.cost_fraction * 100, '%')} of the strongest judge alone"
+        if cascade.cost_fraction is not None
+        else ""
+    )
+    return (
+        f"cascade: agreement >= {100 * cascade.agreement:g}% guaranteed with probability "
+        f">= {100 * (1 - cascade.risk):g}%; {fmt(cascade.coverage, '%')} of jobs kept ({share}), "
+        f"{fmt_count(cascade.abstained)} abstained{seen}{cost}"
+    )

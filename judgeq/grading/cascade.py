@@ -95,6 +95,8 @@ class StageVerdict(BaseModel):
     threshold: float | None
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
 
 
 class CascadeRecord(BaseModel):

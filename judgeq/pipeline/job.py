@@ -156,7 +156,9 @@ class GradingContext:
         built = self.stages.get(s)
         if built is None:
             judge, budget = self.judges[s]
-            built = self.stages[s] = replace(self, judge=judge, budget=budget, council=(), cascade=None, stages={})
+            built = self.stages[s] = replace(
+                self, judge=judge, budget=budget, council=(), cascade=None, stages={}
+            )
         return built
 
     @property
@@ -342,7 +344,9 @@ def _grade_cascade(
         asked += results
         if any(r.outcome.reply is None for r in results):
             stage_ctx = ctx.stage(s)
-            failed = combine(stage_ctx, job, index, [replace(r, call=replace(r.call, judge=0)) for r in results])
+            failed = combine(
+                stage_ctx, job, index, [replace(r, call=replace(r.call, judge=0)) for r in results]
+            )
             _keep_answered(ctx, index, asked)
             failed._served = _served(ctx, asked)
             return failed
@@ -367,6 +371,8 @@ def _grade_cascade(
                 threshold=threshold,
                 input_tokens=sum(x.input_tokens for x in first),
                 output_tokens=sum(x.output_tokens for x in first),
+                cache_read_input_tokens=sum(x.cache_read_input_tokens for x in first),
+                cache_creation_input_tokens=sum(x.cache_creation_input_tokens for x in first),
             )
         )
         if threshold is not None and verdicts[0] is not None and confidence >= threshold:
@@ -401,7 +407,9 @@ def _grade_cascade(
         )
         why = f"no judge of the cascade was confident enough: {said}"
         base["judge_model"] = stages[-1].judge
-        result = _null(ABSTAINED, why[:RAW_NULL_LIMIT], base, cascade=CascadeRecord(stage=None, stages=stages))
+        result = _null(
+            ABSTAINED, why[:RAW_NULL_LIMIT], base, cascade=CascadeRecord(stage=None, stages=stages)
+        )
     result._served = _served(ctx, asked)
     return result
 

@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from judgeq.figures.stats import Histogram, Stats, histogram, pct, quantile, wilson
+from judgeq.grading.cascade import CascadeSpec
 from judgeq.grading.result import Result
 from judgeq.jobs.kind import ReportShape, Section
 from judgeq.jobs.kinds import GROUP_SECTION_KEYS, KINDS
 from judgeq.judges.prices import Price, Prices, shipped_prices
+from judgeq.report.cascade import CascadeStats
 from judgeq.report.validity import AgreementStats, CouncilStats, EstimateStats, InputPairing
 from judgeq.settings import default_thresholds
 
@@ -225,6 +227,7 @@ class Aggregator:
         swap: bool = True,
         lane: str = "live",
         prices: Prices | None = None,
+        cascade: CascadeSpec | None = None,
     ) -> None:
         shape = ReportShape(
             hit_k=tuple(sorted(set(hit_k))),
@@ -261,7 +264,12 @@ class Aggregator:
         self.swap = swap
         self.council = (
             CouncilStats(self.judges, "ordinal" if mode == "numeric" else "nominal", council_mode)
-            if len(self.judges) > 1
+            if len(self.judges) > 1 and cascade is None
+            else None
+        )
+        self.cascade = (
+            CascadeStats(cascade, self.judges, threshold, scale == "pairwise")
+            if cascade is not None
             else None
         )
         self.pairing = InputPairing()
@@ -288,6 +296,8 @@ class Aggregator:
             section.add(r)
         if self.council is not None:
             self.council.add(r)
+        if self.cascade is not None:
+            self.cascade.add(r)
         if r.judge_usage and not r.cached:
             for model, used in r.judge_usage.items():
                 row = self.judge_spent.setdefault(model, [0] * 8)
@@ -412,8 +422,11 @@ class Aggregator:
             if estimates is not None:
                 agreement["estimates"] = estimates
             out["agreement"] = agreement
+        if self.cascade is not None:
+            out["cascade"] = self.cascade.to_dict(None if cost is None else cost["total"])
         if self.council is not None:
             out["council"] = self.council.to_dict()
+        if self.council is not None or self.cascade is not None:
             # every judge of the council, what it spent and what the reply cache spared it (a
             # council answered from the cache alone had no by_judge at all)
             models = sorted((set(self.judge_spent) | set(self.saved_by)) - {""})

@@ -66,6 +66,7 @@ def new_aggregator(spec: RunSpec) -> Aggregator:
         swap=spec.swap,
         lane=spec.lane,
         prices=spec.price_book(),
+        cascade=spec.cascade,
     )
 
 

@@ -8,7 +8,7 @@ from judgeq.figures.formatting import fmt, fmt_ci, fmt_count, fmt_p
 from judgeq.jobs.kinds import KINDS
 from judgeq.judges.prices import unpriced_text
 from judgeq.judges.providers import is_offline, lane_name
-from judgeq.report.model import Estimates, GroupEstimates, QuantityEstimate, RunReport
+from judgeq.report.model import CascadeFigures, Estimates, GroupEstimates, QuantityEstimate, RunReport
 
 __all__ = ["render_markdown", "validity_markdown"]
 
@@ -39,6 +39,47 @@ def _estimates_markdown(est: Estimates) -> list[str]:
     lines += ["", *(f"- {n}" for n in dict.fromkeys(notes))]
     if est.note:
         lines.append(f"- {est.note}")
+    return lines
+
+
+def cascade_markdown(cascade: CascadeFigures) -> list[str]:
+    """A cascade run's section: the guarantee, each judge's share, abstentions, cost."""
+    lines = [
+        "",
+        "## Cascade",
+        "",
+        f"- Guarantee: the kept verdicts agree with people at least {100 * cascade.agreement:g}% of the "
+        f"time, with probability at least {100 * (1 - cascade.risk):g}% over calibration sets "
+        f"(thresholds fitted on {fmt_count(cascade.calibrated)} labelled jobs of `{cascade.calibration}`, "
+        f"run {cascade.calibration_run}; {cascade.samples} samples per judge, confidence: the share "
+        "agreeing with the first)",
+        f"- Kept: {fmt_count(cascade.kept)} of {fmt_count(cascade.jobs)} jobs "
+        f"({fmt(cascade.coverage, '%')}); "
+        f"abstained: {fmt_count(cascade.abstained)} (no judge confident enough: null `abstained`, "
+        "for people to label)",
+        "",
+        "| judge | threshold | asked | answered | share of jobs |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for s in cascade.stages:
+        threshold = "keeps nothing" if s.threshold is None else f"{s.threshold:.2f}"
+        asked, answered = fmt_count(s.asked), fmt_count(s.answered)
+        lines.append(f"| {s.judge} | {threshold} | {asked} | {answered} | {fmt(s.share, '%')} |")
+    observed = cascade.observed
+    fraction = None if cascade.cost_fraction is None else 100 * cascade.cost_fraction
+    lines += [
+        "",
+        f"- Observed on this run's labelled jobs: {fmt_ci(observed.agreement, observed.interval, '%')} agree "
+        f"({fmt_count(observed.labelled)} labelled and kept)"
+        if observed.labelled
+        else "- Observed: no labelled job of this run was kept (import labels with `judgeq labels import`)",
+        f"- Cost: {fmt(cascade.cost_usd, ' USD')} against {fmt(cascade.strongest_alone_usd, ' USD')} for the "
+        f"strongest judge alone ({fmt(fraction, '%')})"
+        if cascade.strongest_alone_usd is not None
+        else "- Cost against the strongest judge alone: unknown (a judge without a price)",
+        "- What the guarantee does not say: it holds for jobs exchangeable with the calibration set, "
+        "graded with the same rubric and judges; it is over kept verdicts, not over abstentions.",
+    ]
     return lines
 
 
@@ -92,6 +133,8 @@ def validity_markdown(report: RunReport) -> list[str]:
             )
         if ag.estimates is not None:
             lines += _estimates_markdown(ag.estimates)
+    if report.cascade is not None:
+        lines += cascade_markdown(report.cascade)
     co = report.council
     if co:
         extra = [
@@ -201,6 +244,8 @@ def render_markdown(document: RunReport | dict[str, Any]) -> str:
         f"- Rubric: **{r.name}** {r.version} (scale {r.scale}, source `{r.source}`)",
         f"- Judge: {judges[0]}"
         if len(judges) == 1
+        else f"- Judges (a cascade, cheapest first): {', '.join(judges)}"
+        if judge.council_mode == "cascade"
         else f"- Judges (a council, {judge.council_mode or 'mean'}): {', '.join(judges)}",
         *served_lines(judge.served),
         f"- Jobs file: `{report.batch or ''}`",

@@ -353,6 +353,50 @@ class LabelsInfo(_Part):
     """Of them, jobs whose label is new or other than before."""
 
 
+class CascadeStage(_Part):
+    """One judge of a cascade: its threshold, the jobs it was asked and those it answered."""
+
+    judge: str
+    threshold: Num | None
+    asked: int
+    answered: int
+    share: Num | None
+    """Answered, in % of the run's jobs."""
+
+
+class CascadeObserved(_Part):
+    """Agreement of the kept verdicts with the run's own labels (held out from the calibration)."""
+
+    labelled: int
+    agreement: Num | None
+    interval: Interval = None
+
+
+class CascadeFigures(_Part):
+    """A cascade run (``--cascade``): the guarantee it ran under and what it did
+    (:mod:`judgeq.report.cascade`)."""
+
+    agreement: Num
+    """The agreement with people the kept verdicts are guaranteed."""
+    risk: Num
+    """The chance, over calibration draws, that the guarantee does not hold."""
+    samples: int
+    confidence: str
+    calibration: str
+    calibration_run: str
+    calibrated: int
+    jobs: int
+    kept: int
+    coverage: Num | None
+    abstained: int
+    stages: list[CascadeStage]
+    observed: CascadeObserved
+    cost_usd: Num | None
+    strongest_alone_usd: Num | None
+    """The strongest judge grading every job once, alone (its mean cost per calibration job)."""
+    cost_fraction: Num | None
+
+
 class RunReport(GroupFigures):
     """A run's whole report (report.json)."""
 
@@ -372,6 +416,7 @@ class RunReport(GroupFigures):
     """Each kind's own section of the whole run, by its key (:data:`RUN_SECTION_KEYS`)."""
     agreement: Agreement | None = None
     council: Council | None = None
+    cascade: CascadeFigures | None = None
     rejected: list[dict[str, Any]] = Field(default_factory=list)
     started_at: str
     finished_at: str

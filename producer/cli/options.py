@@ -73,6 +73,40 @@ def grading_options(f: F) -> F:
             help="A jury's pair no verdict has a majority for: a null (no_majority; default) or a tie.",
         ),
         click.option(
+            "--cascade",
+            default=None,
+            metavar="JUDGE,JUDGE[,...]",
+            help="Grade with a cascade of judges, cheapest first: each job is kept by the first judge "
+            "confident enough and escalated otherwise; a job no judge is confident about is "
+            "abstained. Needs --calibration.",
+        ),
+        click.option(
+            "--calibration",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="A cascade's calibration set: a jobs file with a person's label on every job, "
+            "graded by every judge of the cascade first (run id RUN_ID-calibration) to fit the "
+            "thresholds.",
+        ),
+        click.option(
+            "--agreement",
+            type=float,
+            default=None,
+            help="A cascade's guaranteed agreement with people of the verdicts it keeps [default 0.85].",
+        ),
+        click.option(
+            "--risk",
+            type=float,
+            default=None,
+            help="The chance the cascade's guarantee fails, over calibration sets [default 0.1].",
+        ),
+        click.option(
+            "--samples",
+            type=int,
+            default=None,
+            help="Samples per judge of a cascade: its confidence is the share agreeing [default 3].",
+        ),
+        click.option(
             "--disagreement",
             type=float,
             default=None,

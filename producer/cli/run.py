@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ..embedded import Interrupted, run_plan
-from ..plan import judges_text
+from ..plan import Plan, judges_text
 from ..progress import summary_text
 from .options import grading_options, settings_from
 from .submit import validated
@@ -32,7 +32,11 @@ def run(**flags: Any) -> None:
     Ctrl-C writes a partial report of what finished; the same command with --run-id RUN_ID
     grades the rest."""
     settings = settings_from(**flags)
-    with validated(settings, {**flags, "command": "run"}) as plan:
+
+    def grade(plan: Plan) -> None:  # a cascade's calibration set, graded here too
+        run_plan(plan, settings, stream=sys.stderr)
+
+    with validated(settings, {**flags, "command": "run"}, grade) as plan:
         if plan is None:
             return
         click.echo(

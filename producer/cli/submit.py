@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
+from judgeq.errors import ConfigError
 from judgeq.jobs.reader import open_jobs_file
 from judgeq.settings import Settings
 
+from ..cascade import calibrated
 from ..plan import Plan, check_credentials, judges_text, make_plan, plan_kwargs
 from .options import grading_options, redis_option, settings_from
 from .wait import KEEP_WAITING
@@ -30,9 +33,14 @@ def plan_from_flags(settings: Settings, jobs_path: Path, jobs_name: str, **flags
 
 
 @contextlib.contextmanager
-def validated(settings: Settings, flags: dict[str, Any]) -> Iterator[Plan | None]:
+def validated(
+    settings: Settings, flags: dict[str, Any], grade: Callable[[Plan], None] | None = None
+) -> Iterator[Plan | None]:
     """Open the jobs file and validate everything (nothing is enqueued on error); print the
-    notices. Yields the plan, or None when ``--dry-run`` already did the whole job."""
+    notices. Yields the plan, or None when ``--dry-run`` already did the whole job. A cascade's
+    plan is calibrated first: its calibration set graded by ``grade``, its thresholds fitted
+    (:mod:`producer.cascade`)."""
+    check_cascade_flags(flags)
     with open_jobs_file(flags["jobs_file"]) as (path, name):
         plan = plan_from_flags(settings, path, name, **flags)
         if plan.notice:
@@ -47,7 +55,24 @@ def validated(settings: Settings, flags: dict[str, Any]) -> Iterator[Plan | None
             yield None
             return
         check_credentials(plan, settings)
+        if plan.spec.cascade is not None:
+            if grade is None:
+                raise ConfigError("--cascade: this command cannot grade a calibration set")
+            plan = calibrated(plan, settings, flags, grade)
         yield plan
+
+
+def check_cascade_flags(flags: dict[str, Any]) -> None:
+    """A cascade's own options without ``--cascade``: refused, in one line."""
+    if flags.get("cascade"):
+        if not flags.get("calibration") and not flags.get("dry_run"):
+            raise ConfigError(
+                "--cascade needs --calibration FILE: a jobs file with a person's label on every job"
+            )
+        return
+    for key in ("calibration", "agreement", "risk", "samples"):
+        if flags.get(key) is not None:
+            raise ConfigError(f"--{key} goes with --cascade (it is one of a cascade's settings)")
 
 
 def reply_cache(settings: Settings, command: str) -> Any:
@@ -93,7 +118,7 @@ def submit(**flags: Any) -> None:
     if flags["keep_waiting"] and not flags["wait"]:
         raise click.UsageError("--keep-waiting goes with --wait (it says what waiting does on a pause)")
     settings = settings_from(**flags)
-    with validated(settings, flags) as plan:
+    with validated(settings, flags, lambda cal: _grade_and_wait(cal, settings)) as plan:
         if plan is None:
             return
         run_id = plan.spec.run_id
@@ -130,3 +155,19 @@ def submit(**flags: Any) -> None:
             nudge=lambda: submitted.dispatcher.reduce(run_id),
             keep_waiting=flags["keep_waiting"],
         )
+
+
+def _grade_and_wait(plan: Plan, settings: Settings) -> None:
+    """Submit ``plan`` (a cascade's calibration set) and wait for its report files."""
+    from ..distributed import submit_plan, wait_run
+
+    submitted = submit_plan(plan, settings)
+    run_id = submitted.run_id
+    wait_run(
+        run_id,
+        settings,
+        stream=sys.stderr,
+        store=submitted.store,
+        nudge=lambda: submitted.dispatcher.reduce(run_id),
+        stop_on_pause=True,
+    )

@@ -48,7 +48,9 @@ class Sampler:
         if say == "down":
             raise JudgeOverloaded("the judge is down")
         if say == NONE:
-            return judgeq.JudgeReply(text="I would rather not say.", input_tokens=self.tokens, output_tokens=5)
+            return judgeq.JudgeReply(
+                text="I would rather not say.", input_tokens=self.tokens, output_tokens=5
+            )
         if say in ("A", "B") and request.fields.get("output_a") != "4":  # shown swapped
             say = {"A": "B", "B": "A"}[str(say)]
         text = json.dumps(verdict_for_schema(request.output_schema, say))
@@ -80,7 +82,9 @@ def expected(says: tuple[str, ...]) -> tuple[str | None, float]:
 
 
 @pytest.mark.parametrize("cheap", PATTERNS)
-@pytest.mark.parametrize("strong", [("pass", "pass", "pass"), ("fail", "pass", "fail"), (NONE, "pass", "pass")])
+@pytest.mark.parametrize(
+    "strong", [("pass", "pass", "pass"), ("fail", "pass", "fail"), (NONE, "pass", "pass")]
+)
 @pytest.mark.parametrize("thresholds", [[1.0, 0.6], [0.6, 1.0], [None, 0.0], [1.0, 1.0]])
 def test_the_first_confident_stage_keeps_else_abstained(
     cheap: tuple[str, ...], strong: tuple[str, ...], thresholds: list[float | None]
@@ -160,7 +164,9 @@ def test_pairs_are_graded_in_both_orders_per_sample() -> None:
 def test_scored_rubric_confidence_is_over_pass_fail() -> None:
     a = Sampler("cheap", (9, 8, 3))  # pass, pass, fail at the pass threshold 7
     b = Sampler("strong", (2, 2, 2))
-    result = grade_job(cascade_ctx(QUALITY, [a, b], [0.6, 0.5]), RESPONSE.model_copy(update={"label": 8.0}), 0)
+    result = grade_job(
+        cascade_ctx(QUALITY, [a, b], [0.6, 0.5]), RESPONSE.model_copy(update={"label": 8.0}), 0
+    )
     assert result.cascade is not None and result.cascade.stage == 0
     assert result.overall is not None and result.overall >= 8
 
