@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 
@@ -191,3 +192,14 @@ def test_a_cascade_spec_states_its_bounds() -> None:
     with pytest.raises(ValueError):
         CascadeSpec(thresholds=[0.5, 0.5], agreement=0.8, risk=0.1, samples=1)
     assert CascadeSpec(thresholds=[None, None], agreement=0.8, risk=0.1).calibrating
+
+
+def test_the_python_api_refuses_a_cascade_it_cannot_calibrate(tmp_path: Path) -> None:
+    # (its calibration step is the CLI's in this version: never a calibration-only run by mistake)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'cascade'"):
+        judgeq.grade(
+            [{"id": "1", "input": "q", "output": "a"}],
+            rubric="quality",
+            cascade="lexical,python:x:y",
+            out=tmp_path,
+        )
