@@ -29,12 +29,7 @@ __all__ = ["calibrated", "calibration_plan", "fitted_text"]
 def calibration_plan(plan: Plan, settings: Settings, flags: dict[str, Any]) -> Plan:
     """The plan of ``plan``'s calibration run: the calibration file, the same rubric and
     judges, every stage grading every job."""
-    path = flags.get("calibration")
-    if not path:
-        raise ConfigError(
-            "--cascade needs --calibration FILE: a jobs file with a person's label on every job"
-        )
-    with open_jobs_file(str(path)) as (jobs_path, name):
+    with open_jobs_file(str(flags["calibration"])) as (jobs_path, name):
         options = {**flags, "run_id": f"{plan.spec.run_id}-calibration", "skip_invalid": False}
         return make_plan(
             jobs_path=jobs_path,

@@ -199,11 +199,7 @@ def resolve_judges(
     if len(given) <= 1:
         judge, notice = resolve_judge(given[0] if given else None, settings)
         return [judge], notice
-    judges = [parse_judge_spec(f) for f in given]
-    names = [str(j) for j in judges]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise ConfigError(f"--judge: {dup[0]} is given twice; a council's judges must differ")
+    judges = distinct_judges(given, "--judge", "a council")
     return judges, None
 
 
@@ -228,11 +224,17 @@ def cascade_judges(
             f"--cascade: {text!r}: give two judges or more, cheapest first, separated by commas "
             "(e.g. anthropic:claude-haiku-4-5,anthropic:claude-opus-4-5)"
         )
-    judges = [parse_judge_spec(p) for p in parts]
+    return distinct_judges(parts, "--cascade", "a cascade")
+
+
+def distinct_judges(given: Sequence[str], flag: str, group: str) -> list[JudgeSpec]:
+    """The judges ``flag`` names, parsed; ConfigError when one is given twice (``group``'s
+    judges must differ)."""
+    judges = [parse_judge_spec(g) for g in given]
     names = [str(j) for j in judges]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise ConfigError(f"--cascade: {dup[0]} is given twice; a cascade's judges must differ")
+        raise ConfigError(f"{flag}: {dup[0]} is given twice; {group}'s judges must differ")
     return judges
 
 

@@ -347,7 +347,8 @@ def _grade_cascade(
             failed = combine(
                 stage_ctx, job, index, [replace(r, call=replace(r.call, judge=0)) for r in results]
             )
-            _keep_answered(ctx, index, asked)
+            # (this stage's answered replies are kept by its combine: the earlier stages' here)
+            _keep_answered(ctx, index, asked[: len(asked) - len(results)])
             failed._served = _served(ctx, asked)
             return failed
         samples = [

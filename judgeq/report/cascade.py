@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from judgeq.figures.selective import fit_cascade
+from judgeq.figures.selective import apply_cascade, fit_cascade
 from judgeq.figures.stats import wilson
 from judgeq.grading.cascade import ABSTAINED, CascadeSpec, label_verdict
 from judgeq.grading.result import Result
@@ -89,11 +89,10 @@ def fit_thresholds(
     fitted = fit_cascade(confidence, correct, 1 - calibrating.agreement, calibrating.risk)
     kept = agree = 0
     for i in range(used):
-        for s, t in enumerate(fitted.thresholds):
-            if t is not None and confidence[s][i] >= t:
-                kept += 1
-                agree += correct[s][i]
-                break
+        keeper = apply_cascade(fitted, [row[i] for row in confidence])
+        if keeper is not None:
+            kept += 1
+            agree += correct[keeper][i]
     spec = calibrating.model_copy(
         update={
             "thresholds": list(fitted.thresholds),
