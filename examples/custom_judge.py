@@ -56,6 +56,9 @@ class ServiceJudge:
             raise JudgeInvalidRequest(message) from None
         except TimeoutError:
             raise JudgeTimeout("the grading service did not answer in time") from None
+        except ConnectionError as exc:  # reset or refused mid-answer (not wrapped by urllib): retried
+            why = exc.strerror or exc
+            raise JudgeAPIError(f"the grading service dropped the connection: {why}") from None
         except urllib.error.URLError as exc:
             raise JudgeAPIError(f"the grading service cannot be reached: {exc.reason}") from None
         usage = data.get("usage") or {}
